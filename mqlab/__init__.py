@@ -1,0 +1,38 @@
+"""mqlab: compare messaging drivers side by side.
+
+The public contract for plugin authors is :mod:`mqlab.transport` and
+:mod:`mqlab.errors` (plus :mod:`mqlab.amqp` for AMQP 0-9-1 plugins that share the
+oslo-style topology).
+"""
+
+from mqlab.errors import (
+    CallTimeout,
+    ConnectFailed,
+    ConnectionLost,
+    DriverError,
+    MqlabError,
+    OptionError,
+    TransportError,
+    Undeliverable,
+)
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CallTimeout",
+    "ConnectFailed",
+    "ConnectionLost",
+    "DriverError",
+    "Features",
+    "Handler",
+    "MqlabError",
+    "Option",
+    "OptionError",
+    "Target",
+    "Transport",
+    "TransportConfig",
+    "TransportError",
+    "Undeliverable",
+    "__version__",
+]

@@ -1,0 +1,86 @@
+"""mqlab's error tree: one root, context carried as attributes.
+
+Plugins map every library error to one of these at their boundary
+(``raise CallTimeout(...) from exc``); nothing from aio-pika, pika, proton or
+zmq escapes a plugin. Each transport error also subclasses the matching builtin
+so generic ``except ConnectionError`` code keeps working.
+"""
+
+from __future__ import annotations
+
+
+class MqlabError(Exception):
+    """Root of every error mqlab raises on purpose."""
+
+
+class ProfileError(MqlabError, ValueError):
+    """A profile is malformed: names the file, the field path and what was expected."""
+
+    def __init__(self, path: str, field: str, problem: str) -> None:
+        self.path = path
+        self.field = field
+        self.problem = problem
+        where = f"{path}: {field}: " if field else f"{path}: "
+        super().__init__(f"{where}{problem}")
+
+
+class PluginError(MqlabError):
+    """A plugin is unknown or failed to load; names the plugin and its package."""
+
+    def __init__(self, plugin: str, message: str, package: str | None = None) -> None:
+        self.plugin = plugin
+        self.package = package
+        super().__init__(message)
+
+
+class OptionError(MqlabError, ValueError):
+    """A driver option is unknown to its plugin or has the wrong type/value."""
+
+    def __init__(self, plugin: str, option: str, problem: str) -> None:
+        self.plugin = plugin
+        self.option = option
+        self.problem = problem
+        super().__init__(f"plugin {plugin!r}, option {option!r}: {problem}")
+
+
+class BrokerError(MqlabError):
+    """The managed broker could not be started, stopped or reached."""
+
+
+class TransportError(MqlabError):
+    """Root of the errors a transport raises while moving messages.
+
+    ``kind`` is the name results and the live view count the error under.
+    """
+
+    kind = "DriverError"
+
+
+class Undeliverable(TransportError):
+    """Nobody listens on the target (e.g. AMQP basic.return with mandatory)."""
+
+    kind = "Undeliverable"
+
+
+class CallTimeout(TransportError, TimeoutError):
+    """A call got no reply within its timeout."""
+
+    kind = "CallTimeout"
+
+
+class ConnectionLost(TransportError, ConnectionError):
+    """The connection to the broker or peer failed and was not recovered."""
+
+    kind = "ConnectionLost"
+
+
+class ConnectFailed(TransportError, ConnectionError):
+    """The first connection could not be made (refused, unreachable, bad login, bad vhost)."""
+
+    kind = "ConnectFailed"
+
+
+class DriverError(TransportError):
+    """Any other failure inside a driver."""
+
+    kind = "DriverError"
