@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from mqlab.errors import CallTimeout, Undeliverable
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
@@ -58,7 +59,7 @@ class LoopbackTransport(Transport):
 
     wire = "loopback"
     features = Features(fanout=True, durable=False, needs_broker=False, in_process=True)
-    options = {
+    options: ClassVar[Mapping[str, Option]] = {
         "queue_size": Option((int,), 1024, "bounded queue per consumer (back-pressure)"),
     }
 

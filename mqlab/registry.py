@@ -42,7 +42,7 @@ def load(info: PluginInfo) -> type[Transport]:
     """Import one plugin's class; any failure is a PluginError naming the package."""
     try:
         obj = info.entry_point.load()
-    except Exception as exc:  # noqa: BLE001 - any import failure is the plugin's
+    except Exception as exc:
         raise PluginError(
             info.name,
             f"plugin {info.name!r} (package {info.package}) failed to load: "

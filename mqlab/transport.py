@@ -8,14 +8,16 @@ with the broker URL(s) and the driver's options (already checked against
 Bodies are opaque ``bytes``: the core encodes every message (json or msgpack,
 with or without the oslo envelope) so every driver carries identical payloads.
 
-| method | side | contract |
-|---|---|---|
-| ``start()`` / ``aclose()`` | both | connect / release everything; ``aclose`` never raises |
-| ``serve_rpc(target, handler)`` | server | consume calls and casts for ``target``; return once consuming. For a call, publish the handler's reply bytes to the caller |
-| ``serve_notifications(target, pool, handler)`` | server | consume notifications; listeners with the same ``pool`` share messages, every pool gets all |
-| ``call(target, body, timeout)`` | client | send, wait for the reply bytes; :class:`CallTimeout` after ``timeout`` s |
-| ``cast(target, body)`` | client | send, no reply; returns when the driver considers the message sent |
-| ``notify(target, body)`` | client | send a notification |
+- ``start()`` / ``aclose()``: connect / release everything; ``aclose`` never raises.
+- ``serve_rpc(target, handler)`` (server): consume calls and casts for ``target``
+  (``target.server`` is this server's own name); return once consuming. For a
+  call, publish the handler's reply bytes back to the caller.
+- ``serve_notifications(target, pool, handler)`` (server): listeners with the
+  same ``pool`` share messages; every pool gets all of them.
+- ``call(target, body, timeout)`` (client): send, return the reply bytes;
+  :class:`CallTimeout` after ``timeout`` seconds.
+- ``cast(target, body)`` / ``notify(target, body)`` (client): send, no reply;
+  return when the driver considers the message sent.
 
 Errors: raise only :mod:`mqlab.errors` types (``Undeliverable``, ``CallTimeout``,
 ``ConnectionLost``, ``ConnectFailed``, ``DriverError``), chained with ``from``.

@@ -1,0 +1,200 @@
+"""Plan: a profile expanded into steps, and each step into worker specs.
+
+A step is one measured cell: driver x scenario x load level (x repeat). Drivers
+are interleaved inside each load level so the comparison sits side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqlab.profile import DriverSpec, Profile, Scenario
+
+#: seconds a step costs beyond warm-up and window: spawn, connect, drain, collect
+STEP_OVERHEAD = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    index: int  # 0-based position in the run
+    driver: DriverSpec
+    scenario: Scenario
+    scenario_index: int
+    load: str  # "concurrency" | "rate"
+    level: float
+    repeat: int
+
+    @property
+    def concurrency(self) -> int | None:
+        return int(self.level) if self.load == "concurrency" else None
+
+    @property
+    def rate(self) -> float | None:
+        return self.level if self.load == "rate" else None
+
+    @property
+    def label(self) -> str:
+        lvl = f"c={int(self.level)}" if self.load == "concurrency" else f"{self.level:g} msg/s"
+        return f"{self.driver.name} {self.scenario.pattern} {lvl}"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    profile: Profile
+    steps: tuple[Step, ...]
+
+    def eta(self) -> float:
+        """Seconds the whole run should take."""
+        run = self.profile.run
+        return len(self.steps) * (run.warmup + run.duration + STEP_OVERHEAD)
+
+
+def make_plan(profile: Profile) -> Plan:
+    steps: list[Step] = []
+    for rep in range(profile.run.repeat):
+        for si, sc in enumerate(profile.scenarios):
+            drivers = [d for d in profile.drivers if not sc.drivers or d.name in sc.drivers]
+            for load, level in sc.loads:
+                for d in drivers:
+                    steps.append(Step(len(steps), d, sc, si, load, level, rep))
+    return Plan(profile, tuple(steps))
+
+
+# -- worker layout -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServerRole:
+    name: str  # the server's name (oslo's server= / host)
+    topic: str
+    group: int  # ledger group: which copy of a message this server's receipt counts for
+    pool: str = ""  # notify: the listener pool
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRole:
+    client_id: int
+    concurrency: int
+    rate: float
+    topics: tuple[str, ...]
+    servers: tuple[str, ...] = ()  # targeted calls go round robin over these
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """Everything one worker process needs; crosses the control channel as a dict."""
+
+    worker: str
+    plugin: str
+    urls: tuple[str, ...]
+    options: dict[str, Any]
+    pattern: str
+    exchange: str
+    durable: bool
+    fanout: bool
+    targeted: bool
+    timeout: float
+    serializer: str
+    envelope: bool
+    size_bins: tuple[tuple[int, int, int], ...]
+    servers: tuple[ServerRole, ...] = ()
+    clients: tuple[ClientRole, ...] = ()
+    seed: int = 0
+    ledger_dir: str = ""  # where servers keep their receipt bitmaps
+
+    @property
+    def role(self) -> str:
+        if self.servers and self.clients:
+            return "both"
+        return "server" if self.servers else "client"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    servers: tuple[WorkerSpec, ...]  # started first; empty when in-process
+    clients: tuple[WorkerSpec, ...]
+    groups: int  # copies of each message the servers should receive
+    topics: tuple[str, ...] = field(default=())
+
+    @property
+    def workers(self) -> tuple[WorkerSpec, ...]:
+        return self.servers + self.clients
+
+
+def _split(total: int, parts: int) -> list[int]:
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def layout(
+    step: Step,
+    urls: tuple[str, ...],
+    options: dict[str, Any],
+    run_id: str,
+    processes: int,
+    in_process: bool,
+    ledger_dir: str = "",
+) -> Layout:
+    """Assign the step's servers and clients to worker processes."""
+    sc = step.scenario
+    # a topic per step keeps one step's late messages out of the next
+    base = f"{sc.topic}_{run_id}_{step.index}"
+    topics = tuple(base if sc.targets == 1 else f"{base}_t{t}" for t in range(sc.targets))
+    servers: list[ServerRole] = []
+    for t, topic in enumerate(topics):
+        for s in range(sc.servers):
+            name = f"s{t * sc.servers + s}"
+            if sc.pattern == "notify":
+                servers.append(ServerRole(name, topic, s % sc.pools, f"{topic}_pool{s % sc.pools}"))
+            elif sc.fanout:
+                servers.append(ServerRole(name, topic, s))
+            else:
+                servers.append(ServerRole(name, topic, 0))
+    if sc.pattern == "notify":
+        groups = sc.pools
+    elif sc.fanout:
+        groups = max(1, sc.servers)
+    else:
+        groups = 1
+
+    common: dict[str, Any] = dict(
+        plugin=step.driver.plugin,
+        urls=urls,
+        options=options,
+        pattern=sc.pattern,
+        exchange=sc.exchange,
+        durable=sc.durable,
+        fanout=sc.fanout,
+        targeted=sc.targeted,
+        timeout=sc.timeout,
+        serializer=sc.serializer,
+        envelope=sc.envelope,
+        size_bins=sc.message_size.bins,
+        ledger_dir=ledger_dir,
+    )
+    names = tuple(s.name for s in servers)
+    if step.concurrency is not None:
+        n = max(1, min(processes, step.concurrency))
+        loads = [(c, 0.0) for c in _split(step.concurrency, n)]
+    else:
+        n = max(1, processes)
+        loads = [(0, (step.rate or 0.0) / n) for _ in range(n)]
+    clients = [
+        ClientRole(i + 1, c, r, topics, names if sc.targeted else ())
+        for i, (c, r) in enumerate(loads)
+    ]
+    if in_process:
+        one = WorkerSpec(worker="w0", servers=tuple(servers), clients=tuple(clients), **common)
+        return Layout((), (one,), groups, topics)
+    server_specs = tuple(
+        WorkerSpec(worker=s.name, servers=(s,), seed=step.index * 1000 + i, **common)
+        for i, s in enumerate(servers)
+    )
+    client_specs = tuple(
+        WorkerSpec(
+            worker=f"c{c.client_id}", clients=(c,), seed=step.index * 1000 + 500 + i, **common
+        )
+        for i, c in enumerate(clients)
+    )
+    return Layout(server_specs, client_specs, groups, topics)

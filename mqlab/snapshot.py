@@ -1,0 +1,44 @@
+"""What the live view shows: plain, frozen values the runner fills in.
+
+The view is a pure function of a :class:`RunSnapshot`; it measures nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    index: int
+    driver: str
+    pattern: str
+    load: str  # "c=10" or "500/s"
+    phase: str  # starting | warm-up | measuring | draining | done | failed | interrupted
+    sent: int = 0
+    received: int = 0
+    round_trip: int = 0
+    lost: int | None = None  # known after the drain
+    duplicates: int = 0
+    errors: int = 0
+    rate_now: float = 0.0
+    rate_mean: float | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    cpu_clients: float | None = None
+    cpu_servers: float | None = None
+    cpu_broker: float | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    profile: str
+    steps_total: int
+    step_number: int  # 1-based, of the running or last step
+    elapsed: float
+    eta: float  # planned seconds for the whole run
+    broker: str  # masked URL(s) or "none"
+    current: StepRow | None = None
+    finished: tuple[StepRow, ...] = field(default=())
+    message: str = ""

@@ -1,0 +1,179 @@
+"""A worker: one OS process running the servers and/or clients of one step.
+
+Started by the runner as ``python -m mqlab.worker --control HOST:PORT --name N``
+on its own uvloop loop. It connects back, receives its spec, starts its
+transport, reports ready, runs when told, sends a snapshot every second, and
+exits when the controller says finish or goes away. It never draws on screen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import os
+import sys
+from typing import Any
+
+from mqlab import control, registry
+from mqlab.codec import Codec
+from mqlab.errors import MqlabError, TransportError
+from mqlab.eventloop import run
+from mqlab.metrics import Recorder
+from mqlab.plan import ClientRole, ServerRole, WorkerSpec
+from mqlab.sizes import SizeSampler, SizeSpec
+from mqlab.transport import Target, Transport, TransportConfig
+from mqlab.workload import ClientLoad, server_handler
+
+#: how long a transport gets to close before the worker exits anyway
+CLOSE_TIMEOUT = 5.0
+
+
+def spec_from_dict(d: dict[str, Any]) -> WorkerSpec:
+    d = dict(d)
+    d["urls"] = tuple(d["urls"])
+    d["size_bins"] = tuple(tuple(b) for b in d["size_bins"])
+    d["servers"] = tuple(ServerRole(**s) for s in d["servers"])
+    d["clients"] = tuple(
+        ClientRole(**{**c, "topics": tuple(c["topics"]), "servers": tuple(c["servers"])})
+        for c in d["clients"]
+    )
+    return WorkerSpec(**d)
+
+
+def spec_to_dict(spec: WorkerSpec) -> dict[str, Any]:
+    return dataclasses.asdict(spec)
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    kind = exc.kind if isinstance(exc, TransportError) else type(exc).__name__
+    return {"type": "error", "kind": kind, "message": str(exc) or kind}
+
+
+async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec) -> Transport:
+    cls = registry.get(spec.plugin)
+    if spec.pattern not in cls.features.patterns:
+        raise MqlabError(f"plugin {spec.plugin!r} does not support the {spec.pattern} pattern")
+    options = cls.check_options(spec.plugin, spec.options)
+    transport = cls(TransportConfig(spec.urls, options, spec.worker))
+    await transport.start()
+    try:
+        for srv in spec.servers:
+            target = Target(spec.exchange, srv.topic, srv.name, False, spec.durable)
+            handler = server_handler(codec, rec, srv.group, spec.pattern == "call")
+            if spec.pattern == "notify":
+                await transport.serve_notifications(target, srv.pool, handler)
+            else:
+                await transport.serve_rpc(target, handler)
+    except BaseException:
+        await _close(transport)
+        raise
+    return transport
+
+
+async def _close(transport: Transport) -> None:
+    with contextlib.suppress(Exception, asyncio.TimeoutError):
+        await asyncio.wait_for(transport.aclose(), CLOSE_TIMEOUT)
+
+
+def _client_targets(spec: WorkerSpec, role: ClientRole) -> list[Target]:
+    if spec.targeted and role.servers:
+        return [
+            Target(spec.exchange, t, s, False, spec.durable)
+            for t in role.topics
+            for s in role.servers
+        ]
+    return [Target(spec.exchange, t, None, spec.fanout, spec.durable) for t in role.topics]
+
+
+async def serve(host: str, port: int, name: str) -> int:
+    reader, writer = await asyncio.open_connection(host, port)
+    await control.send(writer, {"type": "hello", "worker": name, "pid": os.getpid()})
+    spec = spec_from_dict((await control.recv(reader))["spec"])
+    rec = Recorder(spec.ledger_dir, spec.worker)
+    codec = Codec(spec.serializer, spec.envelope)
+    try:
+        transport = await _start(spec, rec, codec)
+    except (MqlabError, Exception) as exc:  # noqa: BLE001 - reported, never a traceback
+        await control.send(writer, _error(exc))
+        writer.close()
+        return 1
+    await control.send(writer, {"type": "ready"})
+    loads = [
+        ClientLoad(
+            transport,
+            spec.pattern,
+            _client_targets(spec, role),
+            codec,
+            SizeSampler(SizeSpec("", spec.size_bins), spec.seed + role.client_id),
+            rec,
+            role.client_id,
+            spec.timeout,
+        )
+        for role in spec.clients
+    ]
+    try:
+        msg = await control.recv(reader)
+        if msg["type"] != "go":
+            return 0
+        rec.open(msg["t0"], msg["window_start"], msg["window_end"])
+        async with asyncio.TaskGroup() as tg:
+            runs = [
+                tg.create_task(
+                    load.closed_loop(role.concurrency, msg["start"], msg["window_end"])
+                    if role.concurrency
+                    else load.open_loop(role.rate, msg["start"], msg["window_end"])
+                )
+                for load, role in zip(loads, spec.clients, strict=True)
+            ]
+            ticker = tg.create_task(_snapshots(writer, rec))
+            if runs:
+                tg.create_task(_report_done(writer, runs))
+            while True:
+                msg = await control.recv(reader)
+                if msg["type"] == "stop":
+                    for load in loads:
+                        load.stop.set()
+                elif msg["type"] == "snap":
+                    await control.send(writer, {"type": "snapshot", **rec.snapshot()})
+                elif msg["type"] == "finish":
+                    break
+            ticker.cancel()
+            for t in runs:
+                t.cancel()
+        await control.send(writer, {"type": "final", **rec.snapshot()})
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass  # the controller went away: nothing to report to, just clean up
+    finally:
+        await _close(transport)
+        rec.ledger.close()
+        writer.close()
+    return 0
+
+
+async def _snapshots(writer: asyncio.StreamWriter, rec: Recorder) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        await control.send(writer, {"type": "snapshot", **rec.snapshot()})
+
+
+async def _report_done(writer: asyncio.StreamWriter, runs: list[asyncio.Task[None]]) -> None:
+    await asyncio.gather(*runs, return_exceptions=True)
+    await control.send(writer, {"type": "done"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mqlab-worker", description="mqlab worker process")
+    parser.add_argument("--control", required=True, help="controller HOST:PORT")
+    parser.add_argument("--name", required=True)
+    args = parser.parse_args(argv)
+    host, _, port = args.control.rpartition(":")
+    try:
+        return run(lambda: serve(host, int(port), args.name))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

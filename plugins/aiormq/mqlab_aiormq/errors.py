@@ -1,0 +1,121 @@
+"""Turning aiormq's exceptions into mqlab's, with one readable line each.
+
+Nothing from aiormq or pamqp leaves the plugin: every boundary calls one of
+these and raises the result ``from`` the original. No message carries a
+password: URLs are shown masked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import unquote, urlsplit
+
+import aiormq
+import aiormq.exceptions as aex
+
+from mqlab.errors import ConnectFailed, ConnectionLost, DriverError, TransportError, Undeliverable
+
+_BROKER_HINT = "is the broker running? see `mqlab broker start`"
+
+
+def mask_url(url: str) -> str:
+    """``amqp://guest:***@host:port/vhost``: the URL without its password (or query)."""
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port or 5672
+    except ValueError:
+        port = 5672
+    user = f"{unquote(parts.username)}:***@" if parts.username else ""
+    return f"{parts.scheme or 'amqp'}://{user}{host}:{port}{parts.path or '/'}"
+
+
+def _vhost(url: str) -> str:
+    path = urlsplit(url).path
+    return unquote(path[1:]) if path not in ("", "/") else "/"
+
+
+def _user(url: str) -> str:
+    return unquote(urlsplit(url).username or "guest")
+
+
+def connect_failure(url: str, exc: BaseException, timeout: float) -> str:
+    """Why connecting to ``url`` failed and what to do, in one line (no ``cannot`` prefix)."""
+    if isinstance(exc, aex.ProbableAuthenticationError | aex.AuthenticationError):
+        return (
+            f"login refused for user {_user(url)!r} "
+            "(check the user name and password in the broker URL)"
+        )
+    if isinstance(exc, aex.InvalidFrameError) and "Connection.Close" in str(exc):
+        # aiormq reports the broker's close of Connection.Open as an unexpected
+        # frame; the only reason RabbitMQ closes there is the virtual host
+        vhost = _vhost(url)
+        return (
+            f"virtual host {vhost!r} does not exist or user {_user(url)!r} may not use it "
+            f"(create it with `rabbitmqctl add_vhost {vhost}` or fix the URL path)"
+        )
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return (
+            f"no AMQP 0-9-1 handshake within {timeout:g}s "
+            "(is the host reachable and this the AMQP port, 5672 by default?)"
+        )
+    if isinstance(exc, aex.IncompatibleProtocolError | aex.ProtocolSyntaxError):
+        return "the peer does not speak AMQP 0-9-1 (is this the AMQP port, 5672 by default?)"
+    if isinstance(exc, aex.ConnectionClosed):
+        return f"the broker closed the connection during the handshake: {exc.args!r}"
+    errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    if errno == 111 or isinstance(exc, ConnectionRefusedError):
+        return f"connection refused ({_BROKER_HINT})"
+    if isinstance(exc, OSError):
+        reason = exc.args[1] if len(exc.args) > 1 else str(exc)
+        return f"{reason} ({_BROKER_HINT})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def connect_failed(urls: list[str], failures: list[str]) -> ConnectFailed:
+    lines = "; ".join(f"{mask_url(u)}: {why}" for u, why in zip(urls, failures, strict=True))
+    if len(urls) == 1:
+        return ConnectFailed(f"cannot connect to {lines}")
+    return ConnectFailed(f"cannot connect to any of {len(urls)} brokers: {lines}")
+
+
+def runtime(exc: BaseException, what: str, connection_open: bool) -> TransportError:
+    """Map an error raised while moving messages; ``what`` names the operation."""
+    if isinstance(exc, TransportError):
+        return exc
+    if isinstance(exc, aex.PublishError):
+        frame = exc.frame
+        key = getattr(frame, "routing_key", "?")
+        exchange = getattr(frame, "exchange", "?")
+        return Undeliverable(
+            f"{what}: nobody listens on exchange {exchange!r} with routing key {key!r} "
+            "(start a server for this target first)"
+        )
+    if isinstance(exc, aex.DeliveryError):
+        return DriverError(f"{what}: the broker refused the message (basic.nack); retry later")
+    if not connection_open or isinstance(exc, aex.AMQPConnectionError | ConnectionError):
+        return ConnectionLost(
+            f"{what}: the connection to the broker was lost ({type(exc).__name__}); "
+            "check the broker and restart the step"
+        )
+    if isinstance(exc, aex.ChannelPreconditionFailed):
+        return DriverError(
+            f"{what}: the broker refused a declaration ({_reason(exc)}); an existing exchange "
+            "or queue has other arguments: delete it or use another name"
+        )
+    if isinstance(exc, aex.ChannelNotFoundEntity):
+        return DriverError(f"{what}: {_reason(exc)} (declare it first or check the target)")
+    if isinstance(exc, aex.ChannelAccessRefused):
+        return DriverError(f"{what}: access refused ({_reason(exc)}); check the user's permissions")
+    if isinstance(exc, aex.ChannelClosed | aex.ChannelInvalidStateError):
+        return DriverError(f"{what}: the channel was closed ({_reason(exc)})")
+    if isinstance(exc, aiormq.AMQPError):
+        return DriverError(f"{what}: {type(exc).__name__}: {_reason(exc)}")
+    return DriverError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def _reason(exc: BaseException) -> str:
+    args = [a for a in exc.args if a is not None]
+    return " ".join(str(a) for a in args) or type(exc).__name__

@@ -1,0 +1,392 @@
+"""The aiormq transport: mqlab's contract on aiormq, with nothing in between."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import aiormq
+from aiormq.abc import DeliveredMessage
+from pamqp.commands import Basic
+
+from mqlab import amqp
+from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, TransportError
+from mqlab.transport import (
+    Features,
+    Handler,
+    Option,
+    Target,
+    Transport,
+    TransportConfig,
+    parse_options,
+)
+
+from . import errors
+from .consumer import Consumer
+from .options import OPTIONS, validate
+from .topology import declare_exchange, declare_queue, open_channel
+
+PLUGIN = "aiormq"
+#: start() gives up on a broker after this long (a black-holed host never refuses)
+CONNECT_TIMEOUT = 10.0
+#: bound on every step of aclose()
+CLOSE_TIMEOUT = 3.0
+
+_Properties = Basic.Properties
+
+
+@dataclass(frozen=True, slots=True)
+class _Dest:
+    """A resolved publish destination: its exchange is already declared."""
+
+    exchange: str
+    routing_key: str
+    delivery_mode: int | None  # 2 = persistent, None = transient (the AMQP default)
+    mandatory: bool
+
+
+def _with_heartbeat(url: str, heartbeat: int) -> str:
+    # aiormq reads the heartbeat from the URL query; the option wins over the URL
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "heartbeat"]
+    query.append(("heartbeat", str(heartbeat)))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def _describe(target: Target) -> str:
+    where = f"{target.exchange}/{target.topic}"
+    if target.fanout:
+        return f"{where} (fanout)"
+    return f"{where}.{target.server}" if target.server else where
+
+
+class AiormqTransport(Transport):
+    """AMQP 0-9-1 on aiormq: one connection, one publishing channel, one channel per server.
+
+    Speaks the ``amqp091-oslo`` wire of :mod:`mqlab.amqp`, so its clients and
+    servers interoperate with the other plugins of that family. Clients declare
+    the exchange they publish to; servers declare their exchanges and queues.
+    """
+
+    wire: ClassVar[str] = amqp.WIRE
+    features: ClassVar[Features] = Features(
+        at_most_once=True, mandatory=True, durable=True, fanout=True
+    )
+    options: ClassVar[Mapping[str, Option]] = OPTIONS
+
+    @classmethod
+    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Check option types, then values and combinations (``OptionError`` on a bad one)."""
+        opts = parse_options(plugin, cls.options, raw)
+        validate(plugin, opts)
+        return opts
+
+    def __init__(self, config: TransportConfig) -> None:
+        super().__init__(config)
+        self._conn: aiormq.Connection | None = None
+        self._pub: aiormq.Channel | None = None
+        self._admin: aiormq.Channel | None = None
+        self._consumers: list[Consumer] = []
+        # client side
+        self._rpc_dests: dict[Target, _Dest] = {}
+        self._notify_dests: dict[Target, _Dest] = {}
+        self._declared: set[amqp.ExchangeDecl] = set()
+        self._declare_lock = asyncio.Lock()
+        self._reply_lock = asyncio.Lock()
+        self._reply_to: str | None = None
+        self._reply_channel: aiormq.Channel | None = None
+        self._waiting: dict[str, asyncio.Future[bytes]] = {}
+        # ids: a random prefix per transport and a counter, far cheaper than a uuid each
+        self._prefix = f"{amqp.new_id()[:12]}."
+        self._seq = itertools.count(1)
+        self._closing = False
+        self._mandatory = False
+        self._confirm = True
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to the first broker URL that answers; ``ConnectFailed`` if none does."""
+        self.opts = opts = self.check_options(PLUGIN, self.config.options)
+        self._confirm = opts["confirm"]
+        self._mandatory = opts["mandatory"]
+        urls = list(self.urls)
+        if not urls:
+            raise ConnectFailed("no broker URL given (set the profile's broker url)")
+        failures: list[str] = []
+        last: BaseException | None = None
+        for url in urls:
+            try:
+                async with asyncio.timeout(CONNECT_TIMEOUT):
+                    conn = await aiormq.connect(
+                        _with_heartbeat(url, opts["heartbeat"]),
+                        client_properties={"connection_name": f"mqlab {self.config.worker}"},
+                    )
+            except Exception as exc:  # every library failure becomes one line below
+                failures.append(errors.connect_failure(url, exc, CONNECT_TIMEOUT))
+                last = exc
+                continue
+            self._conn = conn
+            break
+        else:
+            raise errors.connect_failed(urls, failures) from last
+        conn.closing.add_done_callback(self._on_connection_closed)
+        try:
+            self._pub = await open_channel(conn, confirms=self._confirm)
+        except Exception as exc:
+            await self.aclose()
+            raise errors.runtime(exc, "opening the publishing channel", True) from exc
+
+    def _on_connection_closed(self, _: asyncio.Future[Any]) -> None:
+        if self._closing:
+            return
+        # callers would otherwise wait for replies that can no longer come
+        lost = ConnectionLost("the connection to the broker was lost; check the broker")
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_exception(lost)
+        self._waiting.clear()
+
+    def _open(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed
+
+    async def aclose(self) -> None:
+        """Stop consumers (acking what they processed), then close the connection."""
+        if self._closing:
+            return
+        self._closing = True
+        try:
+            for consumer in self._consumers:
+                await consumer.stop()
+            self._consumers.clear()
+            if self._open():
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(CLOSE_TIMEOUT):
+                        await self._delete_unused_exchanges()
+            stopped = ConnectionLost("the transport was closed while the call waited")
+            for fut in self._waiting.values():
+                if not fut.done():
+                    fut.set_exception(stopped)
+            self._waiting.clear()
+            if self._conn is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._conn.close(), CLOSE_TIMEOUT)
+        except Exception:  # aclose must never raise, and nothing is left to release
+            pass
+
+    async def _delete_unused_exchanges(self) -> None:
+        """Delete the transient exchanges this client declared that nobody bound to.
+
+        A broker auto-deletes an exchange when its last binding goes, never one
+        that was never bound (a cast nobody listened to); ``if_unused`` keeps
+        the ones a server still uses.
+        """
+        assert self._conn is not None
+        channel: aiormq.Channel | None = None
+        for decl in self._declared:
+            if decl.durable:
+                continue
+            if channel is None or channel.is_closed:
+                channel = await open_channel(self._conn, confirms=False)
+            # in use -> precondition failed closes this channel: open another
+            with contextlib.suppress(aiormq.AMQPError, aiormq.ChannelInvalidStateError):
+                await channel.exchange_delete(decl.name, if_unused=True)
+        if channel is not None and not channel.is_closed:
+            await channel.close()
+
+    # -- server side -------------------------------------------------------------------
+
+    async def _consumer_channel(self, handler: Handler) -> Consumer:
+        conn = self._connection()
+        channel = await open_channel(conn, confirms=False)
+        opts = self.opts
+        if not opts["no_ack"] and opts["prefetch"]:
+            await channel.basic_qos(prefetch_count=opts["prefetch"])
+        return Consumer(channel, handler, no_ack=opts["no_ack"], multi_ack=opts["multi_ack"])
+
+    async def serve_rpc(self, target: Target, handler: Handler) -> None:
+        """Consume ``<topic>``, ``<topic>.<server>`` and this server's fanout copy."""
+        server = target.server or self.config.worker
+        consumer: Consumer | None = None
+        try:
+            consumer = await self._consumer_channel(handler)
+            channel = consumer.channel
+            for exchange in amqp.rpc_exchanges(target):
+                await declare_exchange(channel, exchange)
+            queues = amqp.rpc_server_queues(target, server)
+            for queue in queues:
+                await declare_queue(channel, queue)
+            for queue in queues:
+                await consumer.consume(queue.name)
+        except Exception as exc:
+            if consumer is not None:
+                await consumer.stop()
+            raise errors.runtime(exc, f"serving {_describe(target)}", self._open()) from exc
+        self._consumers.append(consumer)
+
+    async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
+        """Consume the pool's shared queue bound to ``<topic>.<priority>``."""
+        consumer: Consumer | None = None
+        try:
+            consumer = await self._consumer_channel(handler)
+            channel = consumer.channel
+            await declare_exchange(channel, amqp.notification_exchange(target))
+            queue = amqp.notification_queue(target, pool)
+            await declare_queue(channel, queue)
+            await consumer.consume(queue.name)
+        except Exception as exc:
+            if consumer is not None:
+                await consumer.stop()
+            what = f"listening to {target.exchange}/{amqp.notification_key(target)}"
+            raise errors.runtime(exc, what, self._open()) from exc
+        self._consumers.append(consumer)
+
+    # -- client side -------------------------------------------------------------------
+
+    def _connection(self) -> aiormq.Connection:
+        if self._conn is None or self._closing:
+            raise ConnectionLost("the transport is not started or already closed")
+        return self._conn
+
+    async def _dest(self, target: Target, notify: bool) -> _Dest:
+        """Resolve and cache where ``target``'s messages go, declaring the exchange once."""
+        async with self._declare_lock:
+            cache = self._notify_dests if notify else self._rpc_dests
+            dest = cache.get(target)
+            if dest is not None:
+                return dest
+            if notify:
+                decl = amqp.notification_exchange(target)
+                route = amqp.notification_route(target)
+            else:
+                decl = amqp.fanout_exchange(target) if target.fanout else amqp.rpc_exchange(target)
+                route = amqp.rpc_route(target)
+            if decl not in self._declared:
+                channel = self._admin
+                if channel is None or channel.is_closed:
+                    channel = self._admin = await open_channel(self._connection(), confirms=False)
+                await declare_exchange(channel, decl)
+                self._declared.add(decl)
+            dest = _Dest(
+                route.exchange,
+                route.routing_key,
+                2 if route.persistent else None,
+                self._mandatory and not notify,
+            )
+            cache[target] = dest
+            return dest
+
+    async def _publisher(self) -> aiormq.Channel:
+        channel = self._pub
+        if channel is None or channel.is_closed:
+            # a channel error (e.g. a publish to a deleted exchange) closed it:
+            # reopen, and declare the exchanges again on next use
+            self._rpc_dests.clear()
+            self._notify_dests.clear()
+            self._declared.clear()
+            channel = self._pub = await open_channel(self._connection(), confirms=self._confirm)
+        return channel
+
+    async def _setup_replies(self) -> str:
+        async with self._reply_lock:
+            if self._reply_to is None:
+                queue = amqp.reply_queue()
+                channel = await open_channel(self._connection(), confirms=False)
+                await declare_queue(channel, queue)
+                await channel.basic_consume(queue.name, self._on_reply, no_ack=True)
+                self._reply_channel = channel
+                self._reply_to = queue.name
+            return self._reply_to
+
+    async def _on_reply(self, message: DeliveredMessage) -> None:
+        # a reply that comes after its call timed out finds nobody: dropped
+        fut = self._waiting.pop(message.header.properties.correlation_id or "", None)
+        if fut is not None and not fut.done():
+            fut.set_result(message.body)
+
+    async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
+        """Send a request and wait for its reply; ``CallTimeout`` after ``timeout`` s."""
+        cid = f"{self._prefix}{next(self._seq)}"
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        waiting = self._waiting
+        try:
+            async with asyncio.timeout(timeout):
+                reply_to = self._reply_to or await self._setup_replies()
+                dest = self._rpc_dests.get(target) or await self._dest(target, False)
+                channel = self._pub if self._pub is not None else await self._publisher()
+                waiting[cid] = fut
+                await channel.basic_publish(
+                    body,
+                    exchange=dest.exchange,
+                    routing_key=dest.routing_key,
+                    properties=_Properties(
+                        delivery_mode=dest.delivery_mode,
+                        correlation_id=cid,
+                        reply_to=reply_to,
+                        message_id=cid,
+                    ),
+                    mandatory=dest.mandatory,
+                    wait=False,
+                )
+                return await fut
+        except TimeoutError as exc:
+            raise CallTimeout(
+                f"no reply from {_describe(target)} within {timeout:g}s "
+                "(is a server running for this target?)"
+            ) from exc
+        except TransportError:
+            raise
+        except Exception as exc:
+            raise self._failed(exc, f"call to {_describe(target)}") from exc
+        finally:
+            waiting.pop(cid, None)
+
+    async def cast(self, target: Target, body: bytes) -> None:
+        """Send without waiting for a reply; with ``confirm`` returns once the broker took it."""
+        try:
+            dest = self._rpc_dests.get(target) or await self._dest(target, False)
+            channel = self._pub if self._pub is not None else await self._publisher()
+            await channel.basic_publish(
+                body,
+                exchange=dest.exchange,
+                routing_key=dest.routing_key,
+                properties=_Properties(
+                    delivery_mode=dest.delivery_mode, message_id=f"{self._prefix}{next(self._seq)}"
+                ),
+                mandatory=dest.mandatory,
+                wait=not self._confirm,
+            )
+        except TransportError:
+            raise
+        except Exception as exc:
+            raise self._failed(exc, f"cast to {_describe(target)}") from exc
+
+    async def notify(self, target: Target, body: bytes) -> None:
+        """Publish a notification to ``<topic>.<priority>`` on the notification exchange."""
+        try:
+            dest = self._notify_dests.get(target) or await self._dest(target, True)
+            channel = self._pub if self._pub is not None else await self._publisher()
+            await channel.basic_publish(
+                body,
+                exchange=dest.exchange,
+                routing_key=dest.routing_key,
+                properties=_Properties(
+                    delivery_mode=dest.delivery_mode, message_id=f"{self._prefix}{next(self._seq)}"
+                ),
+                wait=not self._confirm,
+            )
+        except TransportError:
+            raise
+        except Exception as exc:
+            raise self._failed(exc, f"notify to {target.exchange}/{target.topic}") from exc
+
+    def _failed(self, exc: Exception, what: str) -> TransportError:
+        mapped = errors.runtime(exc, what, self._open())
+        if self._pub is not None and self._pub.is_closed:
+            self._pub = None  # reopened by the next send
+        return mapped

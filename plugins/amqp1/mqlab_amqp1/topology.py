@@ -1,0 +1,150 @@
+"""Declare the oslo-style topology over AMQP 0-9-1, because AMQP 1.0 cannot.
+
+RabbitMQ 3.x's AMQP 1.0 plugin sends to existing exchanges and consumes from
+existing queues, but it cannot declare an exchange or bind a queue, and the
+queues it declares itself (``/queue/NAME`` addresses) are never auto-deleted
+and clash with the arguments the 0-9-1 drivers use. So the receiving side
+declares exactly what :mod:`mqlab.amqp` prescribes through one small 0-9-1
+connection (same host, port, credentials and vhost), then consumes over AMQP
+1.0. No message ever travels over this connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import aiormq
+import aiormq.abc
+from aiormq import exceptions as amqp_errors
+
+from mqlab.amqp import ExchangeDecl, QueueDecl
+from mqlab.errors import ConnectFailed, DriverError
+
+from mqlab_amqp1.url import BrokerUrl
+
+#: bound on every 0-9-1 round trip: declarations are tiny
+TIMEOUT = 10.0
+
+
+class Topology:
+    """Declares exchanges, queues and bindings; opens its connection on first use."""
+
+    def __init__(self, url: BrokerUrl) -> None:
+        self._url = url
+        self._conn: aiormq.abc.AbstractConnection | None = None
+        self._channel: aiormq.abc.AbstractChannel | None = None
+        self._lock = asyncio.Lock()
+        self._exchanges: set[str] = set()
+
+    async def _ready(self) -> aiormq.abc.AbstractChannel:
+        if self._channel is not None and not self._channel.is_closed:
+            return self._channel
+        url = self._url
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                if self._conn is None or self._conn.is_closed:
+                    self._conn = await aiormq.connect(
+                        url.amqp091, client_properties={"connection_name": "mqlab-amqp1-topology"}
+                    )
+                self._channel = await self._conn.channel()
+        except amqp_errors.ProbableAuthenticationError as exc:
+            raise ConnectFailed(
+                f"login refused by {url.masked} for user {url.user!r} on AMQP 0-9-1 "
+                "(check the user and password in the URL)"
+            ) from exc
+        except TimeoutError as exc:
+            raise ConnectFailed(
+                f"cannot open the AMQP 0-9-1 topology connection to {url.masked} "
+                f"within {TIMEOUT:g}s"
+            ) from exc
+        except (OSError, amqp_errors.AMQPError) as exc:
+            raise ConnectFailed(
+                f"cannot open the AMQP 0-9-1 topology connection to {url.masked}: {exc} "
+                "(the amqp1 plugin declares exchanges and queues over AMQP 0-9-1)"
+            ) from exc
+        return self._channel
+
+    async def exchange(self, decl: ExchangeDecl) -> None:
+        """Declare ``decl`` once per transport."""
+        if decl.name in self._exchanges:
+            return
+        async with self._lock:
+            channel = await self._ready()
+            what = f"exchange {decl.name!r}"
+            with self._mapped(what):
+                await channel.exchange_declare(
+                    decl.name,
+                    exchange_type=decl.type,
+                    durable=decl.durable,
+                    auto_delete=decl.auto_delete,
+                    timeout=TIMEOUT,
+                )
+            self._exchanges.add(decl.name)
+
+    async def queue(self, decl: QueueDecl) -> None:
+        """Declare ``decl`` and its bindings (declaring an existing queue is a no-op)."""
+        async with self._lock:
+            channel = await self._ready()
+            with self._mapped(f"queue {decl.name!r}"):
+                await channel.queue_declare(
+                    decl.name,
+                    durable=decl.durable,
+                    auto_delete=decl.auto_delete,
+                    exclusive=decl.exclusive,
+                    timeout=TIMEOUT,
+                )
+                for exchange, key in decl.bindings:
+                    await channel.queue_bind(decl.name, exchange, key, timeout=TIMEOUT)
+
+    async def delete_unused(self, name: str) -> None:
+        """Best effort: delete queue ``name`` unless someone consumes from it."""
+        with contextlib.suppress(Exception):
+            async with self._lock:
+                channel = await self._ready()
+                await channel.queue_delete(name, if_unused=True, timeout=TIMEOUT)
+
+    async def close(self) -> None:
+        """Close the 0-9-1 connection; never raises."""
+        conn, self._conn, self._channel = self._conn, None, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2.0):
+                    await conn.close()
+
+    def _mapped(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return _map_declare_errors(what, self._url.masked)
+
+
+@contextlib.contextmanager
+def _map_declare_errors(what: str, where: str) -> contextlib.Generator[None, None, None]:
+    try:
+        yield
+    except amqp_errors.ChannelPreconditionFailed as exc:
+        raise DriverError(
+            f"{what} on {where} exists with other arguments ({_reply_text(exc)}); "
+            "delete it or use another topic/exchange name"
+        ) from exc
+    except amqp_errors.ChannelAccessRefused as exc:
+        raise DriverError(
+            f"cannot declare {what} on {where}: access refused ({_reply_text(exc)}); "
+            "check the user's permissions"
+        ) from exc
+    except amqp_errors.ChannelLockedResource as exc:
+        raise DriverError(
+            f"{what} on {where} is exclusive to another connection ({_reply_text(exc)}); "
+            "use another name"
+        ) from exc
+    except TimeoutError as exc:
+        raise DriverError(f"declaring {what} on {where}: no answer within {TIMEOUT:g}s") from exc
+    except (OSError, amqp_errors.AMQPError) as exc:
+        raise DriverError(f"declaring {what} on {where} failed: {exc}") from exc
+
+
+def _reply_text(exc: BaseException) -> str:
+    # aiormq puts (code, text) or a frame in args; keep only the broker's text
+    for arg in exc.args:
+        text = getattr(arg, "reply_text", None) or (arg if isinstance(arg, str) else None)
+        if text:
+            return str(text)
+    return str(exc) or type(exc).__name__

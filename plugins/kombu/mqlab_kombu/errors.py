@@ -1,0 +1,111 @@
+"""Turn aio-pika / aiormq failures into one readable line, never with a password.
+
+Everything here is pure: it classifies an exception or describes it, the
+callers decide which :mod:`mqlab.errors` type to raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+
+import aiormq.exceptions as amqp_exc
+from yarl import URL
+
+#: failures after which a fresh channel (and maybe a fresh connection) may succeed
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    amqp_exc.AMQPConnectionError,  # includes ConnectionClosed
+    amqp_exc.ChannelInvalidStateError,  # publish/ack on a channel that just died
+    ConnectionError,
+    OSError,
+)
+
+
+def mask_url(url: str) -> str:
+    """``amqp://guest:***@host:port/vhost``: safe to print."""
+    try:
+        parsed = URL(url)
+    except (TypeError, ValueError):
+        return "<unparsable broker URL>"
+    if parsed.password is not None:
+        parsed = parsed.with_password("***")
+    return str(parsed)
+
+
+def endpoint(url: str) -> str:
+    """``host:port`` of a broker URL, for messages."""
+    parsed = URL(url)
+    return f"{parsed.host}:{parsed.port or 5672}"
+
+
+def vhost_of(url: str) -> str:
+    """The virtual host a URL names, decoded as aiormq decodes it."""
+    path = URL(url).path
+    return "/" if path in ("", "/") else path[1:]
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when the failure is the connection or channel going away.
+
+    A channel closed by the broker for a reason of its own (404, 403, 406) is
+    not transient: republishing would fail the same way.
+    """
+    if isinstance(exc, amqp_exc.ChannelClosed):
+        return not isinstance(
+            exc,
+            amqp_exc.ChannelNotFoundEntity
+            | amqp_exc.ChannelAccessRefused
+            | amqp_exc.ChannelPreconditionFailed,
+        )
+    return isinstance(exc, _TRANSIENT)
+
+
+def describe(exc: BaseException) -> str:
+    """A short reason for a non-connect failure (publish, declare, consume)."""
+    if isinstance(exc, amqp_exc.DeliveryError):
+        return str(exc)
+    if isinstance(exc, amqp_exc.AMQPError) and exc.args:
+        # aiormq puts (reply_code, reply_text) or a text in args; repr adds the class
+        return " ".join(str(a) for a in exc.args if a is not None) or type(exc).__name__
+    if isinstance(exc, asyncio.CancelledError):
+        return "connection closed"
+    return str(exc) or type(exc).__name__
+
+
+def describe_connect_error(url: str, exc: BaseException, timeout: float) -> str:
+    """Why the first connection to ``url`` failed, naming the problem and the fix."""
+    try:
+        where = endpoint(url)
+        user = URL(url).user or "guest"
+        vhost = vhost_of(url)
+    except (TypeError, ValueError):
+        return f"invalid broker URL {mask_url(url)}"
+    if isinstance(exc, amqp_exc.ProbableAuthenticationError | amqp_exc.AuthenticationError):
+        return (
+            f"login refused by {where} for user {user!r} "
+            "(check the user and password in the broker URL)"
+        )
+    text = str(exc)
+    if isinstance(exc, amqp_exc.InvalidFrameError) and "Connection.OpenOk" in text:
+        # the broker answers connection.open with connection.close: bad or forbidden vhost
+        return (
+            f"virtual host {vhost!r} does not exist on {where} "
+            f"(or user {user!r} may not use it; check the vhost in the broker URL)"
+        )
+    if isinstance(exc, amqp_exc.IncompatibleProtocolError):
+        return f"cannot connect to {where}: the peer does not speak AMQP 0-9-1"
+    if isinstance(exc, TimeoutError):
+        return f"cannot connect to {where}: no answer within {timeout:g}s (is the host reachable?)"
+    cause = exc.__cause__ or exc
+    if isinstance(cause, socket.gaierror):
+        return f"cannot connect to {where}: unknown host (check the host in the broker URL)"
+    code = getattr(cause, "errno", None) or getattr(exc, "errno", None)
+    if isinstance(cause, ConnectionRefusedError) or code == errno.ECONNREFUSED:
+        return (
+            f"cannot connect to {where}: connection refused "
+            "(is the broker running? see `mqlab broker start`)"
+        )
+    if isinstance(cause, OSError) and cause.strerror:
+        return f"cannot connect to {where}: {cause.strerror.lower()}"
+    return f"cannot connect to {where}: {describe(exc)}"

@@ -1,0 +1,194 @@
+"""Publishing as oslo's kombu driver does it: declare, publish, confirm, retry.
+
+A small pool of channels on one link takes the publishes round robin so
+concurrent senders do not queue behind one channel's write lock. Every
+exchange is declared (idempotently, with the topology's arguments) on a channel
+before the first publish through it, so a publish never hits a missing exchange.
+
+``retry`` follows oslo.messaging: ``None`` or ``-1`` republishes forever, ``0``
+never (the first failure raises :class:`ConnectionLost`), ``N`` at most N
+times. A publish whose confirm did not arrive before its connection died is
+republished: the broker may have taken it, so duplicates are possible and
+mqlab counts them. Nothing is hidden: a publish that is given up raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import aio_pika
+import aiormq.exceptions as amqp_exc
+from aio_pika.abc import AbstractChannel, AbstractExchange
+
+from mqlab.amqp import ExchangeDecl
+from mqlab.errors import ConnectionLost, DriverError
+from mqlab_kombu.errors import describe, is_transient
+from mqlab_kombu.link import CLOSE_TIMEOUT, Link
+
+#: oslo's reconnect pacing (rabbit_retry_interval=1, rabbit_retry_backoff=2, max 30 s)
+_WAIT_FIRST = 1.0
+_WAIT_STEP = 2.0
+_WAIT_MAX = 30.0
+#: channel re-opens per publish that cost no attempt (nothing had been sent)
+_FREE_REOPENS = 3
+
+
+class _NotConnected(ConnectionError):
+    """The link is between connections; transient like a dropped socket."""
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One publishing channel and the exchanges declared on it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    channel: AbstractChannel | None = None
+    generation: int = -1
+    exchanges: dict[str, AbstractExchange] = field(default_factory=dict)
+
+
+class Publisher:
+    """Publishes on ``link`` through ``channels`` channels, with confirms and retry."""
+
+    def __init__(self, link: Link, channels: int, confirm: bool, retry: int | None) -> None:
+        self._link = link
+        self._confirm = confirm
+        self._retry = retry
+        self._max_retries = math.inf if retry is None or retry < 0 else retry
+        self._slots = [_Slot() for _ in range(max(1, channels))]
+        self._next_slot = itertools.cycle(self._slots).__next__
+        #: non-durable exchanges this publisher declared: candidates for clean-up
+        self._declared: set[str] = set()
+
+    async def _ready_slot(self, slot: _Slot) -> AbstractChannel:
+        channel = slot.channel
+        if (
+            channel is not None
+            and slot.generation == self._link.generation
+            and not channel.is_closed
+        ):
+            return channel
+        async with slot.lock:
+            channel = slot.channel
+            generation = self._link.generation
+            if channel is not None and slot.generation == generation and not channel.is_closed:
+                return channel
+            conn = self._link.connection
+            if conn is None:
+                raise _NotConnected("not connected to the broker (reconnecting)")
+            channel = await conn.channel(publisher_confirms=self._confirm)
+            slot.channel, slot.generation, slot.exchanges = channel, generation, {}
+            return channel
+
+    async def _exchange(self, slot: _Slot, decl: ExchangeDecl | None) -> AbstractExchange:
+        channel = await self._ready_slot(slot)
+        if decl is None:
+            return channel.default_exchange
+        exchange = slot.exchanges.get(decl.name)
+        if exchange is None:
+            exchange = await channel.declare_exchange(
+                decl.name, decl.type, durable=decl.durable, auto_delete=decl.auto_delete
+            )
+            slot.exchanges[decl.name] = exchange
+            if not decl.durable:
+                self._declared.add(decl.name)
+        return exchange
+
+    async def publish(
+        self, decl: ExchangeDecl | None, routing_key: str, message: aio_pika.Message
+    ) -> None:
+        """Publish ``message``; ``decl`` None means the default exchange (replies).
+
+        Returns once the broker confirmed it (or once written, without confirms).
+        Raises :class:`ConnectionLost` when the retries are spent and
+        :class:`DriverError` when the broker refuses the message or the exchange.
+        """
+        attempt = 0
+        redeclared = False
+        reopened = 0
+        where = f"exchange {decl.name!r}" if decl is not None else f"reply queue {routing_key!r}"
+        while True:
+            slot = self._next_slot()
+            generation = self._link.generation
+            try:
+                exchange = await self._exchange(slot, decl)
+                generation = slot.generation
+                await exchange.publish(message, routing_key, mandatory=False)
+                return
+            except amqp_exc.ChannelNotFoundEntity as exc:
+                # an auto-delete exchange went away with its last binding; the broker
+                # refused this publish, so declaring again and resending cannot duplicate
+                if redeclared or decl is None:
+                    raise DriverError(f"publish to {where} failed: {describe(exc)}") from exc
+                redeclared = True
+                continue
+            except amqp_exc.DeliveryError as exc:
+                raise DriverError(
+                    f"the broker refused a message for {where} ({describe(exc)})"
+                ) from exc
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                # aiormq cancels pending confirms when their channel dies under them
+                failure: BaseException = exc
+            except amqp_exc.ChannelInvalidStateError as exc:
+                # raised before anything is written: the channel died (e.g. the broker
+                # closed it after an error) while the connection may be fine
+                if reopened < _FREE_REOPENS and self._link.alive(generation):
+                    reopened += 1
+                    continue
+                failure = exc
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise DriverError(f"publish to {where} failed: {describe(exc)}") from exc
+                failure = exc
+            if attempt >= self._max_retries:
+                spent = "not republished" if attempt == 0 else f"gave up after {attempt} republish"
+                raise ConnectionLost(
+                    f"publish to {where} failed: {describe(failure)} "
+                    f"(retry={self._retry}: {spent})"
+                ) from failure
+            attempt += 1
+            await self._recover(generation, attempt, where)
+
+    async def _recover(self, generation: int, attempt: int, where: str) -> None:
+        if self._link.alive(generation):
+            # only the channel died (the connection is fine): the slot reopens it
+            return
+        wait = None
+        if self._max_retries != math.inf:
+            wait = min(_WAIT_FIRST + _WAIT_STEP * (attempt - 1), _WAIT_MAX)
+        # a timeout here is one spent attempt; the loop tries (and counts) again
+        await self._link.wait_newer(generation, wait)
+        if self._link.closing:
+            raise ConnectionLost(f"publish to {where} abandoned: the transport is closing")
+
+    async def delete_unused_exchanges(self) -> None:
+        """Delete the non-durable exchanges this publisher declared, if nothing binds them.
+
+        An auto-delete exchange only goes away when its last binding does, so one
+        that a client declared but no server ever bound would stay on the broker.
+        ``if_unused`` keeps every exchange a server still uses.
+        """
+        conn = self._link.connection
+        if conn is None or not self._declared:
+            return
+        channel: AbstractChannel | None = None
+        for name in sorted(self._declared):
+            try:
+                if channel is None or channel.is_closed:
+                    channel = await conn.channel(publisher_confirms=False)
+                await channel.exchange_delete(name, if_unused=True)
+            except (amqp_exc.AMQPError, amqp_exc.ChannelInvalidStateError, OSError):
+                # 406 in use: a server still binds it; its own auto-delete will remove it
+                channel = None
+        self._declared.clear()
+        if channel is not None and not channel.is_closed:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(CLOSE_TIMEOUT):
+                    await channel.close()

@@ -1,0 +1,133 @@
+"""The pika plugin's options and the settings derived from them.
+
+Defaults follow oslo.messaging's pika driver (``[oslo_messaging_pika]``) where
+it had one: infinite send retries, 3 s heartbeats, a 0.25 s TCP_USER_TIMEOUT,
+0.25 s between reconnection rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mqlab.errors import OptionError
+from mqlab.transport import Option, parse_options
+
+PLUGIN = "pika"
+
+OPTIONS: Mapping[str, Option] = {
+    "retry": Option(
+        (int,),
+        None,
+        "send attempts after a connection failure: 0 = pure at-most-once (no-ack consumers, "
+        "nothing republished), N = up to N republishes, None or -1 = forever (oslo's default)",
+        allow_none=True,
+    ),
+    "mandatory": Option(
+        (bool,),
+        True,
+        "publish RPC calls and casts as mandatory: fail fast with Undeliverable when nobody "
+        "listens instead of waiting for the call timeout",
+    ),
+    "heartbeat": Option(
+        (int,),
+        3,
+        "AMQP heartbeat timeout in seconds (pika's own heartbeats); 0 disables, None takes "
+        "the broker's value",
+        allow_none=True,
+    ),
+    "tcp_user_timeout": Option(
+        (int, float),
+        0.25,
+        "TCP_USER_TIMEOUT in seconds: how long sent data may stay unacknowledged before the "
+        "kernel drops the connection (fast failure detection when sending); 0 disables",
+        allow_none=True,
+    ),
+    "prefetch": Option(
+        (int,),
+        64,
+        "unacknowledged messages the broker may push to each acked consumer (retry != 0); "
+        "0 = unlimited",
+    ),
+    "retry_delay": Option(
+        (int, float),
+        0.25,
+        "seconds between reconnection rounds over the URL list",
+    ),
+    "connect_timeout": Option(
+        (int, float),
+        10.0,
+        "seconds start() may spend trying the URLs, and a send may wait for a reconnection "
+        "(unless retry is forever)",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Checked option values, with the facts the transport derives from them."""
+
+    retry: int | None  # None: forever
+    mandatory: bool
+    heartbeat: int | None
+    tcp_user_timeout: float
+    prefetch: int
+    retry_delay: float
+    connect_timeout: float
+
+    @property
+    def acked(self) -> bool:
+        """Consumers ack after the handler; retry=0 consumes with no_ack (at-most-once)."""
+        return self.retry != 0
+
+    @property
+    def confirms(self) -> bool:
+        """Publisher confirms: to republish what was not confirmed, and to see returns."""
+        return self.retry != 0 or self.mandatory
+
+    def retries_left(self, attempts: int) -> bool:
+        """May a message whose send failed ``attempts`` times be sent again?"""
+        return self.retry is None or attempts <= self.retry
+
+
+def check(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Types (by the core's parser) and values; raise :class:`OptionError`."""
+    opts = parse_options(PLUGIN, OPTIONS, raw)
+    retry = opts["retry"]
+    if retry is not None and retry < -1:
+        raise OptionError(PLUGIN, "retry", f"expected None, -1 (forever), 0 or more, got {retry}")
+    heartbeat = opts["heartbeat"]
+    if heartbeat is not None and heartbeat < 0:
+        raise OptionError(PLUGIN, "heartbeat", f"expected seconds >= 0, got {heartbeat}")
+    tcp_user_timeout = opts["tcp_user_timeout"]
+    if tcp_user_timeout is not None and tcp_user_timeout < 0:
+        raise OptionError(
+            PLUGIN, "tcp_user_timeout", f"expected seconds >= 0, got {tcp_user_timeout}"
+        )
+    prefetch = opts["prefetch"]
+    if not 0 <= prefetch <= 65535:
+        # basic.qos carries prefetch-count as an AMQP short
+        raise OptionError(PLUGIN, "prefetch", f"expected 0..65535, got {prefetch}")
+    if opts["retry_delay"] < 0:
+        raise OptionError(PLUGIN, "retry_delay", f"expected seconds >= 0, got {opts['retry_delay']}")
+    if opts["connect_timeout"] <= 0:
+        raise OptionError(
+            PLUGIN, "connect_timeout", f"expected seconds > 0, got {opts['connect_timeout']}"
+        )
+    return opts
+
+
+def settings(raw: Mapping[str, Any]) -> Settings:
+    """Check ``raw`` and turn it into :class:`Settings`."""
+    opts = check(raw)
+    retry = opts["retry"]
+    return Settings(
+        retry=None if retry == -1 else retry,
+        mandatory=opts["mandatory"],
+        heartbeat=opts["heartbeat"],
+        tcp_user_timeout=float(opts["tcp_user_timeout"] or 0),
+        prefetch=opts["prefetch"],
+        retry_delay=float(opts["retry_delay"]),
+        connect_timeout=float(opts["connect_timeout"]),
+    )

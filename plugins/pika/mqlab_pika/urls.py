@@ -1,0 +1,111 @@
+"""Broker URLs: pika connection parameters, masked display, readable connect errors."""
+
+from __future__ import annotations
+
+import socket
+from urllib.parse import unquote, urlsplit
+
+import pika
+import pika.exceptions
+from pika.adapters.utils import connection_workflow as workflow
+
+from mqlab_pika.options import Settings
+
+BROKER_HINT = "is the broker running? see `mqlab broker start`"
+
+
+def mask(url: str) -> str:
+    """``url`` with its password replaced by ``***``, safe for messages and logs."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable URL>"
+    if password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
+
+
+def hide_secret(text: str, url: str) -> str:
+    """Remove ``url``'s password from ``text`` (a library message may echo it)."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return text
+    if password:
+        text = text.replace(password, "***").replace(unquote(password), "***")
+    return text
+
+
+def parameters(url: str, settings: Settings, name: str, timeout: float) -> pika.URLParameters:
+    """Connection parameters for one URL; raises ValueError for a malformed URL."""
+    params = pika.URLParameters(url)
+    params.heartbeat = settings.heartbeat
+    if settings.tcp_user_timeout > 0:
+        params.tcp_options = {"TCP_USER_TIMEOUT": max(1, int(settings.tcp_user_timeout * 1000))}
+    # one attempt per URL: failover across the list is ours, not pika's retry loop
+    params.connection_attempts = 1
+    params.retry_delay = 0
+    params.socket_timeout = max(0.1, min(timeout, 5.0))
+    params.stack_timeout = max(0.1, timeout)
+    params.client_properties = {"connection_name": name}
+    return params
+
+
+def _root(exc: BaseException) -> BaseException:
+    """The innermost cause pika wrapped in its connection-workflow errors."""
+    seen = 0
+    while seen < 8:
+        seen += 1
+        if isinstance(exc, workflow.AMQPConnectionWorkflowFailed) and exc.exceptions:
+            exc = exc.exceptions[-1]
+        elif isinstance(exc, workflow.AMQPConnectorPhaseErrorBase):
+            exc = exc.exception
+        elif (
+            type(exc) is pika.exceptions.AMQPConnectionError
+            and exc.args
+            and isinstance(exc.args[0], BaseException)
+        ):
+            exc = exc.args[0]
+        else:
+            break
+    return exc
+
+
+def describe_connect_error(exc: BaseException, url: str) -> str:
+    """One line: why connecting to ``url`` failed and what to do about it."""
+    root = _root(exc)
+    try:
+        parts = urlsplit(url)
+        user = unquote(parts.username or "guest")
+        vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
+    except ValueError:
+        user, vhost = "?", "?"
+    if isinstance(root, pika.exceptions.ProbableAuthenticationError | pika.exceptions.AuthenticationError):
+        why = f"login refused for user {user!r} (check the user name and password in the URL)"
+    elif isinstance(root, pika.exceptions.ProbableAccessDeniedError):
+        why = (
+            f"access to vhost {vhost!r} refused for user {user!r}: the vhost does not exist or "
+            "the user has no permission on it (check the vhost in the URL)"
+        )
+    elif isinstance(root, ConnectionRefusedError):
+        why = f"connection refused ({BROKER_HINT})"
+    elif isinstance(root, socket.gaierror):
+        why = f"host name not found: {root.strerror or root} (check the host in the URL)"
+    elif isinstance(root, TimeoutError | socket.timeout | workflow.AMQPConnectorStackTimeout):
+        why = f"timed out ({BROKER_HINT}; is the host reachable?)"
+    elif isinstance(root, pika.exceptions.StreamLostError | pika.exceptions.IncompatibleProtocolError):
+        why = "the peer closed the connection during the AMQP handshake (is this an AMQP 0-9-1 port?)"
+    elif isinstance(root, pika.exceptions.ConnectionClosedByBroker):
+        why = f"closed by the broker: {root.reply_code} {root.reply_text}"
+    elif isinstance(root, OSError):
+        why = f"{root.strerror or root} ({BROKER_HINT})"
+    else:
+        detail = str(root) or type(root).__name__
+        why = f"{type(root).__name__}: {detail}"
+    return hide_secret(f"cannot connect to {mask(url)}: {why}", url)

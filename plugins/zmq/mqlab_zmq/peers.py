@@ -1,0 +1,110 @@
+"""Client side: one connected socket per server instance the client talks to.
+
+A client keeps a DEALER (calls) and a PUSH (casts, notifications) per record it
+has sent to, and picks the record itself: that is how round robin, targeted
+calls and fanout casts are all the same code. Sockets are created with
+``IMMEDIATE`` set, so nothing is queued towards a peer whose connection is not
+up: a send to a dead server waits (and times out) instead of silently filling a
+queue that will never drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import zmq
+import zmq.asyncio
+
+from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
+from mqlab_zmq.matchmaker import Record
+from mqlab_zmq.server import BATCH
+from mqlab_zmq.wire import FAILED, OK
+
+
+def _send_error(record: Record, endpoint: str, exc: zmq.ZMQError) -> TransportError:
+    if isinstance(exc, zmq.Again):
+        return ConnectionLost(
+            f"zmq server {record.server!r} at {endpoint} did not take the message in time: "
+            "it is gone or its queue is full (raise send_timeout or hwm, or check the server)"
+        )
+    return DriverError(f"zmq send to {endpoint} failed: {exc}")
+
+
+class CallPeer:
+    """A DEALER connected to one server's ROUTER; replies matched by correlation id."""
+
+    __slots__ = ("pending", "reader", "record", "sock", "token")
+
+    def __init__(self, sock: zmq.asyncio.Socket, record: Record) -> None:
+        self.sock = sock
+        self.record = record
+        self.token = record.instance.encode()
+        self.pending: dict[bytes, asyncio.Future[bytes]] = {}
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def request(self, corr: bytes, body: bytes) -> bytes:
+        """Send one call and wait for its reply (the caller bounds the wait)."""
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.pending[corr] = fut
+        try:
+            await self.sock.send_multipart((self.token, corr, body))
+            return await fut
+        except zmq.ZMQError as exc:
+            raise _send_error(self.record, self.record.call, exc) from exc
+        finally:
+            self.pending.pop(corr, None)
+
+    async def _read(self) -> None:
+        recv = self.sock.recv_multipart
+        pending = self.pending
+        n = 0
+        while True:
+            frames = await recv()
+            n += 1
+            if n % BATCH == 0:
+                await asyncio.sleep(0)
+            if len(frames) != 3:
+                continue
+            corr, status, payload = frames
+            fut = pending.pop(corr, None)
+            if fut is None or fut.done():
+                continue  # the caller already timed out
+            if status == OK:
+                fut.set_result(payload)
+            elif status == FAILED:
+                text = payload.decode(errors="replace")
+                fut.set_exception(
+                    DriverError(f"zmq server {self.record.server!r}: the handler failed: {text}")
+                )
+            else:
+                fut.set_exception(
+                    Undeliverable(
+                        f"{self.record.call} no longer belongs to zmq server "
+                        f"{self.record.server!r} (stale matchmaker record); retry after "
+                        "the matchmaker forgets it"
+                    )
+                )
+
+    def fail_pending(self, exc: TransportError) -> None:
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        self.pending.clear()
+
+
+class CastPeer:
+    """A PUSH connected to one server's (or listener's) PULL."""
+
+    __slots__ = ("record", "sock", "token")
+
+    def __init__(self, sock: zmq.asyncio.Socket, record: Record) -> None:
+        self.sock = sock
+        self.record = record
+        self.token = record.instance.encode()
+
+    async def send(self, body: bytes) -> None:
+        """Queue one message; waits while the peer's high-water mark is reached."""
+        try:
+            await self.sock.send_multipart((self.token, body))
+        except zmq.ZMQError as exc:
+            raise _send_error(self.record, self.record.cast, exc) from exc
