@@ -35,6 +35,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -76,6 +77,8 @@ _RECORD = "node.json"
 _LOCK = ".lock"
 _PLUGINS = "[rabbitmq_management,rabbitmq_amqp1_0].\n"
 _LOG_TAIL_LINES = 20
+# The prefix of a RabbitMQ log line: "2026-11-22 06:17:51.272014+00:00 [error] <0.132.0> ".
+_TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:.]+\S* \[\w+\] <[\d.]+> ?")
 # Seconds between readiness probes: a boot takes 5-10 s, so a finer grain buys nothing.
 _POLL = 0.3
 
@@ -111,12 +114,14 @@ class _Record:
 
     node: BrokerNode
     create_time: float  # the beam's start time: tells our beam from a reused pid
+    epmd_port: int  # the epmd the node registered with (ERL_EPMD_PORT at start)
     epmd_started: bool  # True if epmd was not running before this node started it
 
     def to_json(self) -> str:
         data: dict[str, Any] = asdict(self.node)
         data["state_dir"] = str(self.node.state_dir)
         data["create_time"] = self.create_time
+        data["epmd_port"] = self.epmd_port
         data["epmd_started"] = self.epmd_started
         return json.dumps(data, indent=2) + "\n"
 
@@ -135,7 +140,12 @@ class _Record:
                 state_dir=state_dir,
                 version=str(data["version"]),
             )
-            return cls(node, float(data["create_time"]), bool(data["epmd_started"]))
+            return cls(
+                node,
+                float(data["create_time"]),
+                int(data["epmd_port"]),
+                bool(data["epmd_started"]),
+            )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BrokerError(
                 f"cannot read broker record {path}: {exc} (stop the node by hand, then delete it)"
@@ -212,8 +222,9 @@ def start(
         name = f"mqlab-{port}@localhost"
         node_dir = state_dir / name
         _prepare(node_dir, port, management_port)
-        epmd_was_running = _epmd_running()
-        env = _node_env(node_dir, name, port, dist_port)
+        epmd_port = _epmd_port()
+        epmd_was_running = _epmd_running(epmd_port)
+        env = _node_env(node_dir, name, port, dist_port, epmd_port)
         pid = _launch(sbin, node_dir, env)
         node = BrokerNode(
             name=name,
@@ -230,16 +241,16 @@ def start(
             create_time = psutil.Process(pid).create_time()
             # Recorded before the node is up so that a start interrupted half-way
             # (Ctrl-C, a crash of mqlab) still leaves a node `mqlab broker stop` finds.
-            _write_record(_Record(node, create_time, not epmd_was_running))
+            _write_record(_Record(node, create_time, epmd_port, not epmd_was_running))
             version = _await_ready(sbin, node, env, deadline, timeout)
             node = replace(node, version=version)
-            record = _Record(node, create_time, not epmd_was_running)
+            record = _Record(node, create_time, epmd_port, not epmd_was_running)
             _write_record(record)
         except BaseException:
             _kill(pid, grace=5)
             _record_path(node).unlink(missing_ok=True)
             if not epmd_was_running:
-                _epmd_kill()
+                _epmd_kill(epmd_port)
             raise
         return node
 
@@ -265,8 +276,8 @@ def stop(state_dir: Path | None = None, timeout: float = 30) -> list[BrokerNode]
                 _stop_node(record, remaining)
                 stopped.append(record.node)
             _record_path(record.node).unlink(missing_ok=True)
-        if any(r.epmd_started for r in records):
-            _epmd_kill()
+        for epmd_port in sorted({r.epmd_port for r in records if r.epmd_started}):
+            _epmd_kill(epmd_port)
     return stopped
 
 
@@ -354,15 +365,15 @@ def _prepare(node_dir: Path, port: int, management_port: int) -> None:
             f.write(secrets.token_hex(16).upper())
 
 
-def _node_env(node_dir: Path, name: str, port: int, dist_port: int) -> dict[str, str]:
-    # A user's own RABBITMQ_*/ERL_* settings must not leak into our private node;
-    # ERL_EPMD_PORT stays because epmd is shared and the CLI must find the same one.
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("RABBITMQ_", "ERL_")) or k == "ERL_EPMD_PORT"
-    }
+def _node_env(
+    node_dir: Path, name: str, port: int, dist_port: int, epmd_port: int
+) -> dict[str, str]:
+    # A user's own RABBITMQ_*/ERL_* settings must not leak into our private node.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
     env.update(
+        # Node and CLI must register with / look up the same epmd, also when stop()
+        # runs in another shell than start().
+        ERL_EPMD_PORT=str(epmd_port),
         HOME=str(node_dir),  # the Erlang cookie lives in $HOME; node and CLI share it
         RABBITMQ_NODENAME=name,
         RABBITMQ_NODE_PORT=str(port),
@@ -421,14 +432,13 @@ def _await_ready(
     while True:
         if not _pid_running(node.pid):
             raise BrokerError(
-                f"RabbitMQ node {node.name} exited during start-up; "
-                f"last lines of its output:\n{_log_tail(node)}"
+                f"RabbitMQ node {node.name} exited during start-up{_failure_details(node)}"
             )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise BrokerError(
-                f"RabbitMQ node {node.name} did not start within {timeout:g} s; "
-                f"last lines of its output:\n{_log_tail(node)}"
+                f"RabbitMQ node {node.name} did not start within {timeout:g} s"
+                f"{_failure_details(node)}"
             )
         # The pid file appears once the node's distribution is up; before that
         # rabbitmqctl fails at once, so polling it earlier only burns CPU.
@@ -462,15 +472,25 @@ def _ctl(
     return result.returncode == 0
 
 
-def _log_tail(node: BrokerNode) -> str:
-    """The last lines worth reading, indented, plus where the full logs are."""
-    console = _lines(node.node_dir / "console.log")
-    log = _lines(node.log_file)
-    # Failures before logging is up (a taken distribution port, a bad config) are
-    # only on stdout, summarised under BOOT FAILED; later ones are in the log.
-    lines = console if any("BOOT FAILED" in ln for ln in console) or not log else log
+def _failure_details(node: BrokerNode) -> str:
+    """What to append to "node X exited/did not start": the reason if RabbitMQ printed
+    one, else the last lines of its log; then where the full logs are.
+
+    Failures before logging is up (a taken distribution port, a bad config) are
+    only on stdout, where RabbitMQ prints ``ERROR: <reason>`` under a BOOT FAILED
+    banner (interleaved with the same text as log lines); later failures are in
+    the node log.
+    """
+    console = [_TIMESTAMPED.sub("", ln) for ln in _lines(node.node_dir / "console.log")]
+    where = f"(full log: {node.log_file}; stdout: {node.node_dir / 'console.log'})"
+    if "BOOT FAILED" in console:
+        after = console[console.index("BOOT FAILED") :]
+        reasons = list(dict.fromkeys(ln[6:].strip() for ln in after if ln.startswith("ERROR:")))
+        if reasons:
+            return ": " + "\n".join(reasons) + "\n" + where
+    lines = _lines(node.log_file) or console
     tail = "\n".join(f"  {ln}" for ln in lines[-_LOG_TAIL_LINES:]) or "  (no output)"
-    return f"{tail}\n(full log: {node.log_file}; stdout: {node.node_dir / 'console.log'})"
+    return f"; last lines of its output:\n{tail}\n{where}"
 
 
 def _lines(path: Path) -> list[str]:
@@ -491,7 +511,7 @@ def _stop_node(record: _Record, timeout: float) -> None:
     children = _children(node.pid)
     sbin = _sbin()
     if sbin is not None:
-        env = _node_env(node.node_dir, node.name, node.port, node.dist_port)
+        env = _node_env(node.node_dir, node.name, node.port, node.dist_port, record.epmd_port)
         budget = max(round(timeout * 0.6), 1)
         # `rabbitmqctl stop` returns when the node has agreed to halt, not when the
         # VM is gone; the wait covers the rest. --timeout bounds the operation, not
@@ -611,22 +631,22 @@ def _epmd_port() -> int:
         return 4369
 
 
-def _epmd_running() -> bool:
+def _epmd_running(port: int) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", _epmd_port()), timeout=1):
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
             return True
     except OSError:
         return False
 
 
-def _epmd_kill() -> None:
+def _epmd_kill(port: int) -> None:
     """Ask epmd to exit; it refuses (and we accept that) while any node is registered."""
     epmd = shutil.which("epmd")
-    if epmd is None or not _epmd_running():
+    if epmd is None or not _epmd_running(port):
         return
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         subprocess.run(
-            [epmd, "-kill"],
+            [epmd, "-port", str(port), "-kill"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -178,8 +178,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     profile = _load(args.profile, args)
     classes = check(profile)
     plan = make_plan(profile)
-    console = Console(stderr=False)
-    err = Console(stderr=True)
+    # a pipe or CI log has no width: give tables room rather than truncating figures
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
     managed = None
     urls = profile.broker.urls
     needs_broker = any(c.features.needs_broker for c in classes.values())
@@ -318,7 +319,8 @@ def _run(
         step = plan.steps[failed_at - 1] if failed_at <= len(plan.steps) else None
         where = f"step {failed_at} ({step.label})" if step else "run"
         raise CliError(f"{where} failed: {message} (results so far: {out})", EXIT_FAILED)
-    err.print(f"results: {out} ({len(steps)} of {len(plan.steps)} steps, {status})")
+    if not args.quiet:
+        err.print(f"results: {out} ({len(steps)} of {len(plan.steps)} steps, {status})")
     return code
 
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# mqlab set-up: installs what mqlab needs on a Debian/Ubuntu machine, then
+#   bash scripts/setup.sh run  [mqlab run options]  runs the main job (profiles/pika-vs-kombu.toml)
+#   bash scripts/setup.sh test                      runs ruff, mypy and the whole test suite
+# System packages (RabbitMQ, Redis, a C toolchain for python-qpid-proton) are
+# installed with apt-get when run as root or with password-less sudo; otherwise
+# the script names what is missing and stops.
+set -euo pipefail
+
+mode=${1:-run}
+shift || true
+case $mode in run | test) ;; *)
+  echo "usage: bash scripts/setup.sh run|test [mqlab run options]" >&2
+  exit 2
+  ;;
+esac
+cd "$(dirname "$0")/.."
+say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
+
+# -- system packages -----------------------------------------------------------
+# rabbitmq-server: the broker (AMQP 0-9-1, AMQP 1.0 and management plugins ship with it)
+# redis-server: the zmq driver's optional matchmaker
+# gcc, pkg-config, libssl-dev, libsasl2-dev, python3-dev: python-qpid-proton builds from source
+packages=(rabbitmq-server redis-server gcc pkg-config libssl-dev libsasl2-dev python3-dev python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then sudo=(); elif sudo -n true 2>/dev/null; then sudo=(sudo -n); else
+    say "missing system packages: ${missing[*]}"
+    say "install them with: sudo apt-get install -y ${missing[*]}   (then run this again)"
+    exit 1
+  fi
+  say "installing ${missing[*]} (apt-get)"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+# -- Python environment --------------------------------------------------------
+py=${PYTHON:-python3}
+if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  say "mqlab needs Python 3.11 or newer; $py is $("$py" -V 2>&1). Set PYTHON=/path/to/python3.11"
+  exit 1
+fi
+if [[ ! -x .venv/bin/python ]]; then
+  say "creating .venv"
+  "$py" -m venv .venv
+fi
+say "installing mqlab and its plugins into .venv"
+.venv/bin/python -m pip install -q --upgrade pip
+plugins=()
+for d in plugins/*/; do [[ -f $d/pyproject.toml ]] && plugins+=(-e "$d"); done
+.venv/bin/python -m pip install -q -e ".[dev]" "${plugins[@]}"
+
+if [[ $mode == run ]]; then
+  exec .venv/bin/mqlab run profiles/pika-vs-kombu.toml "$@"
+fi
+
+# -- the whole test suite ------------------------------------------------------
+say "ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+say "mypy --strict"
+.venv/bin/mypy mqlab plugins/*/mqlab_*
+say "pytest"
+set +e
+.venv/bin/python -m pytest -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [[ $rc -eq 5 ]]; then
+  say "pytest collected no tests: that is a failure"
+  exit 1
+fi
+exit $rc

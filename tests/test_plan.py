@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from mqlab.plan import layout, make_plan
+from mqlab.profile import parse_profile
+
+
+def _profile(extra: str = "") -> dict[str, object]:
+    import tomllib
+
+    return tomllib.loads(
+        """
+[run]
+repeat = 2
+[drivers.a]
+plugin = "loopback"
+[drivers.b]
+plugin = "loopback"
+[[scenario]]
+pattern = "call"
+concurrency = [1, 10]
+[[scenario]]
+pattern = "notify"
+rate = [100]
+servers = 4
+pools = 2
+drivers = ["b"]
+"""
+        + extra
+    )
+
+
+def test_matrix_expands_drivers_side_by_side_per_load_level() -> None:
+    plan = make_plan(parse_profile(_profile()))
+    labels = [s.label for s in plan.steps]
+    # (2 drivers x 2 levels + 1 driver x 1 level) x 2 repeats
+    assert len(plan.steps) == 10
+    assert labels[:5] == [
+        "a call c=1", "b call c=1", "a call c=10", "b call c=10", "b notify 100 msg/s",
+    ]  # fmt: skip
+    assert [s.index for s in plan.steps] == list(range(10))
+    assert plan.eta() > 0
+
+
+def test_layout_splits_clients_over_processes_and_assigns_pools() -> None:
+    plan = make_plan(parse_profile(_profile()))
+    call10 = plan.steps[2]
+    lay = layout(call10, ("amqp://x/",), {}, "r1", processes=3, in_process=False)
+    assert [c.clients[0].concurrency for c in lay.clients] == [4, 3, 3]
+    assert len({c.clients[0].client_id for c in lay.clients}) == 3
+    assert len(lay.servers) == 1 and lay.groups == 1
+
+    notify = plan.steps[4]
+    lay = layout(notify, ("amqp://x/",), {}, "r1", processes=2, in_process=False)
+    assert lay.groups == 2
+    pools = [s.servers[0].pool for s in lay.servers]
+    assert len(set(pools)) == 2 and len(pools) == 4
+    assert sum(c.clients[0].rate for c in lay.clients) == 100
+
+
+def test_in_process_plugins_get_one_worker_with_every_role() -> None:
+    plan = make_plan(parse_profile(_profile()))
+    lay = layout(plan.steps[4], ("x://",), {}, "r1", processes=2, in_process=True)
+    assert lay.servers == () and len(lay.clients) == 1
+    assert len(lay.clients[0].servers) == 4 and len(lay.clients[0].clients) == 2
+
+
+def test_each_step_gets_its_own_topic() -> None:
+    plan = make_plan(parse_profile(_profile()))
+    topics = {layout(s, ("x://",), {}, "r1", 1, False).topics for s in plan.steps}
+    assert len(topics) == len(plan.steps)
+
+
+def test_fanout_expects_one_copy_per_server_and_targets_spread_topics() -> None:
+    import tomllib
+
+    data = tomllib.loads(
+        '[drivers.a]\nplugin = "loopback"\n[[scenario]]\npattern = "cast"\nconcurrency = 2\n'
+        'fanout = true\nservers = 3\n[[scenario]]\npattern = "cast"\nconcurrency = 2\n'
+        "targets = 4\n"
+    )
+    plan = make_plan(parse_profile(data))
+    fan = layout(plan.steps[0], ("x://",), {}, "r", 1, False)
+    assert fan.groups == 3
+    spread = layout(plan.steps[1], ("x://",), {}, "r", 1, False)
+    assert len(spread.topics) == 4 and len(spread.servers) == 4

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from mqlab import view
+from mqlab.results import ResultsFile, load_results
+from mqlab.snapshot import RunSnapshot, StepRow
+from mqlab.urls import mask
+
+
+def _step(driver: str, mean: float, p99: float, lost: int = 0) -> dict[str, Any]:
+    return {
+        "scenario": "call", "pattern": "call", "concurrency": 5, "rate": None, "repeat": 0,
+        "driver": driver, "throughput": {"mean": mean, "stdev": 1.0},
+        "latency_ms": {"p99": p99}, "lost": lost, "duplicates": 0, "errors": {},
+    }  # fmt: skip
+
+
+def test_results_round_trip_and_survive_each_step(tmp_path: Path) -> None:
+    out = tmp_path / "r" / "x.json"
+    res = ResultsFile(out, {"name": "p"}, {"python": "3"})
+    res.write()
+    res.add_step(_step("a", 10, 1))
+    # a crash now must not lose the finished step
+    assert load_results(out)["steps"][0]["driver"] == "a"
+    res.finish("done")
+    doc = load_results(out)
+    assert doc["schema"] == 1 and doc["status"] == "done" and len(doc["steps"]) == 1
+
+
+def _render(renderable: Any, width: int = 200) -> str:
+    console = Console(width=width, record=True, force_terminal=False, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_comparison_shows_ratios_to_the_first_driver() -> None:
+    text = _render(view.comparison([_step("kombu", 330.2, 10.0), _step("pika", 497.6, 5.0, 3)]))
+    assert "kombu" in text and "pika" in text
+    assert "1.51x" in text  # 497.6 / 330.2
+    assert "0.50x" in text  # p99 ratio
+    assert " 3 " in text  # the lost messages are shown
+
+
+def test_live_view_renders_header_current_and_finished_steps() -> None:
+    done = StepRow(0, "a", "cast", "c=1", "done", sent=100, received=98, lost=2, rate_mean=50.0)
+    cur = StepRow(1, "b", "call", "c=5", "measuring", sent=10, round_trip=9, rate_now=9.0,
+                  p50_ms=1.5, p99_ms=9.25, cpu_clients=50.0, cpu_broker=20.0)  # fmt: skip
+    snap = RunSnapshot("prof", 3, 2, 12.0, 60.0, "amqp://guest:***@h:5672/", cur, (done,))
+    text = _render(view.live(snap))
+    assert "step 2 of 3" in text and "prof" in text
+    assert "measuring" in text and "9.25" in text and "b 20%" in text
+    assert "98" in text and "done" in text
+    line = view.plain_line(done, 3)
+    assert line.startswith("[1/3] a cast c=1 done") and "lost=2" in line
+
+
+def test_credentials_are_masked() -> None:
+    assert mask("amqp://guest:secret@127.0.0.1:5672/") == "amqp://guest:***@127.0.0.1:5672/"
+    assert mask("amqp://127.0.0.1:5672/") == "amqp://127.0.0.1:5672/"
