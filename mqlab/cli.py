@@ -275,6 +275,7 @@ def _run(
     runner = Runner(
         plan, urls, run_id, lambda p: registry.get(p).features.in_process,
         on_snapshot, on_step, broker_pid,
+        broker_label="" if needs_broker else "none needed",
     )  # fmt: skip
     status, message, code = "done", "", 0
 

@@ -17,6 +17,7 @@ import os
 import re
 import statistics
 import time
+from collections import Counter
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
@@ -143,6 +144,9 @@ class Recorder:
         self.sent_by_client: dict[int, int] = {}
         self.ledger = Ledger(ledger_dir, worker)
         self.hist = new_histogram()
+        # latencies wait here until a snapshot folds them into the histogram:
+        # hdrh's record_value costs microseconds in Python, a list append does not
+        self._lat: list[int] = []
         # per-second bins since t0: sent, received, round trips, errors
         self.s_sent: list[int] = []
         self.s_recv: list[int] = []
@@ -172,7 +176,7 @@ class Recorder:
         self.ledger.record(group, client, seq)
         self._bin(self.s_recv, now)
         if self.window_start <= ts < self.window_end:
-            self.hist.record_value(max(1, (now - ts) // 1000))
+            self._lat.append((now - ts) // 1000)
 
     def on_reply(self, ts: int) -> None:
         """A call's reply arrived: round-trip latency from its intended send."""
@@ -180,14 +184,24 @@ class Recorder:
         self.round_trip += 1
         self._bin(self.s_rt, now)
         if self.window_start <= ts < self.window_end:
-            self.hist.record_value(max(1, (now - ts) // 1000))
+            self._lat.append((now - ts) // 1000)
 
     def on_error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
         self._bin(self.s_err, time.monotonic_ns())
 
+    def fold(self) -> None:
+        """Move pending latencies (us) into the histogram, each distinct value once."""
+        if not self._lat:
+            return
+        pending, self._lat = self._lat, []
+        record = self.hist.record_value
+        for us, count in Counter(pending).items():
+            record(max(1, us), count)
+
     def snapshot(self) -> dict[str, Any]:
         """A plain dict for the control channel (msgpack)."""
+        self.fold()
         snap: dict[str, Any] = {
             "sent": self.sent,
             "received": self.received,

@@ -101,6 +101,7 @@ class Runner:
         on_snapshot: Callable[[RunSnapshot], None],
         on_step: Callable[[dict[str, Any]], None],
         broker_pid: int | None = None,
+        broker_label: str = "",
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -109,6 +110,7 @@ class Runner:
         self.on_snapshot = on_snapshot
         self.on_step = on_step
         self.broker_ps = self._process(broker_pid)
+        self.broker_label = broker_label or ", ".join(mask(u) for u in urls)
         self.interrupt = asyncio.Event()  # first Ctrl-C: finish this interval, keep results
         self.force = asyncio.Event()  # second Ctrl-C: stop now
         self.finished_rows: list[StepRow] = []
@@ -515,7 +517,7 @@ class Runner:
             hist = merge_histograms([s.get("hist", b"") for s in src]) if src else None
             lat = latency_ms(hist) if hist is not None else {}
             cpu_c = [w.cpu[-1] for w in workers or [] if w.cpu and w.spec.worker in clients]
-            cpu_s = [w.cpu[-1] for w in workers or [] if w.cpu and w.spec.servers]
+            cpu_s = [w.cpu[-1] for w in workers or [] if w.cpu and w.spec.role == "server"]
             current = StepRow(
                 index=step.index,
                 driver=step.driver.name,
@@ -541,7 +543,7 @@ class Runner:
                 step_number=step.index + 1,
                 elapsed=time.monotonic() - self.started,
                 eta=self.plan.eta(),
-                broker=", ".join(mask(u) for u in self.urls),
+                broker=self.broker_label,
                 current=current,
                 finished=tuple(self.finished_rows),
             )

@@ -83,10 +83,12 @@ def live(snap: RunSnapshot) -> RenderableType:
         Text(f"elapsed {_clock(snap.elapsed)} / ~{_clock(snap.eta)}"),
         Text(f"broker {snap.broker}", style="dim"),
     )
-    parts: list[RenderableType] = [
-        header,
+    bar = Table.grid(padding=(0, 1))
+    bar.add_row(
         ProgressBar(total=max(1, snap.steps_total), completed=done, width=60),
-    ]
+        Text(f"{done}/{snap.steps_total} steps done"),
+    )
+    parts: list[RenderableType] = [header, bar]
     if snap.current is not None:
         parts.append(step_table("running", [snap.current], live=True))
     if snap.finished:

@@ -108,4 +108,5 @@ def test_recorder_excludes_warmup_from_latency(tmp_path: Path) -> None:
     snap = rec.snapshot()
     assert snap["received"] == 2
     assert rec.hist.get_total_count() == 1
+    assert snap["hist"]
     rec.ledger.close()
