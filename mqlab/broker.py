@@ -221,7 +221,10 @@ def start(
         dist_port = _pick_port(port + 20000, avoid={port, management_port})
         name = f"mqlab-{port}@localhost"
         node_dir = state_dir / name
-        _prepare(node_dir, port, management_port)
+        try:
+            _prepare(node_dir, port, management_port)
+        except OSError as exc:
+            raise BrokerError(f"cannot prepare {node_dir}: {exc} (choose --state-dir)") from exc
         epmd_port = _epmd_port()
         epmd_was_running = _epmd_running(epmd_port)
         env = _node_env(node_dir, name, port, dist_port, epmd_port)
@@ -238,7 +241,11 @@ def start(
             version="",
         )
         try:
-            create_time = psutil.Process(pid).create_time()
+            create_time = _create_time(pid)
+            if create_time is None:
+                raise BrokerError(
+                    f"RabbitMQ node {name} exited during start-up{_failure_details(node)}"
+                )
             # Recorded before the node is up so that a start interrupted half-way
             # (Ctrl-C, a crash of mqlab) still leaves a node `mqlab broker stop` finds.
             _write_record(_Record(node, create_time, epmd_port, not epmd_was_running))
@@ -571,6 +578,13 @@ def _pid_running(pid: int) -> bool:
         return True  # exists, but we may not look at it
 
 
+def _create_time(pid: int) -> float | None:
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
 def _alive(record: _Record) -> bool:
     """True if the recorded beam is still running (not some later process with its pid)."""
     try:
@@ -590,8 +604,12 @@ def _port_free(port: int) -> bool:
         try:
             sock.bind(("127.0.0.1", port))
         except OSError as exc:
-            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            if exc.errno == errno.EADDRINUSE:
                 return False
+            if exc.errno == errno.EACCES:
+                raise BrokerError(
+                    f"port {port} needs privileges (choose --port above 1023)"
+                ) from exc
             raise BrokerError(f"cannot check port {port}: {exc}") from exc
     return True
 
@@ -674,9 +692,13 @@ def _write_record(record: _Record) -> None:
 @contextlib.contextmanager
 def _locked(state_dir: Path, timeout: float) -> Iterator[None]:
     """Serialise start/stop on one state dir across processes."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(state_dir / _LOCK, "a")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise BrokerError(f"cannot use state dir {state_dir}: {exc} (choose --state-dir)") from exc
     deadline = time.monotonic() + timeout
-    with open(state_dir / _LOCK, "a") as lock:
+    with lock:
         while True:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -66,9 +66,14 @@ class LoopbackTransport(Transport):
     def __init__(self, config: TransportConfig) -> None:
         super().__init__(config)
         self._consumers: list[_Consumer] = []
+        self._bus = _Bus()
+
+    async def start(self) -> None:
+        # looked up once: the running loop's bus is shared by every loopback transport
+        self._bus = _bus()
 
     async def aclose(self) -> None:
-        bus = _bus()
+        bus = self._bus
         mine = set(map(id, self._consumers))
         for group in list(bus.rpc.values()) + [
             g for pools in bus.pools.values() for g in pools.values()
@@ -108,18 +113,18 @@ class LoopbackTransport(Transport):
                     break
 
     async def serve_rpc(self, target: Target, handler: Handler) -> None:
-        bus = _bus()
+        bus = self._bus
         cons = self._consumer(handler)
         bus.rpc.setdefault((target.exchange, target.topic), _Group()).members.append(cons)
         if target.server:
             bus.direct[(target.exchange, target.topic, target.server)] = cons
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
-        pools = _bus().pools.setdefault((target.exchange, target.topic), {})
+        pools = self._bus.pools.setdefault((target.exchange, target.topic), {})
         pools.setdefault(pool, _Group()).members.append(self._consumer(handler))
 
     def _route(self, target: Target) -> list[_Consumer]:
-        bus = _bus()
+        bus = self._bus
         if target.fanout:
             group = bus.rpc.get((target.exchange, target.topic))
             members = list(group.members) if group else []
@@ -148,7 +153,7 @@ class LoopbackTransport(Transport):
 
     async def notify(self, target: Target, body: bytes) -> None:
         # like an exchange with no queue bound: nobody listening means dropped
-        for group in _bus().pools.get((target.exchange, target.topic), {}).values():
+        for group in self._bus.pools.get((target.exchange, target.topic), {}).values():
             cons = group.pick()
             if cons is not None:
                 await cons.queue.put((body, None))
