@@ -12,6 +12,7 @@ Layout of one node directory::
         node.json          the record status()/stop() read
         rabbitmq.conf      listeners on 127.0.0.1 only, guest allowed over loopback
         enabled_plugins    rabbitmq_management, rabbitmq_amqp1_0
+        rabbitmq-env.conf  empty: keeps the system's /etc/rabbitmq settings out
         .erlang.cookie     shared by the node and the rabbitmqctl calls (HOME is this dir)
         console.log        the node's stdout: boot failures that happen before logging is up
         log/               the node's own log files
@@ -42,7 +43,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.error
 import urllib.request
 from base64 import b64encode
 from collections.abc import Iterator
@@ -254,7 +254,7 @@ def start(
             record = _Record(node, create_time, epmd_port, not epmd_was_running)
             _write_record(record)
         except BaseException:
-            _kill(pid, grace=5)
+            _terminate(pid, grace=5)
             _record_path(node).unlink(missing_ok=True)
             if not epmd_was_running:
                 _epmd_kill(epmd_port)
@@ -289,7 +289,9 @@ def stop(state_dir: Path | None = None, timeout: float = 30) -> list[BrokerNode]
 
 
 def status(state_dir: Path | None = None) -> list[tuple[BrokerNode, bool]]:
-    """The nodes recorded in ``state_dir`` and whether each one's process is alive."""
+    """The nodes recorded in ``state_dir`` and whether each one's process is alive.
+
+    Raises :class:`~mqlab.errors.BrokerError` if a record cannot be read."""
     return [(r.node, _alive(r)) for r in _records(_resolve(state_dir))]
 
 
@@ -376,7 +378,12 @@ def _node_env(
     node_dir: Path, name: str, port: int, dist_port: int, epmd_port: int
 ) -> dict[str, str]:
     # A user's own RABBITMQ_*/ERL_* settings must not leak into our private node.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
+    # NOTIFY_SOCKET would make rabbitmq-server think it runs as a systemd service.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("RABBITMQ_", "ERL_")) and k != "NOTIFY_SOCKET"
+    }
     env.update(
         # Node and CLI must register with / look up the same epmd, also when stop()
         # runs in another shell than start().
@@ -389,6 +396,7 @@ def _node_env(
         RABBITMQ_LOG_BASE=str(node_dir / "log"),
         RABBITMQ_ENABLED_PLUGINS_FILE=str(node_dir / "enabled_plugins"),
         RABBITMQ_CONFIG_FILE=str(node_dir / "rabbitmq"),  # without .conf, as RabbitMQ wants
+        # Never created: keeps the system's /etc/rabbitmq/advanced.config out.
         RABBITMQ_ADVANCED_CONFIG_FILE=str(node_dir / "advanced.config"),
         RABBITMQ_CONF_ENV_FILE=str(node_dir / "rabbitmq-env.conf"),
         RABBITMQ_PID_FILE=str(node_dir / "pid"),
@@ -515,7 +523,7 @@ def _stop_node(record: _Record, timeout: float) -> None:
     """Stop one live node: politely, then by signal. Raises BrokerError if it survives."""
     node = record.node
     deadline = time.monotonic() + timeout
-    children = _children(node.pid)
+    helpers = _children(node.pid)
     sbin = _sbin()
     if sbin is not None:
         env = _node_env(node.node_dir, node.name, node.port, node.dist_port, record.epmd_port)
@@ -526,26 +534,47 @@ def _stop_node(record: _Record, timeout: float) -> None:
         if _ctl(sbin, node, env, ["stop", "--timeout", str(budget)], budget + 5):
             _wait_gone(node.pid, min(deadline - time.monotonic(), 10.0))
     if _pid_running(node.pid):
-        _kill(node.pid, grace=max(deadline - time.monotonic(), 2.0))
-    for child in children:
-        # erl_child_setup and inet_gethost exit with the VM; a SIGKILLed VM may strand them.
-        with contextlib.suppress(psutil.Error):
-            child.kill()
+        _terminate(node.pid, grace=max(deadline - time.monotonic(), 2.0))
     if _pid_running(node.pid):
         raise BrokerError(f"RabbitMQ node {node.name} (pid {node.pid}) survived SIGKILL")
+    _reap_helpers(helpers)
 
 
-def _kill(pid: int, grace: float) -> None:
-    """SIGTERM (RabbitMQ shuts down cleanly on it), then SIGKILL after ``grace`` seconds."""
+def _terminate(pid: int, grace: float) -> None:
+    """SIGTERM (RabbitMQ shuts down cleanly on it), then SIGKILL after ``grace`` seconds;
+    then the VM's helpers (erl_child_setup, inet_gethost), which a SIGKILLed VM can strand."""
+    helpers = _children(pid)
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            return
+            break
         except PermissionError as exc:
             raise BrokerError(f"not allowed to signal broker pid {pid}: {exc}") from exc
         if _wait_gone(pid, wait):
-            return
+            break
+    _reap_helpers(helpers)
+
+
+def _reap_helpers(helpers: list[psutil.Process]) -> None:
+    """Give the VM's helper processes a moment to notice the VM is gone, then kill them."""
+    running = [p for p in helpers if _still(p)]
+    deadline = time.monotonic() + 2.0
+    while running and time.monotonic() < deadline:
+        time.sleep(0.05)
+        running = [p for p in running if _still(p)]
+    for proc in running:
+        # psutil checks the pid still names the same process before signalling.
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+
+def _still(proc: psutil.Process) -> bool:
+    """True while this very process (not a later one with its pid) runs and is no zombie."""
+    try:
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 def _wait_gone(pid: int, timeout: float) -> bool:

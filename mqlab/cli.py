@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -192,8 +194,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise CliError(problem, EXIT_FAILED)
         if not args.quiet:
             err.print("starting a private RabbitMQ node for this run…")
+        # a run's node lives in its own state dir: never collides with `mqlab broker start`
+        state = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="mqlab-"))
         try:
-            managed = broker_mod.start(Path(args.state_dir) if args.state_dir else None)
+            managed = broker_mod.start(state)
         except BrokerError as exc:
             raise CliError(f"managed broker: {exc}", EXIT_FAILED) from None
         urls = (managed.url,)
@@ -211,6 +215,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 broker_mod.stop(managed.state_dir)
             except BrokerError as exc:
                 err.print(f"mqlab: could not stop the managed broker: {exc}")
+            else:
+                if not args.state_dir:
+                    shutil.rmtree(managed.state_dir, ignore_errors=True)
 
 
 def _broker_facts(urls: Sequence[str], managed: Any) -> tuple[dict[str, Any] | None, int | None]:

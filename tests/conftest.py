@@ -22,13 +22,26 @@ class TestBroker:
 
 
 @pytest.fixture(scope="session")
-def broker() -> Iterator[TestBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestBroker]:
     url = os.environ.get("MQLAB_TEST_BROKER_URL")
     if url:
         mgmt = os.environ.get("MQLAB_TEST_MANAGEMENT_URL", "http://127.0.0.1:15672")
         port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
         yield TestBroker(url, mgmt, port)
         return
-    pytest.fail(
-        "no broker: set MQLAB_TEST_BROKER_URL, or let the managed broker start one"
-    )
+    # Managed mode: a private node on free loopback ports, data in a tmp dir.
+    from mqlab import broker as managed
+    from mqlab.errors import BrokerError
+
+    problem = managed.installed()
+    if problem:
+        pytest.fail(f"{problem} (or set MQLAB_TEST_BROKER_URL to a running broker)", pytrace=False)
+    state_dir = tmp_path_factory.mktemp("broker")
+    try:
+        node = managed.start(state_dir)
+    except BrokerError as exc:
+        pytest.fail(f"cannot start the test broker: {exc}", pytrace=False)
+    try:
+        yield TestBroker(node.url, node.management_url, node.port)
+    finally:
+        managed.stop(state_dir)
