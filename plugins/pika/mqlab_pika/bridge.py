@@ -127,7 +127,7 @@ class Chan:
 
     @property
     def is_open(self) -> bool:
-        return self.channel.is_open
+        return bool(self.channel.is_open)
 
     def add_on_close(self, callback: Callable[[Chan, Gone], None]) -> None:
         """Call ``callback(chan, reason)`` once when the channel closes."""
@@ -143,14 +143,14 @@ class Chan:
             callback(self, gone)
         self._on_close.clear()
 
-    async def call(self, start: Callable[[Callable[[Any], None]], object]) -> Any:
-        """Run ``start(done)``, a pika method taking a completion callback; await it."""
+    async def call(self, method: Callable[..., object], *args: Any, **kwargs: Any) -> Any:
+        """Run pika's ``method(*args, callback=..., **kwargs)`` and await that callback."""
         if not self.channel.is_open:
             raise Gone.from_reason(self.closed)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiters.add(fut)
         try:
-            start(lambda frame: resolve(fut, frame))
+            method(*args, callback=lambda frame: resolve(fut, frame), **kwargs)
             return await fut
         except pika.exceptions.AMQPError as exc:
             raise Gone(repr(exc)) from exc
@@ -164,3 +164,12 @@ class Chan:
                 self.channel.close()
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
+
+    async def aclose(self) -> None:
+        """Close and wait for the broker's close-ok (bound it with a timeout)."""
+        if not self.channel.is_open:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._on_close.append(lambda _chan, _reason: resolve(fut, None))
+        self.close()
+        await fut

@@ -82,6 +82,11 @@ class Settings:
         return self.retry != 0
 
     @property
+    def resends(self) -> bool:
+        """A send waits for its confirm so it can be resent after a failure."""
+        return self.retry != 0
+
+    @property
     def confirms(self) -> bool:
         """Publisher confirms: to republish what was not confirmed, and to see returns."""
         return self.retry != 0 or self.mandatory
@@ -91,34 +96,36 @@ class Settings:
         return self.retry is None or attempts <= self.retry
 
 
-def check(raw: Mapping[str, Any]) -> dict[str, Any]:
+def check(raw: Mapping[str, Any], plugin: str = PLUGIN) -> dict[str, Any]:
     """Types (by the core's parser) and values; raise :class:`OptionError`."""
-    opts = parse_options(PLUGIN, OPTIONS, raw)
+    opts = parse_options(plugin, OPTIONS, raw)
     retry = opts["retry"]
     if retry is not None and retry < -1:
-        raise OptionError(PLUGIN, "retry", f"expected None, -1 (forever), 0 or more, got {retry}")
+        raise OptionError(plugin, "retry", f"expected None, -1 (forever), 0 or more, got {retry}")
     heartbeat = opts["heartbeat"]
     if heartbeat is not None and heartbeat < 0:
-        raise OptionError(PLUGIN, "heartbeat", f"expected seconds >= 0, got {heartbeat}")
+        raise OptionError(plugin, "heartbeat", f"expected seconds >= 0, got {heartbeat}")
     tcp_user_timeout = opts["tcp_user_timeout"]
     if tcp_user_timeout is not None and tcp_user_timeout < 0:
         raise OptionError(
-            PLUGIN, "tcp_user_timeout", f"expected seconds >= 0, got {tcp_user_timeout}"
+            plugin, "tcp_user_timeout", f"expected seconds >= 0, got {tcp_user_timeout}"
         )
     prefetch = opts["prefetch"]
     if not 0 <= prefetch <= 65535:
         # basic.qos carries prefetch-count as an AMQP short
-        raise OptionError(PLUGIN, "prefetch", f"expected 0..65535, got {prefetch}")
+        raise OptionError(plugin, "prefetch", f"expected 0..65535, got {prefetch}")
     if opts["retry_delay"] < 0:
-        raise OptionError(PLUGIN, "retry_delay", f"expected seconds >= 0, got {opts['retry_delay']}")
+        raise OptionError(
+            plugin, "retry_delay", f"expected seconds >= 0, got {opts['retry_delay']}"
+        )
     if opts["connect_timeout"] <= 0:
         raise OptionError(
-            PLUGIN, "connect_timeout", f"expected seconds > 0, got {opts['connect_timeout']}"
+            plugin, "connect_timeout", f"expected seconds > 0, got {opts['connect_timeout']}"
         )
     return opts
 
 
-def settings(raw: Mapping[str, Any]) -> Settings:
+def make_settings(raw: Mapping[str, Any]) -> Settings:
     """Check ``raw`` and turn it into :class:`Settings`."""
     opts = check(raw)
     retry = opts["retry"]

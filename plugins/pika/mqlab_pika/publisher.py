@@ -54,13 +54,11 @@ class Publisher:
         """Switch the channel to confirm mode (if asked) and listen for returns."""
         self._channel.add_on_return_callback(self._on_return)
         if self.confirms:
-            await self.chan.call(
-                lambda done: self._channel.confirm_delivery(self._on_confirm, callback=done)
-            )
+            await self.chan.call(self._channel.confirm_delivery, self._on_confirm)
 
     @property
     def is_open(self) -> bool:
-        return self._channel.is_open
+        return bool(self._channel.is_open)
 
     @property
     def pending(self) -> int:
@@ -82,7 +80,7 @@ class Publisher:
         """
         try:
             self._channel.basic_publish(exchange, routing_key, body, properties, mandatory)
-        except Exception as exc:  # noqa: BLE001 - pika raises several types for a closed channel
+        except Exception as exc:
             raise Gone.from_reason(self.chan.closed or exc) from exc
         if not self.confirms:
             return None

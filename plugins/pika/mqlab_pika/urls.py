@@ -32,7 +32,11 @@ def mask(url: str) -> str:
 
 
 def hide_secret(text: str, url: str) -> str:
-    """Remove ``url``'s password from ``text`` (a library message may echo it)."""
+    """Remove ``url``'s password from ``text`` (a library message may echo it).
+
+    Only for text we did not write: a password equal to the user name would
+    also hide the user name.
+    """
     try:
         password = urlsplit(url).password
     except ValueError:
@@ -44,6 +48,9 @@ def hide_secret(text: str, url: str) -> str:
 
 def parameters(url: str, settings: Settings, name: str, timeout: float) -> pika.URLParameters:
     """Connection parameters for one URL; raises ValueError for a malformed URL."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in ("amqp", "amqps"):
+        raise ValueError(f"scheme {scheme or 'missing'!r}: expected amqp:// or amqps://")
     params = pika.URLParameters(url)
     params.heartbeat = settings.heartbeat
     if settings.tcp_user_timeout > 0:
@@ -86,7 +93,9 @@ def describe_connect_error(exc: BaseException, url: str) -> str:
         vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
     except ValueError:
         user, vhost = "?", "?"
-    if isinstance(root, pika.exceptions.ProbableAuthenticationError | pika.exceptions.AuthenticationError):
+    if isinstance(
+        root, pika.exceptions.ProbableAuthenticationError | pika.exceptions.AuthenticationError
+    ):
         why = f"login refused for user {user!r} (check the user name and password in the URL)"
     elif isinstance(root, pika.exceptions.ProbableAccessDeniedError):
         why = (
@@ -97,15 +106,22 @@ def describe_connect_error(exc: BaseException, url: str) -> str:
         why = f"connection refused ({BROKER_HINT})"
     elif isinstance(root, socket.gaierror):
         why = f"host name not found: {root.strerror or root} (check the host in the URL)"
-    elif isinstance(root, TimeoutError | socket.timeout | workflow.AMQPConnectorStackTimeout):
+    elif isinstance(root, TimeoutError | workflow.AMQPConnectorStackTimeout):
         why = f"timed out ({BROKER_HINT}; is the host reachable?)"
-    elif isinstance(root, pika.exceptions.StreamLostError | pika.exceptions.IncompatibleProtocolError):
-        why = "the peer closed the connection during the AMQP handshake (is this an AMQP 0-9-1 port?)"
+    elif isinstance(
+        root, pika.exceptions.StreamLostError | pika.exceptions.IncompatibleProtocolError
+    ):
+        why = (
+            "the peer closed the connection during the AMQP handshake (is this an AMQP 0-9-1 port?)"
+        )
+    elif isinstance(root, pika.exceptions.ConnectionOpenAborted):
+        why = "no AMQP handshake in time (is this an AMQP 0-9-1 port? is the broker overloaded?)"
     elif isinstance(root, pika.exceptions.ConnectionClosedByBroker):
-        why = f"closed by the broker: {root.reply_code} {root.reply_text}"
+        why = f"closed by the broker: {root.reply_code} {hide_secret(root.reply_text, url)}"
     elif isinstance(root, OSError):
-        why = f"{root.strerror or root} ({BROKER_HINT})"
+        why = f"{hide_secret(str(root.strerror or root), url)} ({BROKER_HINT})"
     else:
-        detail = str(root) or type(root).__name__
+        detail = hide_secret(str(root), url) or type(root).__name__
         why = f"{type(root).__name__}: {detail}"
-    return hide_secret(f"cannot connect to {mask(url)}: {why}", url)
+    # only library text went through hide_secret: the user name may equal the password
+    return f"cannot connect to {mask(url)}: {why}"

@@ -1,0 +1,465 @@
+"""One broker connection that survives failures: failover, channels, consumers.
+
+The link holds a single pika connection (oslo's "single" connection factory)
+with three channels:
+
+- ``pub``: the client's calls, casts and notifications (confirm mode when the
+  settings ask for confirms);
+- ``sub``: every consumer, and the server's replies (published from the
+  delivery callback on the channel the request came in on);
+- ``decl``: declarations, so a refused declare (406, 404) closes a channel no
+  message depends on.
+
+When the connection drops, the link moves to the NEXT URL of the list (round
+robin), reopens its channels, declares its queues again and resumes every
+consumer. Sends wait for that through :meth:`Link.publisher`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pika.spec
+from pika.adapters.asyncio_connection import AsyncioConnection
+from pika.channel import Channel
+from pika.frame import Method
+
+from mqlab.amqp import ExchangeDecl, QueueDecl
+from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
+from mqlab_pika import bridge, urls
+from mqlab_pika.bridge import Chan, Gone
+from mqlab_pika.options import Settings
+from mqlab_pika.publisher import Publisher
+
+LOG = logging.getLogger(__name__)
+
+OnMessage = Callable[[Channel, pika.spec.Basic.Deliver, pika.spec.BasicProperties, bytes], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSpec:
+    """A queue to declare, bind and consume, restored after every reconnection."""
+
+    queue: QueueDecl
+    exchanges: tuple[ExchangeDecl, ...]  # declared before the bindings
+    on_message: OnMessage
+    ack: bool
+
+
+class _Acker:
+    """Acks a channel's deliveries in batches: one ``multiple`` ack per loop turn.
+
+    Deliveries of one channel are handled in order and to completion, so when
+    tag N is done every tag below it is done too.
+    """
+
+    __slots__ = ("_channel", "_loop", "_scheduled", "_tag")
+
+    def __init__(self, channel: Channel, loop: asyncio.AbstractEventLoop) -> None:
+        self._channel = channel
+        self._loop = loop
+        self._tag = 0
+        self._scheduled = False
+
+    def done(self, tag: int) -> None:
+        self._tag = tag
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        if self._channel.is_open:
+            self._channel.basic_ack(self._tag, multiple=True)
+
+
+class Link:
+    """A self-healing connection to the first reachable URL of ``urls``."""
+
+    def __init__(self, urls_: Sequence[str], settings: Settings, name: str) -> None:
+        if not urls_:
+            raise ConnectFailed("no broker URL given (set the driver's url / urls)")
+        self.urls = tuple(urls_)
+        self.settings = settings
+        self.name = name
+        self.index = 0  # the URL in use (or last used)
+        self.conn: AsyncioConnection | None = None
+        self.pub: Publisher | None = None
+        self.sub: Chan | None = None
+        self._decl: Chan | None = None
+        self._acker: _Acker | None = None
+        self._up = False  # connection established; channels may be reopening
+        self._ready = asyncio.Event()  # up and every channel open
+        self._closing = False
+        self._consumers: list[ConsumerSpec] = []
+        self._tags: dict[str, ConsumerSpec] = {}
+        self._declared: set[ExchangeDecl] = set()
+        self._declaring: dict[ExchangeDecl, asyncio.Future[None]] = {}
+        self._ours: set[str] = set()  # non-durable exchanges this link declared
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.on_down: Callable[[str], None] | None = None
+        self.down_reason = "not connected"
+
+    # -- state ---------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    @property
+    def url(self) -> str:
+        return urls.mask(self.urls[self.index])
+
+    async def publisher(self, wait: float | None) -> Publisher:
+        """The open publisher, waiting up to ``wait`` s (None: forever) for recovery."""
+        if self._ready.is_set() and self.pub is not None:
+            return self.pub
+        if self._closing:
+            raise ConnectionLost("transport is closed")
+        try:
+            async with asyncio.timeout(wait):
+                while not (self._ready.is_set() and self.pub is not None):
+                    await self._ready.wait()
+                    if self._closing:
+                        raise ConnectionLost("transport is closed")
+        except TimeoutError as exc:
+            raise ConnectionLost(
+                f"no broker connection for {wait:g}s: {self.down_reason} "
+                f"(tried {', '.join(urls.mask(u) for u in self.urls)}; {urls.BROKER_HINT})"
+            ) from exc
+        assert self.pub is not None
+        return self.pub
+
+    # -- connecting ----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to the first URL that works within ``connect_timeout``."""
+        deadline = time.monotonic() + self.settings.connect_timeout
+        errors = await self._connect_round(0, deadline)
+        if errors is not None:
+            if len(errors) == 1:
+                raise ConnectFailed(errors[0])
+            raise ConnectFailed(f"no broker URL works: {'; '.join(errors)}")
+
+    async def _connect_round(self, first: int, deadline: float | None) -> list[str] | None:
+        """Try every URL once from ``first``; None on success, else one line per URL."""
+        errors: list[str] = []
+        n = len(self.urls)
+        for step in range(n):
+            i = (first + step) % n
+            url = self.urls[i]
+            remaining = (
+                self.settings.connect_timeout if deadline is None else deadline - time.monotonic()
+            )
+            if remaining <= 0:
+                errors.append(f"cannot connect to {urls.mask(url)}: no time left")
+                continue
+            try:
+                await self._open(i, remaining)
+                return None
+            except asyncio.CancelledError:
+                raise
+            except ConnectFailed as exc:
+                errors.append(str(exc))
+            except Exception as exc:  # noqa: BLE001 - every library error becomes one line
+                errors.append(urls.describe_connect_error(exc, url))
+        return errors
+
+    async def _open(self, i: int, timeout: float) -> None:
+        url = self.urls[i]
+        try:
+            params = urls.parameters(url, self.settings, self.name, timeout)
+        except ValueError as exc:
+            detail = urls.hide_secret(str(exc), url)
+            raise ConnectFailed(f"invalid broker URL {urls.mask(url)}: {detail}") from exc
+        conn = await bridge.connect(params, timeout)
+        try:
+            conn.add_on_close_callback(self._on_conn_closed)
+            if not conn.is_open:
+                raise Gone("closed right after opening")
+            self.conn = conn
+            self.index = i
+            async with asyncio.timeout(timeout):
+                await self._setup(conn)
+        except BaseException:
+            if self.conn is conn:
+                self.conn = None
+            bridge.abort(conn)
+            raise
+        self._up = True
+        self._ready.set()
+
+    async def _setup(self, conn: AsyncioConnection) -> None:
+        loop = asyncio.get_running_loop()
+        pub_chan = await Chan.open(conn)
+        pub = Publisher(pub_chan, self.settings.confirms)
+        await pub.enable()
+        pub_chan.add_on_close(self._on_pub_closed)
+        sub = await Chan.open(conn)
+        if self.settings.acked and self.settings.prefetch:
+            prefetch = self.settings.prefetch
+            await sub.call(sub.channel.basic_qos, prefetch_count=prefetch)
+        sub.channel.add_on_cancel_callback(self._on_cancelled)
+        sub.add_on_close(self._on_sub_closed)
+        self.pub, self.sub = pub, sub
+        self._acker = _Acker(sub.channel, loop)
+        self._decl = None
+        self._declared.clear()
+        self._tags.clear()
+        for spec in self._consumers:
+            await self._subscribe(spec)
+
+    # -- failures --------------------------------------------------------------
+
+    def _on_conn_closed(self, conn: AsyncioConnection, reason: BaseException) -> None:
+        if conn is not self.conn:
+            return
+        was_up = self._up
+        self.conn = None
+        detail = urls.hide_secret(repr(reason), self.urls[self.index])
+        self._mark_down(f"connection to {self.url} lost: {detail}")
+        if was_up and not self._closing:
+            LOG.warning("%s; reconnecting", self.down_reason)
+            self._spawn(self._recover())
+
+    def _mark_down(self, reason: str) -> None:
+        self._up = False
+        self._ready.clear()
+        self.down_reason = reason
+        gone = Gone(self.down_reason)
+        if self.pub is not None:
+            self.pub.fail_all(gone)
+        self.pub = self.sub = self._decl = None
+        self._acker = None
+        if self.on_down is not None:
+            self.on_down(self.down_reason)
+
+    async def _recover(self) -> None:
+        first = (self.index + 1) % len(self.urls)
+        while not self._closing:
+            errors = await self._connect_round(first, None)
+            if errors is None:
+                LOG.warning("reconnected to %s", self.url)
+                return
+            self.down_reason = "; ".join(errors)
+            await asyncio.sleep(self.settings.retry_delay)
+
+    def _on_pub_closed(self, chan: Chan, reason: Gone) -> None:
+        if self.pub is None or self.pub.chan is not chan:
+            return
+        self.pub.fail_all(reason)
+        self.pub = None
+        self._ready.clear()
+        # an exchange that vanished (auto-deleted) must be declared again
+        self._declared.clear()
+        conn = self.conn
+        if conn is not None and conn.is_open and self._up and not self._closing:
+            LOG.warning("publish channel closed by the broker (%s); reopening it", reason.text)
+            self._spawn(self._reopen_pub(conn))
+
+    async def _reopen_pub(self, conn: AsyncioConnection) -> None:
+        try:
+            chan = await Chan.open(conn)
+            pub = Publisher(chan, self.settings.confirms)
+            await pub.enable()
+        except Gone:
+            return  # the connection is going too: recovery takes over
+        except Exception:
+            # sends would wait forever on a half-open link: start over instead
+            LOG.exception("cannot reopen the publish channel; reconnecting")
+            bridge.abort(conn)
+            return
+        if conn is not self.conn or not self._up:
+            chan.close()
+            return
+        chan.add_on_close(self._on_pub_closed)
+        self.pub = pub
+        if self.sub is not None:
+            self._ready.set()
+
+    def _on_sub_closed(self, chan: Chan, reason: Gone) -> None:
+        if chan is not self.sub or self._closing or not reason.by_broker:
+            return
+        # consumers, pending acks and the reply queue all lived on it: start over,
+        # on the next node like any other failure
+        LOG.warning("consumer channel closed by the broker (%s); reconnecting", reason.text)
+        if self.conn is not None:
+            bridge.abort(self.conn)
+
+    def _on_cancelled(self, frame: Method) -> None:
+        spec = self._tags.pop(frame.method.consumer_tag, None)
+        if spec is not None and self._up and not self._closing:
+            LOG.warning("broker cancelled the consumer of %s; consuming again", spec.queue.name)
+            self._spawn(self._resubscribe(spec))
+
+    async def _resubscribe(self, spec: ConsumerSpec) -> None:
+        with contextlib.suppress(Gone, DriverError):
+            await self._subscribe(spec)
+
+    # -- topology ------------------------------------------------------------
+
+    async def _decl_chan(self) -> Chan:
+        if self._decl is None or not self._decl.is_open:
+            if self.conn is None or not self.conn.is_open:
+                raise Gone(self.down_reason)
+            self._decl = await Chan.open(self.conn)
+        return self._decl
+
+    async def declare_exchange(self, decl: ExchangeDecl) -> None:
+        """Declare ``decl`` once per connection (the cache is dropped when it may be stale)."""
+        if decl in self._declared:
+            return
+        running = self._declaring.get(decl)
+        if running is not None:
+            # many first sends at once: one declare, everyone waits for it
+            await asyncio.shield(running)
+            return
+        running = asyncio.get_running_loop().create_future()
+        self._declaring[decl] = running
+        try:
+            chan = await self._decl_chan()
+            await chan.call(
+                chan.channel.exchange_declare,
+                decl.name,
+                decl.type,
+                durable=decl.durable,
+                auto_delete=decl.auto_delete,
+            )
+        except BaseException as exc:
+            bridge.fail(running, exc if isinstance(exc, Exception) else Gone("cancelled"))
+            running.exception()  # the waiters, if any, get it; nobody else must log it
+            raise
+        finally:
+            del self._declaring[decl]
+        bridge.resolve(running, None)
+        self._declared.add(decl)
+        if not decl.durable:
+            self._ours.add(decl.name)
+
+    async def _declare_queue(self, queue: QueueDecl) -> None:
+        chan = await self._decl_chan()
+        await chan.call(
+            chan.channel.queue_declare,
+            queue.name,
+            durable=queue.durable,
+            exclusive=queue.exclusive,
+            auto_delete=queue.auto_delete,
+        )
+        for exchange, key in queue.bindings:
+            await chan.call(chan.channel.queue_bind, queue.name, exchange, routing_key=key)
+
+    async def _subscribe(self, spec: ConsumerSpec) -> None:
+        for decl in spec.exchanges:
+            await self.declare_exchange(decl)
+        await self._declare_queue(spec.queue)
+        sub, acker = self.sub, self._acker
+        if sub is None or acker is None:
+            raise Gone(self.down_reason)
+        on_message = spec.on_message
+        if spec.ack:
+            done = acker.done
+
+            def deliver(
+                ch: Channel,
+                method: pika.spec.Basic.Deliver,
+                props: pika.spec.BasicProperties,
+                body: bytes,
+            ) -> None:
+                on_message(ch, method, props, body)
+                done(method.delivery_tag)
+
+            callback: OnMessage = deliver
+        else:
+            callback = on_message
+        frame = await sub.call(
+            sub.channel.basic_consume, spec.queue.name, callback, auto_ack=not spec.ack
+        )
+        self._tags[frame.method.consumer_tag] = spec
+
+    async def consume(self, specs: Sequence[ConsumerSpec]) -> None:
+        """Declare and consume ``specs`` now and after every reconnection."""
+        wait = None if self.settings.retry is None else self.settings.connect_timeout
+        for spec in specs:
+            await self.publisher(wait)  # i.e. wait until the link is up
+            try:
+                await self._subscribe(spec)
+            except Gone as exc:
+                if exc.by_broker:
+                    raise DriverError(
+                        f"cannot consume from queue {spec.queue.name!r}: the broker refused "
+                        f"({exc.text}); delete the queue or exchange if it exists with other "
+                        "arguments (durable, auto-delete, exclusive)"
+                    ) from exc
+                raise ConnectionLost(
+                    f"connection lost while setting up queue {spec.queue.name!r}: {exc.text}"
+                ) from exc
+            self._consumers.append(spec)
+
+    # -- closing -------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._reap)
+
+    def _reap(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            LOG.error("pika link task failed: %r", task.exception())
+
+    async def _delete_unused_exchanges(self) -> None:
+        """Delete non-durable exchanges we declared that no queue is bound to.
+
+        auto_delete only removes an exchange when its last binding goes; one a
+        client declared but no server ever bound to would stay on the broker.
+        """
+        for name in sorted(self._ours):
+            try:
+                chan = await self._decl_chan()
+                await chan.call(chan.channel.exchange_delete, name, if_unused=True)
+            except Gone:
+                continue  # in use (406) or gone already (404): either way not ours to remove
+
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """Close channels and connection within ``timeout``; never raises."""
+        self._closing = True
+        self._ready.set()  # wake waiters: they see _closing and give up
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        conn = self.conn
+        if conn is None or not conn.is_open:
+            self._finish()
+            return
+        loop = asyncio.get_running_loop()
+        closed: asyncio.Future[None] = loop.create_future()
+        conn.add_on_close_callback(lambda _c, _r: bridge.resolve(closed, None))
+        try:
+            async with asyncio.timeout(timeout):
+                sub = self.sub
+                if sub is not None:
+                    # consumers go first so auto-delete queues drop their bindings
+                    await sub.aclose()
+                with contextlib.suppress(Gone):
+                    await self._delete_unused_exchanges()
+                bridge.abort(conn)
+                await closed
+        except Exception as exc:  # noqa: BLE001 - aclose never raises
+            LOG.debug("closing %s: %r", self.url, exc)
+            bridge.abort(conn)
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.pub is not None:
+            self.pub.fail_all(Gone("transport closed"))
+        self.conn = None
+        self.pub = self.sub = self._decl = None
+        self._acker = None
+        self._up = False

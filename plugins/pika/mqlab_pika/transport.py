@@ -1,0 +1,326 @@
+"""The ``pika`` transport: oslo.messaging's pika driver semantics on pika's asyncio adapter."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import pika.spec
+from pika.channel import Channel
+
+from mqlab import amqp
+from mqlab.amqp import ExchangeDecl, Route
+from mqlab.errors import (
+    CallTimeout,
+    ConnectionLost,
+    DriverError,
+    TransportError,
+    Undeliverable,
+)
+from mqlab.transport import Features, Handler, Target, Transport, TransportConfig
+from mqlab_pika.bridge import Gone
+from mqlab_pika.link import ConsumerSpec, Link, OnMessage
+from mqlab_pika.options import OPTIONS, Settings, check, make_settings
+from mqlab_pika.publisher import Nacked, Returned
+
+LOG = logging.getLogger(__name__)
+
+_PERSISTENT = 2
+_PLAIN = pika.spec.BasicProperties()
+_DURABLE = pika.spec.BasicProperties(delivery_mode=_PERSISTENT)
+
+
+def _where(target: Target) -> str:
+    where = f"{target.exchange}/{target.topic}"
+    if target.server:
+        where += f".{target.server}"
+    if target.fanout:
+        where += " (fanout)"
+    return where
+
+
+class PikaTransport(Transport):
+    """AMQP 0-9-1 through pika's ``AsyncioConnection``, on the shared oslo topology.
+
+    What sets it apart (as oslo.messaging's pika driver): ``retry=0`` is pure
+    at-most-once (no-ack consumers, nothing republished); ``mandatory`` makes a
+    call or cast nobody listens to fail fast with :class:`Undeliverable`; pika's
+    own heartbeats plus TCP_USER_TIMEOUT detect a dead connection quickly; a
+    lost connection moves to the next URL of the list and resumes consuming.
+    """
+
+    wire: ClassVar[str] = amqp.WIRE
+    features: ClassVar[Features] = Features(
+        at_most_once=True, mandatory=True, durable=True, fanout=True
+    )
+    options = OPTIONS
+
+    def __init__(self, config: TransportConfig) -> None:
+        super().__init__(config)
+        self._settings: Settings | None = None
+        self._link: Link | None = None
+        self._calls: dict[str, asyncio.Future[bytes]] = {}
+        self._reply_to: str | None = None
+        self._reply_lock = asyncio.Lock()
+        # ids only need to be unique per client: a random prefix and a counter
+        self._prefix = f"{amqp.new_id()[:16]}."
+        self._ids = itertools.count(1)
+
+    @classmethod
+    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Check option types and values (e.g. ``retry`` >= -1, ``prefetch`` <= 65535)."""
+        return check(raw, plugin)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to the first URL that works, or raise :class:`ConnectFailed` in time."""
+        self._settings = settings = make_settings(self.opts)
+        link = Link(self.urls, settings, f"mqlab-pika {self.config.worker}")
+        link.on_down = self._on_down
+        await link.start()
+        self._link = link
+
+    async def aclose(self) -> None:
+        """Fail pending calls, close channels and connection; never raises, bounded."""
+        link, self._link = self._link, None
+        self._fail_calls(ConnectionLost("transport closed while waiting for a reply"))
+        if link is not None:
+            try:
+                await link.aclose()
+            except Exception:
+                LOG.debug("error while closing", exc_info=True)
+
+    def _require(self) -> tuple[Link, Settings]:
+        if self._link is None or self._settings is None:
+            raise DriverError("the pika transport is not started (use `async with transport:`)")
+        return self._link, self._settings
+
+    def _on_down(self, reason: str) -> None:
+        # with retry=0 nothing will be resent and the reply queue dies with the
+        # connection: callers learn it now instead of at their timeout
+        if self._settings is not None and self._settings.retry == 0:
+            self._fail_calls(ConnectionLost(f"{reason} while waiting for a reply"))
+
+    def _fail_calls(self, exc: TransportError) -> None:
+        # in place: the reply consumer holds this very dict
+        pending = list(self._calls.values())
+        self._calls.clear()
+        for fut in pending:
+            if not fut.done():
+                fut.set_exception(exc)
+
+    # -- server side ---------------------------------------------------------
+
+    @staticmethod
+    def _server_callback(handler: Handler) -> OnMessage:
+        def on_message(
+            ch: Channel,
+            _method: pika.spec.Basic.Deliver,
+            props: pika.spec.BasicProperties,
+            body: bytes,
+        ) -> None:
+            try:
+                result = handler(body)
+            except Exception:
+                # a broken handler must not kill the consumer; the message counts as consumed
+                LOG.exception("handler failed; message dropped")
+                return
+            if result is not None and props.reply_to and ch.is_open:
+                ch.basic_publish(
+                    amqp.DEFAULT_EXCHANGE,
+                    props.reply_to,
+                    result,
+                    pika.spec.BasicProperties(correlation_id=props.correlation_id),
+                )
+
+        return on_message
+
+    async def serve_rpc(self, target: Target, handler: Handler) -> None:
+        """Consume ``<topic>``, ``<topic>.<server>`` and this server's fanout queue."""
+        link, settings = self._require()
+        server = target.server or self.config.worker
+        exchanges = amqp.rpc_exchanges(target)
+        on_message = self._server_callback(handler)
+        await link.consume(
+            [
+                ConsumerSpec(queue, exchanges, on_message, settings.acked)
+                for queue in amqp.rpc_server_queues(target, server)
+            ]
+        )
+
+    async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
+        """Consume the pool's shared queue bound to ``<topic>.<priority>``."""
+        link, settings = self._require()
+        queue = amqp.notification_queue(target, pool)
+        exchange = amqp.notification_exchange(target)
+        await link.consume(
+            [ConsumerSpec(queue, (exchange,), self._server_callback(handler), settings.acked)]
+        )
+
+    # -- client side ---------------------------------------------------------
+
+    async def _reply_queue(self, link: Link) -> str:
+        async with self._reply_lock:
+            if self._reply_to is None:
+                queue = amqp.reply_queue()
+                calls = self._calls
+
+                def on_reply(
+                    _ch: Channel,
+                    _method: pika.spec.Basic.Deliver,
+                    props: pika.spec.BasicProperties,
+                    body: bytes,
+                ) -> None:
+                    fut = calls.get(props.correlation_id)
+                    if fut is not None and not fut.done():
+                        fut.set_result(body)
+
+                # replies are consumed no-ack whatever `retry` says: a reply for a
+                # caller that gave up is worthless, and this keeps replies cheap
+                await link.consume([ConsumerSpec(queue, (), on_reply, ack=False)])
+                self._reply_to = queue.name
+            return self._reply_to
+
+    async def _send(
+        self,
+        route: Route,
+        exchange: ExchangeDecl | None,
+        body: bytes,
+        props: pika.spec.BasicProperties,
+        where: str,
+        mandatory: bool = False,
+        key: str | None = None,
+        wait_confirm: bool = True,
+    ) -> None:
+        """Publish once, or again after a failure as far as ``retry`` allows."""
+        link, settings = self._require()
+        wait = None if settings.retry is None else settings.connect_timeout
+        attempts = 0
+        while True:
+            if exchange is not None:
+                await link.publisher(wait)  # declaring needs the link up, too
+                try:
+                    await link.declare_exchange(exchange)
+                except Gone as exc:
+                    if exc.by_broker:
+                        raise DriverError(
+                            f"cannot send to {where}: the broker refused to declare exchange "
+                            f"{route.exchange!r} ({exc.text}); delete it if it exists with "
+                            "other arguments (type, durable, auto-delete)"
+                        ) from exc
+                    # the link went down meanwhile: wait for it (never spin)
+                    if link.ready:
+                        await asyncio.sleep(settings.retry_delay)
+                    continue
+            pub = await link.publisher(wait)
+            try:
+                fut = pub.publish(
+                    route.exchange,
+                    route.routing_key,
+                    body,
+                    props,
+                    mandatory,
+                    key,
+                    track=wait_confirm,
+                )
+            except Gone:
+                # the channel closed under us and nothing was sent: wait and try again
+                await asyncio.sleep(0)
+                continue
+            if fut is None:
+                return
+            try:
+                await fut
+                return
+            except Returned as exc:
+                raise Undeliverable(
+                    f"nobody listens on {where}: the broker returned the message "
+                    f"({exc.code} {exc.text}); start a server for it or set mandatory = false"
+                ) from exc
+            except Gone as exc:
+                if exc.missing_exchange == route.exchange:
+                    if mandatory:
+                        raise Undeliverable(
+                            f"nobody listens on {where}: exchange {route.exchange!r} "
+                            "no longer exists (its last queue went away)"
+                        ) from exc
+                    return  # unroutable and not mandatory: dropped, as by the broker
+                failure: Exception = exc
+            except Nacked as exc:
+                failure = exc
+            attempts += 1
+            if not settings.retries_left(attempts):
+                if isinstance(failure, Nacked):
+                    raise DriverError(
+                        f"the broker nacked a message to {where} (it could not store it)"
+                        f"{'' if settings.retry == 0 else f' {attempts} times'}"
+                    ) from failure
+                raise ConnectionLost(
+                    f"message to {where} not confirmed before the connection failed "
+                    f"({failure}); gave up after {attempts} attempt(s) (retry = {settings.retry})"
+                ) from failure
+
+    async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
+        """Send a request and wait for its reply; fail fast if it is returned."""
+        link, settings = self._require()
+        reply_to = self._reply_to or await self._reply_queue(link)
+        route = amqp.rpc_route(target)
+        exchange = amqp.fanout_exchange(target) if target.fanout else amqp.rpc_exchange(target)
+        cid = f"{self._prefix}{next(self._ids)}"
+        props = pika.spec.BasicProperties(
+            reply_to=reply_to,
+            correlation_id=cid,
+            delivery_mode=_PERSISTENT if route.persistent else None,
+        )
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._calls[cid] = fut
+        try:
+            async with asyncio.timeout(timeout):
+                await self._send(
+                    route, exchange, body, props, _where(target), settings.mandatory, cid
+                )
+                return await fut
+        except TimeoutError as exc:
+            if isinstance(exc, TransportError):
+                raise
+            raise CallTimeout(f"no reply from {_where(target)} within {timeout:g}s") from exc
+        finally:
+            self._calls.pop(cid, None)
+            if fut.done() and not fut.cancelled():
+                # a send failure may leave a failed reply future nobody awaited
+                fut.exception()
+
+    async def cast(self, target: Target, body: bytes) -> None:
+        """Send without a reply; with confirms on, returns once the broker took it."""
+        _link, settings = self._require()
+        route = amqp.rpc_route(target)
+        exchange = amqp.fanout_exchange(target) if target.fanout else amqp.rpc_exchange(target)
+        if settings.mandatory:
+            key = f"{self._prefix}{next(self._ids)}"
+            props = pika.spec.BasicProperties(
+                message_id=key, delivery_mode=_PERSISTENT if route.persistent else None
+            )
+            await self._send(route, exchange, body, props, _where(target), True, key)
+        else:
+            props = _DURABLE if route.persistent else _PLAIN
+            await self._send(
+                route, exchange, body, props, _where(target), wait_confirm=settings.resends
+            )
+
+    async def notify(self, target: Target, body: bytes) -> None:
+        """Publish a notification on the notification exchange (never mandatory)."""
+        _link, settings = self._require()
+        route = amqp.notification_route(target)
+        props = _DURABLE if route.persistent else _PLAIN
+        await self._send(
+            route,
+            amqp.notification_exchange(target),
+            body,
+            props,
+            f"{target.exchange}/{amqp.notification_key(target)}",
+            wait_confirm=settings.resends,
+        )

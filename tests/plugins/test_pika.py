@@ -1,0 +1,512 @@
+"""The pika plugin against a real RabbitMQ: the contract, and what oslo's pika driver promised.
+
+Every test uses its own exchange and topic names (a uuid) because the dev
+broker is shared; the management API (stdlib urllib) shows what the broker saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+import pytest
+from mqlab_pika import PikaTransport
+
+from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, OptionError, Undeliverable
+from mqlab.transport import Target, TransportConfig
+
+pytestmark = pytest.mark.broker
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def uid() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+def pika(broker: Any, worker: str | None = None, *urls: str, **options: Any) -> PikaTransport:
+    return PikaTransport(TransportConfig(urls or (broker.url,), options, worker or f"w-{uid()}"))
+
+
+def closed_port() -> int:
+    """A localhost port nobody listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def api(broker: Any, method: str, path: str) -> Any:
+    """Call the management API; None for 404."""
+    parts = urllib.parse.urlsplit(broker.url)
+    user, password = parts.username or "guest", parts.password or "guest"
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+    req = urllib.request.Request(
+        f"{broker.management_url.rstrip('/')}/api/{path}",
+        method=method,
+        headers={"Authorization": f"Basic {auth}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            data = resp.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+    return json.loads(data) if data else {}
+
+
+async def api_async(broker: Any, method: str, path: str) -> Any:
+    return await asyncio.to_thread(api, broker, method, path)
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 8.0) -> Any:
+    """Poll ``check`` (sync, run in a thread) until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await asyncio.to_thread(check)
+        if result or time.monotonic() > deadline:
+            return result
+        await asyncio.sleep(0.2)
+
+
+async def wait_for_count(counter: Callable[[], int], n: int, timeout: float = 5.0) -> int:
+    deadline = time.monotonic() + timeout
+    while counter() < n and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    # a little longer: anything beyond n would be a duplicate
+    await asyncio.sleep(0.1)
+    return counter()
+
+
+def connection_of(broker: Any, worker: str) -> dict[str, Any] | None:
+    """The broker's view of the connection a transport with ``worker`` opened."""
+    for conn in api(broker, "GET", "connections") or []:
+        if conn.get("client_properties", {}).get("connection_name") == f"mqlab-pika {worker}":
+            return dict(conn)
+    return None
+
+
+def broker_ports(broker: Any) -> set[int]:
+    """Local ports of this process's TCP connections to the broker."""
+    return {
+        c.laddr.port
+        for c in psutil.Process().net_connections(kind="tcp")
+        if c.raddr and c.raddr.port == broker.port
+    }
+
+
+async def start_watched(broker: Any, transport: PikaTransport) -> set[int]:
+    """Start ``transport``; return the local ports of the connection(s) it opened."""
+    before = broker_ports(broker)
+    await transport.start()
+    return broker_ports(broker) - before
+
+
+def cut(ports: set[int]) -> None:
+    """Break these TCP connections as a network failure would (no AMQP close)."""
+    for c in psutil.Process().net_connections(kind="tcp"):
+        if c.laddr and c.laddr.port in ports:
+            with socket.socket(fileno=os.dup(c.fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class Recorder:
+    """A server handler that records bodies and replies ``re:<body>``."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    def __call__(self, body: bytes) -> bytes:
+        self.bodies.append(body)
+        return b"re:" + body
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+
+# -- the contract --------------------------------------------------------------
+
+
+async def test_call_cast_notify_end_to_end(broker: Any) -> None:
+    ex, topic = f"ex-{uid()}", f"t-{uid()}"
+    rpc, notes = Recorder(), Recorder()
+    async with pika(broker) as server, pika(broker) as client:
+        await server.serve_rpc(Target(ex, topic, "s1"), rpc)
+        note_target = Target(f"notif-{uid()}", topic)
+        await server.serve_notifications(note_target, "pool", notes)
+
+        bodies = [b"call-%d" % i for i in range(200)]
+        replies = await asyncio.gather(*(client.call(Target(ex, topic), b, 5) for b in bodies))
+        assert replies == [b"re:" + b for b in bodies]
+
+        await asyncio.gather(*(client.cast(Target(ex, topic), b"cast-%d" % i) for i in range(200)))
+        casts = await wait_for_count(lambda: sum(b.startswith(b"cast") for b in rpc.bodies), 200)
+        assert casts == 200
+
+        await asyncio.gather(*(client.notify(note_target, b"n-%d" % i) for i in range(200)))
+        assert await wait_for_count(lambda: len(notes), 200) == 200
+        assert sorted(notes.bodies) == sorted(b"n-%d" % i for i in range(200))
+
+
+async def test_calls_round_robin_and_direct_to_one_server(broker: Any) -> None:
+    ex, topic = f"ex-{uid()}", f"t-{uid()}"
+    a, b = Recorder(), Recorder()
+    async with pika(broker) as sa, pika(broker) as sb, pika(broker) as client:
+        await sa.serve_rpc(Target(ex, topic, "a"), a)
+        await sb.serve_rpc(Target(ex, topic, "b"), b)
+        for i in range(40):
+            assert await client.call(Target(ex, topic), b"%d" % i, 5) == b"re:%d" % i
+        assert len(a) + len(b) == 40
+        assert len(a) > 0 and len(b) > 0
+
+        before_a = len(a)
+        for _ in range(10):
+            await client.call(Target(ex, topic, "b"), b"only-b", 5)
+        assert len(a) == before_a
+        assert b.bodies.count(b"only-b") == 10
+
+
+async def test_fanout_cast_reaches_every_server(broker: Any) -> None:
+    ex, topic = f"ex-{uid()}", f"t-{uid()}"
+    a, b = Recorder(), Recorder()
+    async with pika(broker) as sa, pika(broker) as sb, pika(broker) as client:
+        await sa.serve_rpc(Target(ex, topic, "a"), a)
+        await sb.serve_rpc(Target(ex, topic, "b"), b)
+        for i in range(20):
+            await client.cast(Target(ex, topic, fanout=True), b"f%d" % i)
+        assert await wait_for_count(lambda: len(a), 20) == 20
+        assert await wait_for_count(lambda: len(b), 20) == 20
+
+
+async def test_listeners_of_a_pool_share_and_every_pool_gets_all(broker: Any) -> None:
+    target = Target(f"notif-{uid()}", f"t-{uid()}")
+    p1a, p1b, p2 = Recorder(), Recorder(), Recorder()
+    async with pika(broker) as l1, pika(broker) as l2, pika(broker) as l3, pika(broker) as client:
+        pool1 = f"p1-{uid()}"
+        await l1.serve_notifications(target, pool1, p1a)
+        await l2.serve_notifications(target, pool1, p1b)
+        await l3.serve_notifications(target, f"p2-{uid()}", p2)
+        n = 100
+        for i in range(n):
+            await client.notify(target, b"%d" % i)
+        assert await wait_for_count(lambda: len(p2), n) == n
+        assert await wait_for_count(lambda: len(p1a) + len(p1b), n) == n
+        assert len(p1a) > 0 and len(p1b) > 0
+        assert Counter(p1a.bodies + p1b.bodies) == Counter(p2.bodies)
+
+
+async def test_notification_priority_is_part_of_the_routing_key(broker: Any) -> None:
+    info = Target(f"notif-{uid()}", f"t-{uid()}", priority="info")
+    error = Target(info.exchange, info.topic, priority="error")
+    got = Recorder()
+    async with pika(broker) as listener, pika(broker) as client:
+        await listener.serve_notifications(error, "errors", got)
+        await client.notify(info, b"info")
+        await client.notify(error, b"error")
+        assert await wait_for_count(lambda: len(got), 1) == 1
+        assert got.bodies == [b"error"]
+
+
+# -- mandatory -----------------------------------------------------------------
+
+
+async def test_mandatory_call_to_nobody_is_undeliverable_fast(broker: Any) -> None:
+    ex = f"ex-{uid()}"
+    async with pika(broker) as client:
+        started = time.monotonic()
+        with pytest.raises(Undeliverable, match="nobody listens"):
+            await client.call(Target(ex, f"t-{uid()}"), b"x", 10)
+        assert time.monotonic() - started < 1.0
+
+        started = time.monotonic()
+        with pytest.raises(Undeliverable):
+            await client.cast(Target(ex, f"t-{uid()}", "nobody"), b"x")
+        assert time.monotonic() - started < 1.0
+
+
+async def test_mandatory_return_fails_only_the_returned_message(broker: Any) -> None:
+    ex, topic = f"ex-{uid()}", f"t-{uid()}"
+    async with pika(broker) as server, pika(broker) as client:
+        await server.serve_rpc(Target(ex, topic, "s"), Recorder())
+        good = [client.call(Target(ex, topic), b"%d" % i, 5) for i in range(30)]
+        bad = [client.call(Target(ex, f"{topic}-nobody"), b"x", 5) for _ in range(30)]
+        results = await asyncio.gather(*good, *bad, return_exceptions=True)
+        assert results[:30] == [b"re:%d" % i for i in range(30)]
+        assert all(isinstance(r, Undeliverable) for r in results[30:])
+
+
+async def test_without_mandatory_a_call_to_nobody_times_out(broker: Any) -> None:
+    async with pika(broker, mandatory=False) as client:
+        started = time.monotonic()
+        with pytest.raises(CallTimeout, match=r"within 0\.5s"):
+            await client.call(Target(f"ex-{uid()}", f"t-{uid()}"), b"x", 0.5)
+        assert 0.5 <= time.monotonic() - started < 2.0
+        # a cast to nobody is simply dropped, as by the broker
+        await client.cast(Target(f"ex-{uid()}", f"t-{uid()}"), b"x")
+
+
+# -- delivery guarantees -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("retry", "ack_required"), [(0, False), (3, True)])
+async def test_retry_decides_whether_consumers_ack(
+    broker: Any, retry: int, ack_required: bool
+) -> None:
+    ex, topic = f"ex-{uid()}", f"t-{uid()}"
+    async with pika(broker, retry=retry) as server, pika(broker, retry=retry) as client:
+        await server.serve_rpc(Target(ex, topic, "s"), Recorder())
+        assert await client.call(Target(ex, topic), b"x", 5) == b"re:x"
+
+        def consumers() -> list[dict[str, Any]]:
+            return [c for c in api(broker, "GET", "consumers") or [] if c["queue"]["name"] == topic]
+
+        found = await eventually(consumers)
+        assert [c["ack_required"] for c in found] == [ack_required]
+
+
+async def test_acked_consumers_get_at_most_prefetch_unacked(broker: Any) -> None:
+    ex, topic = f"ex-{uid()}", f"t-{uid()}"
+    async with pika(broker, retry=None, prefetch=7) as server:
+        await server.serve_rpc(Target(ex, topic, "s"), Recorder())
+
+        def prefetch() -> list[int]:
+            return [
+                c["prefetch_count"]
+                for c in api(broker, "GET", "consumers") or []
+                if c["queue"]["name"] == topic
+            ]
+
+        assert await eventually(prefetch) == [7]
+
+
+# -- connections ---------------------------------------------------------------
+
+
+async def test_failover_connects_to_the_next_url(broker: Any) -> None:
+    ex, topic = f"ex-{uid()}", f"t-{uid()}"
+    dead = f"amqp://guest:guest@127.0.0.1:{closed_port()}/"
+    async with (
+        pika(broker, None, dead, broker.url) as server,
+        pika(broker, None, dead, broker.url) as client,
+    ):
+        await server.serve_rpc(Target(ex, topic, "s"), Recorder())
+        assert await client.call(Target(ex, topic), b"hi", 5) == b"re:hi"
+
+
+async def test_bad_login_is_connect_failed_without_the_password(broker: Any) -> None:
+    parts = urllib.parse.urlsplit(broker.url)
+    secret = f"wrong-{uid()}"
+    url = parts._replace(netloc=f"{parts.username}:{secret}@{parts.hostname}:{parts.port}").geturl()
+    with pytest.raises(ConnectFailed, match="login refused") as info:
+        async with pika(broker, None, url):
+            pass
+    assert secret not in str(info.value)
+    assert ":***@" in str(info.value)
+
+
+async def test_unknown_vhost_is_connect_failed(broker: Any) -> None:
+    vhost = f"no-such-vhost-{uid()}"
+    with pytest.raises(ConnectFailed, match=f"vhost '{vhost}'"):
+        async with pika(broker, None, broker.url.rstrip("/") + f"/{vhost}"):
+            pass
+
+
+async def test_closed_port_is_connect_failed_quickly(broker: Any) -> None:
+    port = closed_port()
+    started = time.monotonic()
+    with pytest.raises(ConnectFailed, match="connection refused") as info:
+        async with pika(broker, None, f"amqp://guest:s3cret@127.0.0.1:{port}/"):
+            pass
+    assert time.monotonic() - started < 10.0
+    assert "s3cret" not in str(info.value)
+    assert f"127.0.0.1:{port}" in str(info.value)
+
+
+async def test_heartbeat_and_tcp_user_timeout_reach_the_connection(broker: Any) -> None:
+    worker = f"hb-{uid()}"
+    async with pika(broker, worker, heartbeat=7, tcp_user_timeout=0.5):
+        conn = await eventually(lambda: connection_of(broker, worker))
+        assert conn is not None, "the broker never listed the connection"
+        assert conn["timeout"] == 7  # the negotiated heartbeat
+        mine = [
+            c
+            for c in psutil.Process().net_connections(kind="tcp")
+            if c.laddr and c.laddr.port == conn["peer_port"]
+        ]
+        assert len(mine) == 1
+        with socket.socket(fileno=os.dup(mine[0].fd)) as sock:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 500
+
+
+async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> None:
+    ex, topic = f"ex-{uid()}", f"t-{uid()}"
+    worker = f"srv-{uid()}"
+    rpc = Recorder()
+    # the same broker twice: a "cluster" of two nodes, so failover moves to the second
+    async with pika(broker, worker, broker.url, broker.url) as server, pika(broker) as client:
+        await server.serve_rpc(Target(ex, topic, "s"), rpc)
+        assert await client.call(Target(ex, topic), b"before", 5) == b"re:before"
+        conn = await eventually(lambda: connection_of(broker, worker))
+        assert conn is not None, "the broker never listed the connection"
+        await api_async(broker, "DELETE", f"connections/{urllib.parse.quote(conn['name'])}")
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                reply = await client.call(Target(ex, topic), b"after", 1)
+                break
+            except (Undeliverable, CallTimeout):
+                # the server is away: its auto-delete queues went with its connection
+                assert time.monotonic() < deadline, "the server never came back"
+                await asyncio.sleep(0.1)
+        assert reply == b"re:after"
+
+
+async def test_retry_zero_fails_waiting_calls_when_the_connection_dies(broker: Any) -> None:
+    ex, topic = f"ex-{uid()}", f"t-{uid()}"
+    client = pika(broker, None, broker.url, broker.url, retry=0)
+    async with pika(broker) as server:
+        # a server that never answers, so the call is still waiting when the link dies
+        await server.serve_rpc(Target(ex, topic, "s"), lambda body: None)
+        ports = await start_watched(broker, client)
+        try:
+            waiting = asyncio.create_task(client.call(Target(ex, topic), b"x", 30))
+            await asyncio.sleep(0.3)
+            started = time.monotonic()
+            cut(ports)
+            with pytest.raises(ConnectionLost, match="lost"):
+                await waiting
+            assert time.monotonic() - started < 1.0
+        finally:
+            await client.aclose()
+
+
+@pytest.mark.parametrize("retry", [None, 0])
+async def test_casts_across_a_connection_failure(broker: Any, retry: int | None) -> None:
+    """retry > 0: every cast that returned arrives; retry = 0: nothing arrives twice."""
+    ex, topic = f"ex-{uid()}", f"t-{uid()}"
+    rpc = Recorder()
+    client = pika(broker, None, broker.url, broker.url, retry=retry)
+    sent: list[bytes] = []
+    failed: list[bytes] = []
+    stop = asyncio.Event()
+
+    async def sender(k: int) -> None:
+        i = 0
+        while not stop.is_set():
+            body = b"%d-%d" % (k, i)
+            i += 1
+            try:
+                await client.cast(Target(ex, topic), body)
+                sent.append(body)
+            except ConnectionLost:
+                failed.append(body)
+
+    async with pika(broker) as server:
+        await server.serve_rpc(Target(ex, topic, "s"), rpc)
+        ports = await start_watched(broker, client)
+        try:
+            senders = [asyncio.create_task(sender(k)) for k in range(5)]
+            await asyncio.sleep(0.3)
+            cut(ports)
+            await asyncio.sleep(1.0)
+            stop.set()
+            await asyncio.gather(*senders)
+        finally:
+            await client.aclose()
+        await wait_for_count(lambda: len(set(rpc.bodies) & set(sent)), len(sent))
+
+    received = Counter(rpc.bodies)
+    assert len(sent) > 100
+    if retry == 0:
+        assert max(received.values()) == 1, "at-most-once: a cast arrived twice"
+        assert set(received) <= set(sent) | set(failed)
+    else:
+        assert failed == []
+        assert set(sent) <= set(received), "at-least-once: a confirmed cast was lost"
+
+
+# -- topology ------------------------------------------------------------------
+
+
+async def test_nothing_is_left_on_the_broker_after_close(broker: Any) -> None:
+    rpc_ex, notif_ex, topic = f"ex-{uid()}", f"notif-{uid()}", f"t-{uid()}"
+    async with pika(broker) as server, pika(broker) as client:
+        await server.serve_rpc(Target(rpc_ex, topic, "s"), Recorder())
+        await server.serve_notifications(Target(notif_ex, topic), f"pool-{uid()}", Recorder())
+        await client.call(Target(rpc_ex, topic), b"x", 5)
+        await client.cast(Target(rpc_ex, topic, fanout=True), b"x")
+        await client.notify(Target(notif_ex, topic), b"x")
+        # exchanges a client declared but no server ever bound a queue to
+        lonely = f"lonely-{uid()}"
+        with pytest.raises(Undeliverable):
+            await client.call(Target(lonely, topic), b"x", 5)
+        await client.notify(Target(f"{lonely}-notif", topic), b"x")
+
+    def leftovers() -> list[str]:
+        names = [e["name"] for e in api(broker, "GET", "exchanges/%2F") or []]
+        names += [q["name"] for q in api(broker, "GET", "queues/%2F") or []]
+        return [n for n in names if topic in n or n in (rpc_ex, notif_ex, lonely)]
+
+    assert await eventually(lambda: not leftovers(), timeout=5), leftovers()
+
+
+async def test_durable_notifications_keep_their_own_durability(broker: Any) -> None:
+    durable = Target(f"notif-{uid()}", f"t-{uid()}", durable=True)
+    transient = Target(f"notif-{uid()}", durable.topic)
+    pool_d, pool_t = f"pool-{uid()}", f"pool-{uid()}"
+    try:
+        async with pika(broker) as listener:
+            await listener.serve_notifications(durable, pool_d, Recorder())
+            await listener.serve_notifications(transient, pool_t, Recorder())
+            queue_d = api(broker, "GET", f"queues/%2F/{pool_d}")
+            queue_t = api(broker, "GET", f"queues/%2F/{pool_t}")
+            exchange_d = api(broker, "GET", f"exchanges/%2F/{durable.exchange}")
+            assert (queue_d["durable"], queue_d["auto_delete"]) == (True, False)
+            assert (queue_t["durable"], queue_t["auto_delete"]) == (False, True)
+            assert exchange_d["durable"] is True
+    finally:
+        await api_async(broker, "DELETE", f"queues/%2F/{pool_d}")
+        await api_async(broker, "DELETE", f"exchanges/%2F/{durable.exchange}")
+
+
+# -- options (no broker needed, but cheap) -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("retry", -2),
+        ("prefetch", 70000),
+        ("heartbeat", -1),
+        ("tcp_user_timeout", -0.5),
+        ("connect_timeout", 0),
+        ("mandatory", "yes"),
+        ("no_such_option", 1),
+    ],
+)
+def test_bad_option_values_are_refused_by_name(option: str, value: object) -> None:
+    with pytest.raises(OptionError, match=option):
+        PikaTransport.check_options("pika", {option: value})
+
+
+def test_check_options_fills_oslo_defaults() -> None:
+    opts = PikaTransport.check_options("pika", {})
+    assert opts["retry"] is None
+    assert opts["mandatory"] is True
+    assert opts["prefetch"] == 64
+    assert opts["heartbeat"] == 3
+    assert opts["tcp_user_timeout"] == 0.25
