@@ -20,8 +20,9 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
 # -- system packages -----------------------------------------------------------
 # rabbitmq-server: the broker (AMQP 0-9-1, AMQP 1.0 and management plugins ship with it)
 # redis-server: the zmq driver's optional matchmaker
-# gcc, pkg-config, libssl-dev, libsasl2-dev, python3-dev: python-qpid-proton builds from source
-packages=(rabbitmq-server redis-server gcc pkg-config libssl-dev libsasl2-dev python3-dev python3-venv)
+# gcc, pkg-config, libssl-dev, libsasl2-dev, python3-dev: python-qpid-proton builds from source;
+# libsasl2-modules: the PLAIN mechanism the amqp1 driver always asks for
+packages=(rabbitmq-server redis-server gcc pkg-config libssl-dev libsasl2-dev libsasl2-modules python3-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,20 +15,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
 import proton
 import pyngus
 
-from mqlab.errors import ConnectFailed, ConnectionLost, TransportError
-
+from mqlab.errors import ConnectFailed, ConnectionLost, TransportError, Undeliverable
 from mqlab_amqp1.url import BrokerUrl
 
 LOG = logging.getLogger(__name__)
 
 #: what a receiver does with one message; raising rejects the message
 OnMessage = Callable[[proton.Message], None]
+
+
+class Outgoing(Protocol):
+    """What a sender link sends: ``proton.Message`` or :class:`mqlab_amqp1.codec.Encoded`."""
+
+    def encode(self) -> bytes | bytearray: ...
 
 
 def describe(condition: Any) -> str:
@@ -71,7 +78,7 @@ class Sender(pyngus.SenderEventHandler):  # type: ignore[misc]
         if self.error is not None:
             raise self.error
 
-    def send(self, message: proton.Message, settled: bool) -> asyncio.Future[None] | None:
+    def send(self, message: Outgoing, settled: bool) -> asyncio.Future[None] | None:
         """Hand ``message`` to the engine.
 
         Pre-settled: returns ``None``, the message is at most once. Otherwise
@@ -151,13 +158,13 @@ class Receiver(pyngus.ReceiverEventHandler):  # type: ignore[misc]
         self.ready: asyncio.Future[None] = conn.loop.create_future()
         self.error: TransportError | None = None
         self._window = credit
-        # top the window up once half of it is used: fewer flow frames
-        self._low = credit // 2
         self.on_message = on_message
         #: messages received and not settled yet (the test of the credit window)
         self.held = 0
         #: the most messages ever held at once
         self.max_held = 0
+        #: messages the application's callback raised on (rejected)
+        self.failures = 0
         props = {"snd-settle-mode": "settled"} if presettled else {"snd-settle-mode": "unsettled"}
         assert conn.pyngus is not None
         self.link = conn.pyngus.create_receiver(name, address, self, name, props)
@@ -171,18 +178,31 @@ class Receiver(pyngus.ReceiverEventHandler):  # type: ignore[misc]
         try:
             self.on_message(message)
         except Exception:
-            # a poison message must not stop the consumer nor come back forever
-            LOG.exception("handler failed on a message from %s; message rejected", self.address)
+            # a poison message must not stop the consumer nor come back forever;
+            # say so once per thousand, not once per message
+            if self.failures % 1000 == 0:
+                LOG.exception(
+                    "handler failed on a message from %s (%d so far); message rejected",
+                    self.address,
+                    self.failures + 1,
+                )
+            self.failures += 1
             link.message_rejected(handle)
         else:
             link.message_accepted(handle)
         self.held -= 1
 
     def top_up(self) -> None:
-        """Grant what the settled messages freed, keeping credit + held <= window."""
+        """Grant a new window once the last one is used up and settled.
+
+        Only then: RabbitMQ 3.x's AMQP 1.0 plugin ignores transfers in flight
+        when it reads a flow frame and overshoots the window by them
+        (rabbitmq/rabbitmq-server#2597, fixed in 4.0). With nothing granted and
+        nothing held, nothing can be in flight, so the new window is exact.
+        """
         credit = self.link.capacity
-        if credit + self.held <= self._low:
-            self.link.add_capacity(self._window - credit - self.held)
+        if credit <= 0 and self.held == 0:
+            self.link.add_capacity(self._window - credit)
 
     def fail(self, error: TransportError) -> None:
         if self.error is not None:
@@ -274,7 +294,10 @@ class Amqp1Connection(asyncio.Protocol, pyngus.ConnectionEventHandler):  # type:
             ) from exc
         except OSError as exc:
             self._teardown()
-            reason = exc.strerror or str(exc)
+            if isinstance(exc, socket.gaierror):
+                reason = exc.strerror or str(exc)
+            else:
+                reason = os.strerror(exc.errno) if exc.errno else str(exc)
             raise ConnectFailed(
                 f"cannot connect to {url.host}:{url.port}: {reason.lower()} "
                 "(is the broker running? see `mqlab broker start`)"
@@ -348,9 +371,13 @@ class Amqp1Connection(asyncio.Protocol, pyngus.ConnectionEventHandler):  # type:
         return receiver
 
     def forget(self, sender: Sender) -> None:
-        """Drop a failed sender so the next send attaches a new link."""
+        """Drop a failed sender (and its engine link) so the next send attaches a new one."""
         if sender in self._senders:
             self._senders.remove(sender)
+            if self.pyngus is not None:
+                # outside any pyngus callback: destroy() is not reentrant
+                sender.link.destroy()
+                self.wake()
 
     def _check(self) -> None:
         if self.error is not None:
@@ -364,8 +391,6 @@ class Amqp1Connection(asyncio.Protocol, pyngus.ConnectionEventHandler):  # type:
         return ConnectionLost(f"{what} on {self.url.masked}")
 
     def refused(self, address: str, state: int, info: Any) -> TransportError:
-        from mqlab.errors import Undeliverable
-
         names = {
             pyngus.SenderLink.REJECTED: "rejected",
             pyngus.SenderLink.RELEASED: "released",
@@ -379,8 +404,6 @@ class Amqp1Connection(asyncio.Protocol, pyngus.ConnectionEventHandler):  # type:
 
     def link_error(self, address: str, link: Any, error: Any) -> TransportError:
         """Why a link failed: the session's condition says more than the link's."""
-        from mqlab.errors import Undeliverable
-
         if self.error is not None:
             return self.error
         cond = error
@@ -515,12 +538,10 @@ class Amqp1Connection(asyncio.Protocol, pyngus.ConnectionEventHandler):  # type:
     # -- asyncio.Protocol ---------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses: no isinstance
+        self._transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            import socket
-
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._run()
 

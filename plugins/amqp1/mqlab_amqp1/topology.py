@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 
 import aiormq
 import aiormq.abc
@@ -20,7 +21,6 @@ from aiormq import exceptions as amqp_errors
 
 from mqlab.amqp import ExchangeDecl, QueueDecl
 from mqlab.errors import ConnectFailed, DriverError
-
 from mqlab_amqp1.url import BrokerUrl
 
 #: bound on every 0-9-1 round trip: declarations are tiny
@@ -117,7 +117,7 @@ class Topology:
 
 
 @contextlib.contextmanager
-def _map_declare_errors(what: str, where: str) -> contextlib.Generator[None, None, None]:
+def _map_declare_errors(what: str, where: str) -> Iterator[None]:
     try:
         yield
     except amqp_errors.ChannelPreconditionFailed as exc:

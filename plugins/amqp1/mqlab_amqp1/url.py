@@ -51,7 +51,8 @@ def parse_url(url: str) -> BrokerUrl:
         parts = urlsplit(url)
         port = parts.port or DEFAULT_PORT
     except ValueError as exc:
-        raise ConnectFailed(f"bad broker URL: {exc} (expected amqp://user:pass@host:port/)") from exc
+        expected = "expected amqp://user:pass@host:port/"
+        raise ConnectFailed(f"bad broker URL: {exc} ({expected})") from exc
     if parts.scheme != "amqp":
         scheme = parts.scheme or "none"
         raise ConnectFailed(

@@ -1,0 +1,440 @@
+"""The ``amqp1`` transport: call, cast and notify over AMQP 1.0 links.
+
+Addresses (RabbitMQ 3.x AMQP 1.0 plugin, topology of :mod:`mqlab.amqp`):
+
+| what | link | address | per message |
+|---|---|---|---|
+| call, cast | sender | ``/exchange/<target.exchange>`` | ``subject`` = routing key |
+| fanout cast | sender | ``/exchange/<topic>_fanout`` | ``subject`` = ``""`` |
+| notify | sender | ``/exchange/<notification exchange>`` | ``subject`` = ``<topic>.<priority>`` |
+| reply | sender | ``/queue`` (default exchange) | ``subject`` = reply queue name |
+| server, listener, replies | receiver | ``/amq/queue/<queue>`` | |
+
+One sender link per exchange, whatever the routing key: the key travels in the
+message's ``subject``. Requests carry ``reply-to`` = ``/queue/reply_<id>``
+(RabbitMQ hands 0-9-1 consumers the bare queue name) and ``correlation-id`` =
+``message-id``. Queues, exchanges and bindings are declared over AMQP 0-9-1
+(:mod:`mqlab_amqp1.topology`): the AMQP 1.0 plugin cannot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import proton
+
+from mqlab.amqp import (
+    QueueDecl,
+    Route,
+    notification_exchange,
+    notification_queue,
+    notification_route,
+    reply_queue,
+    rpc_exchanges,
+    rpc_route,
+    rpc_server_queues,
+)
+from mqlab.errors import (
+    CallTimeout,
+    ConnectFailed,
+    ConnectionLost,
+    DriverError,
+    OptionError,
+    TransportError,
+)
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab_amqp1.codec import Encoded, encode
+from mqlab_amqp1.connection import Amqp1Connection, OnMessage, Outgoing, Receiver, Sender
+from mqlab_amqp1.topology import Topology
+from mqlab_amqp1.url import BrokerUrl, parse_url
+
+LOG = logging.getLogger(__name__)
+
+PATTERNS = ("call", "cast", "notify")
+#: bound on the AMQP handshake, a link attach and the polite close
+CONNECT_TIMEOUT = 10.0
+ATTACH_TIMEOUT = 10.0
+CLOSE_TIMEOUT = 2.0
+#: the broker's own prefixes for queue addresses; a reply-to may carry one
+_QUEUE_PREFIXES = ("/queue/", "/amq/queue/")
+
+
+def _body(message: proton.Message) -> bytes:
+    body: object = message.body
+    if type(body) is bytes:
+        return body
+    if isinstance(body, memoryview | bytearray):  # a data section arrives as a memoryview
+        return bytes(body)
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return body.encode()
+    # an AMQP value (map, list, number) from some other AMQP 1.0 client
+    raise ValueError(f"message body is a {type(body).__name__}, not bytes")
+
+
+def _queue_of(reply_to: str) -> str:
+    for prefix in _QUEUE_PREFIXES:
+        if reply_to.startswith(prefix):
+            return reply_to[len(prefix) :]
+    return reply_to
+
+
+class Amqp1Transport(Transport):
+    """AMQP 1.0 through python-qpid-proton's engine and pyngus, on the asyncio loop.
+
+    One connection per transport; one sender link per exchange; one receiver
+    link per queue with a fixed credit window. Sends are settled (the call or
+    cast returns once the broker accepted the message) unless their pattern is
+    listed in ``presettled``.
+    """
+
+    wire: ClassVar[str] = "amqp10"
+    features: ClassVar[Features] = Features(
+        at_most_once=True, mandatory=False, durable=True, fanout=True, needs_broker=True
+    )
+    options: ClassVar[Mapping[str, Option]] = {
+        "presettled": Option(
+            (list, tuple),
+            (),
+            "patterns sent pre-settled, i.e. at most once (any of call, cast, notify); "
+            "the others wait for the broker's accepted outcome",
+        ),
+        "credit": Option((int,), 100, "receiver credit window: most unsettled messages per link"),
+        "container_id": Option(
+            (str,), None, "AMQP container id (default: mqlab-<worker>-<random>)", allow_none=True
+        ),
+        "sasl_mechanisms": Option(
+            (str,), "PLAIN", "SASL mechanisms allowed, space separated (PLAIN, ANONYMOUS, ...)"
+        ),
+    }
+
+    def __init__(self, config: TransportConfig) -> None:
+        super().__init__(config)
+        self._conn: Amqp1Connection | None = None
+        self._topology: Topology | None = None
+        self._url: BrokerUrl | None = None
+        self._presettled: frozenset[str] = frozenset()
+        self._credit = 100
+        self._senders: dict[str, Sender] = {}
+        self._reply_sender: Sender | None = None
+        self._receivers: list[Receiver] = []
+        self._calls: dict[str, asyncio.Future[bytes]] = {}
+        self._ids = itertools.count()
+        #: ``/queue/reply_<id>`` once the reply queue is consumed
+        self._reply_address = ""
+        self._reply_ready: asyncio.Task[None] | None = None
+        self._reply_failures = 0
+
+    # -- options --------------------------------------------------------------
+
+    @classmethod
+    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Check types (the core's rules), then values."""
+        opts = super().check_options(plugin, raw)
+        _check_values(plugin, opts)
+        return opts
+
+    # -- life cycle ---------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to the first URL that answers; ConnectFailed with the reason otherwise."""
+        opts = {name: self.opts.get(name, opt.default) for name, opt in self.options.items()}
+        _check_values("amqp1", opts)
+        self._presettled = frozenset(opts["presettled"])
+        self._credit = opts["credit"]
+        container = opts["container_id"] or f"mqlab-{self.config.worker}-{uuid.uuid4().hex[:8]}"
+        if not self.urls:
+            raise ConnectFailed("no broker URL given (expected amqp://user:pass@host:port/)")
+        errors: list[str] = []
+        for raw in self.urls:
+            url = parse_url(raw)
+            conn = Amqp1Connection(url, container, opts["sasl_mechanisms"], self._lost)
+            try:
+                await conn.connect(CONNECT_TIMEOUT)
+                # RabbitMQ opens the connection whatever the vhost and refuses at
+                # the first link: attach the reply link now to fail here, not later
+                reply = conn.sender("/queue")
+                await self._attached(reply)
+            except TransportError as exc:
+                await conn.close(CLOSE_TIMEOUT)
+                error = (
+                    exc
+                    if isinstance(exc, ConnectFailed)
+                    else ConnectFailed(f"{exc} (check the vhost and the user's permissions)")
+                )
+                if len(self.urls) == 1:
+                    raise error from exc
+                errors.append(str(exc))
+                continue
+            self._conn, self._url, self._reply_sender = conn, url, reply
+            self._topology = Topology(url)
+            return
+        raise ConnectFailed(f"cannot connect to any of {len(self.urls)} brokers: {errors[-1]}")
+
+    async def aclose(self) -> None:
+        """Close the AMQP 1.0 and the 0-9-1 topology connections; never raises, never hangs."""
+        conn, self._conn = self._conn, None
+        closed = ConnectionLost("transport closed")
+        for fut in self._calls.values():
+            if not fut.done():
+                fut.set_exception(closed)
+        self._calls.clear()
+        if self._reply_ready is not None and not self._reply_ready.done():
+            self._reply_ready.cancel()
+        try:
+            if conn is not None:
+                await conn.close(CLOSE_TIMEOUT)
+        except Exception:
+            LOG.debug("error while closing the AMQP 1.0 connection", exc_info=True)
+        topology, self._topology = self._topology, None
+        if topology is not None:
+            await topology.close()
+        self._senders.clear()
+        self._receivers.clear()
+        self._reply_sender = None
+
+    @property
+    def reply_queue(self) -> str | None:
+        """This client's reply queue, once it made a call (auto-deleted when it closes)."""
+        return _queue_of(self._reply_address) if self._reply_address else None
+
+    @property
+    def max_unsettled(self) -> int:
+        """The most messages one receiver link ever held unsettled (never above ``credit``)."""
+        return max((r.max_held for r in self._receivers), default=0)
+
+    def _lost(self, error: TransportError) -> None:
+        # servers and listeners have no caller to raise to: say it once here
+        LOG.warning("amqp1 transport %s: %s (no reconnection)", self.config.worker, error)
+        for fut in self._calls.values():
+            if not fut.done():
+                fut.set_exception(error)
+        self._calls.clear()
+
+    def _connection(self) -> Amqp1Connection:
+        conn = self._conn
+        if conn is None:
+            raise DriverError("amqp1 transport is not started (use `async with` or start())")
+        if conn.error is not None:
+            raise conn.error
+        return conn
+
+    def _declarer(self) -> Topology:
+        self._connection()
+        assert self._topology is not None
+        return self._topology
+
+    # -- links ----------------------------------------------------------------
+
+    async def _attached(self, link: Sender | Receiver) -> None:
+        try:
+            async with asyncio.timeout(ATTACH_TIMEOUT):
+                await asyncio.shield(link.ready)
+        except TimeoutError as exc:
+            raise DriverError(
+                f"the broker did not attach {link.address} within {ATTACH_TIMEOUT:g}s"
+            ) from exc
+
+    async def _sender(self, exchange: str) -> Sender:
+        sender = self._senders.get(exchange)
+        if sender is None or not sender.alive:
+            conn = self._connection()
+            if sender is not None:
+                conn.forget(sender)
+            sender = conn.sender(f"/exchange/{exchange}")
+            self._senders[exchange] = sender
+        if not sender.ready.done():
+            await self._attached(sender)
+        elif sender.error is not None:
+            raise sender.error
+        return sender
+
+    async def _consume(
+        self, queues: tuple[QueueDecl, ...], presettled: bool, on_message: OnMessage
+    ) -> None:
+        """Attach one receiver per (declared) queue; return once all consume."""
+        conn = self._connection()
+        links = [
+            conn.receiver(f"/amq/queue/{q.name}", self._credit, presettled, on_message)
+            for q in queues
+        ]
+        self._receivers.extend(links)
+        try:
+            for link in links:
+                await self._attached(link)
+        except TransportError:
+            # an auto-delete queue nobody ever consumed would stay forever
+            for q in queues:
+                if not q.durable:
+                    await self._declarer().delete_unused(q.name)
+            raise
+
+    def _server_callback(self, handler: Handler) -> OnMessage:
+        reply = self._reply
+
+        def on_message(message: proton.Message) -> None:
+            result = handler(_body(message))
+            if result is not None and message.reply_to:
+                reply(message.reply_to, message.correlation_id, result)
+
+        return on_message
+
+    def _reply(self, reply_to: str, correlation_id: Any, body: bytes) -> None:
+        sender = self._reply_sender
+        if sender is None or not sender.alive:
+            conn = self._connection()
+            if sender is not None:
+                conn.forget(sender)
+            sender = self._reply_sender = conn.sender("/queue")
+        subject = _queue_of(reply_to)
+        message: Outgoing
+        if correlation_id is None or isinstance(correlation_id, str):
+            message = Encoded(encode(body, subject=subject, correlation_id=correlation_id))
+        else:
+            # a uuid, ulong or binary id from another AMQP 1.0 client: echo it as is
+            message = proton.Message(body=body, inferred=True)
+            message.subject = subject
+            message.correlation_id = correlation_id
+        outcome = sender.send(message, "call" in self._presettled)
+        if outcome is not None:
+            outcome.add_done_callback(self._reply_done)
+
+    def _reply_done(self, fut: asyncio.Future[None]) -> None:
+        exc = fut.exception()
+        if exc is not None:
+            # the caller times out anyway; say it once, not per message
+            self._reply_failures += 1
+            if self._reply_failures == 1:
+                LOG.warning("a reply was not delivered: %s", exc)
+
+    # -- server side ----------------------------------------------------------
+
+    async def serve_rpc(self, target: Target, handler: Handler) -> None:
+        """Consume ``<topic>``, ``<topic>.<server>`` and this server's fanout queue."""
+        server = target.server or self.config.worker
+        declarer = self._declarer()
+        for exchange in rpc_exchanges(target):
+            await declarer.exchange(exchange)
+        queues = rpc_server_queues(target, server)
+        for queue in queues:
+            await declarer.queue(queue)
+        presettled = {"call", "cast"} <= self._presettled
+        await self._consume(queues, presettled, self._server_callback(handler))
+
+    async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
+        """Consume the pool's queue, bound to ``<topic>.<priority>`` on the exchange."""
+        declarer = self._declarer()
+        await declarer.exchange(notification_exchange(target))
+        queue = notification_queue(target, pool)
+        await declarer.queue(queue)
+        presettled = "notify" in self._presettled
+        await self._consume((queue,), presettled, self._server_callback(handler))
+
+    # -- client side ----------------------------------------------------------
+
+    async def _ensure_replies(self) -> None:
+        """Declare and consume this client's reply queue, once (concurrent callers share it)."""
+        task = self._reply_ready
+        if task is None or (task.done() and (task.cancelled() or task.exception())):
+            task = self._reply_ready = asyncio.get_running_loop().create_task(self._open_replies())
+            # a caller that timed out must not leave the failure unretrieved
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        await asyncio.shield(task)
+
+    async def _open_replies(self) -> None:
+        # exclusive is impossible here: the queue is declared on the 0-9-1
+        # connection and consumed on the 1.0 one; auto-delete removes it when
+        # this transport's receiver goes
+        decl = dataclasses.replace(reply_queue(), exclusive=False)
+        await self._declarer().queue(decl)
+        await self._consume((decl,), "call" in self._presettled, self._on_reply)
+        self._reply_address = f"/queue/{decl.name}"
+
+    def _on_reply(self, message: proton.Message) -> None:
+        corr = message.correlation_id
+        fut = self._calls.pop(corr, None) if isinstance(corr, str) else None
+        if fut is not None and not fut.done():
+            fut.set_result(_body(message))
+
+    async def _send(self, route: Route, body: bytes, pattern: str) -> None:
+        sender = await self._sender(route.exchange)
+        await sender.wait_credit()
+        message = Encoded(encode(body, subject=route.routing_key, durable=route.persistent))
+        outcome = sender.send(message, pattern in self._presettled)
+        if outcome is not None:
+            await outcome
+
+    async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
+        """Send a request and wait for its reply; CallTimeout after ``timeout`` seconds."""
+        route = rpc_route(target)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bytes] = loop.create_future()
+        corr = f"{next(self._ids):x}"
+        try:
+            async with asyncio.timeout(timeout):
+                if not self._reply_address:
+                    await self._ensure_replies()
+                sender = await self._sender(route.exchange)
+                await sender.wait_credit()
+                message = encode(
+                    body,
+                    subject=route.routing_key,
+                    message_id=corr,
+                    correlation_id=corr,
+                    reply_to=self._reply_address,
+                    durable=route.persistent,
+                )
+                self._calls[corr] = fut
+                outcome = sender.send(Encoded(message), "call" in self._presettled)
+                if outcome is not None:
+                    outcome.add_done_callback(lambda o: _fail_with(fut, o))
+                return await fut
+        except TimeoutError as exc:
+            raise CallTimeout(
+                f"no reply from {target.exchange}/{route.routing_key or target.topic} "
+                f"within {timeout:g}s (is a server running for this topic?)"
+            ) from exc
+        finally:
+            self._calls.pop(corr, None)
+
+    async def cast(self, target: Target, body: bytes) -> None:
+        """Send without a reply; returns once the broker accepted it (or at once, pre-settled)."""
+        await self._send(rpc_route(target), body, "cast")
+
+    async def notify(self, target: Target, body: bytes) -> None:
+        """Publish a notification to ``<topic>.<priority>`` on the notification exchange."""
+        await self._send(notification_route(target), body, "notify")
+
+
+def _fail_with(fut: asyncio.Future[bytes], outcome: asyncio.Future[None]) -> None:
+    """A refused request fails its call now instead of at its timeout."""
+    if outcome.cancelled():
+        return
+    exc = outcome.exception()
+    if exc is not None and not fut.done():
+        fut.set_exception(exc)
+
+
+def _check_values(plugin: str, opts: Mapping[str, Any]) -> None:
+    presettled = opts.get("presettled", ())
+    for pattern in presettled:
+        if pattern not in PATTERNS:
+            raise OptionError(
+                plugin, "presettled", f"unknown pattern {pattern!r} (expected any of {PATTERNS})"
+            )
+    credit = opts.get("credit", 100)
+    if not 1 <= credit <= 0xFFFF_FFFF:
+        raise OptionError(plugin, "credit", f"must be between 1 and 4294967295, got {credit}")
+    container = opts.get("container_id")
+    if container is not None and not container.strip():
+        raise OptionError(plugin, "container_id", "must not be empty (omit it for a generated id)")
+    mechs = opts.get("sasl_mechanisms", "PLAIN")
+    if not mechs.split():
+        raise OptionError(plugin, "sasl_mechanisms", "must name at least one mechanism, e.g. PLAIN")
