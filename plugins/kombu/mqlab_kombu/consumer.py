@@ -12,9 +12,14 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractConnection,
+    AbstractIncomingMessage,
+    AbstractQueue,
+)
 
 from mqlab.amqp import ExchangeDecl, QueueDecl
 from mqlab.errors import ConnectionLost, DriverError
@@ -32,6 +37,8 @@ class Subscription:
     queues: tuple[QueueDecl, ...]
     callback: Callback
     channel: AbstractChannel | None = None
+    #: (queue, consumer tag) of the current channel, to cancel them at close
+    consuming: list[tuple[AbstractQueue, str]] = field(default_factory=list)
 
 
 class Consumers:
@@ -43,7 +50,19 @@ class Consumers:
         self._subs: list[Subscription] = []
         self._lock = asyncio.Lock()
         self._closing = False
+        #: callbacks running now; close() lets them finish (and ack) before closing
+        self._inflight = 0
         link.add_hook(self._restore)
+
+    def _tracked(self, callback: Callback) -> Callback:
+        async def tracked(message: AbstractIncomingMessage) -> None:
+            self._inflight += 1
+            try:
+                await callback(message)
+            finally:
+                self._inflight -= 1
+
+        return tracked
 
     async def add(self, sub: Subscription) -> None:
         """Declare and start consuming; returns once the broker confirmed the consumers."""
@@ -58,20 +77,18 @@ class Consumers:
             async with self._lock:
                 conn = self._link.connection
                 generation = self._link.generation
-                if conn is None:
-                    continue
                 try:
-                    await self._apply(conn, generation, sub)
+                    if conn is not None:
+                        await self._apply(conn, generation, sub)
+                        self._subs.append(sub)
+                        return
                 except Exception as exc:
                     if not is_transient(exc):
                         raise DriverError(f"cannot consume {names}: {describe(exc)}") from exc
                     if self._link.alive(generation):
                         raise ConnectionLost(f"cannot consume {names}: {describe(exc)}") from exc
-                else:
-                    self._subs.append(sub)
-                    return
-            # the connection died under us and the reconnect hook does not know this
-            # subscription yet: apply it again once the link is back
+            # the connection died under us (its close event may not have run yet) and
+            # the reconnect hook does not know this subscription: try again shortly
             await asyncio.sleep(0.05)
 
     async def _restore(self, conn: AbstractConnection) -> None:
@@ -82,6 +99,8 @@ class Consumers:
 
     async def _apply(self, conn: AbstractConnection, generation: int, sub: Subscription) -> None:
         channel = await conn.channel(publisher_confirms=False)
+        callback = self._tracked(sub.callback)
+        consuming: list[tuple[AbstractQueue, str]] = []
         try:
             if self._prefetch:
                 await channel.set_qos(prefetch_count=self._prefetch)
@@ -98,12 +117,12 @@ class Consumers:
                 )
                 for exchange, key in decl.bindings:
                     await queue.bind(exchange, key)
-                await queue.consume(sub.callback, no_ack=False)
+                consuming.append((queue, await queue.consume(callback, no_ack=False)))
         except BaseException:
             await _quiet_close(channel)
             raise
         channel.close_callbacks.add(functools.partial(self._on_channel_close, generation))
-        sub.channel = channel
+        sub.channel, sub.consuming = channel, consuming
 
     def _on_channel_close(
         self, generation: int, sender: object, exc: BaseException | None = None
@@ -114,8 +133,29 @@ class Consumers:
             self._link.kick(generation)
 
     async def close(self) -> None:
-        """Cancel every consumer (auto-delete queues go with them); never raises."""
+        """Stop consuming, let running callbacks ack, close the channels; never raises.
+
+        Closing a channel while callbacks still ack races the broker: an ack
+        written after channel.close reaches a closed channel and RabbitMQ closes
+        the whole connection (CHANNEL_ERROR). So consumers are cancelled first,
+        the callbacks already dispatched finish, and only then do channels close.
+        Auto-delete queues go away with their last consumer.
+        """
         self._closing = True
+        if not self._subs:
+            return
+        loop = asyncio.get_running_loop()
+        for sub in self._subs:
+            for queue, tag in sub.consuming:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(CLOSE_TIMEOUT):
+                        await queue.cancel(tag)
+        deadline = loop.time() + CLOSE_TIMEOUT
+        idle = 0
+        # deliveries read before cancel-ok are tasks that may not have started yet
+        while idle < 3 and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+            idle = idle + 1 if self._inflight == 0 else 0
         for sub in self._subs:
             if sub.channel is not None:
                 await _quiet_close(sub.channel)

@@ -19,6 +19,8 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     amqp_exc.ChannelInvalidStateError,  # publish/ack on a channel that just died
     ConnectionError,
     OSError,
+    # aiormq: "channel()" on a connection that closed a moment ago
+    RuntimeError,
 )
 
 
@@ -36,13 +38,27 @@ def mask_url(url: str) -> str:
 def endpoint(url: str) -> str:
     """``host:port`` of a broker URL, for messages."""
     parsed = URL(url)
-    return f"{parsed.host}:{parsed.port or 5672}"
+    port = parsed.port or (5671 if parsed.scheme == "amqps" else 5672)
+    return f"{parsed.host}:{port}"
 
 
 def vhost_of(url: str) -> str:
     """The virtual host a URL names, decoded as aiormq decodes it."""
     path = URL(url).path
     return "/" if path in ("", "/") else path[1:]
+
+
+def check_url(url: str) -> str | None:
+    """What is wrong with a broker URL, or None when it can be tried."""
+    expected = "expected amqp://user:password@host:port/vhost"
+    try:
+        parsed = URL(url)
+        _ = parsed.port  # yarl parses the port lazily
+    except (TypeError, ValueError):
+        return f"invalid broker URL: cannot parse it ({expected})"
+    if parsed.scheme not in ("amqp", "amqps") or not parsed.host:
+        return f"invalid broker URL {mask_url(url)} ({expected})"
+    return None
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -68,8 +84,9 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, amqp_exc.AMQPError) and exc.args:
         # aiormq puts (reply_code, reply_text) or a text in args; repr adds the class
         return " ".join(str(a) for a in exc.args if a is not None) or type(exc).__name__
-    if isinstance(exc, asyncio.CancelledError):
-        return "connection closed"
+    if isinstance(exc, asyncio.CancelledError | RuntimeError):
+        # aiormq's text here is a repr of the connection or channel object
+        return "the connection or channel was closed"
     return str(exc) or type(exc).__name__
 
 
@@ -96,7 +113,10 @@ def describe_connect_error(url: str, exc: BaseException, timeout: float) -> str:
     if isinstance(exc, amqp_exc.IncompatibleProtocolError):
         return f"cannot connect to {where}: the peer does not speak AMQP 0-9-1"
     if isinstance(exc, TimeoutError):
-        return f"cannot connect to {where}: no answer within {timeout:g}s (is the host reachable?)"
+        return (
+            f"cannot connect to {where}: no AMQP answer within {timeout:g}s "
+            "(is the host reachable, and is this the AMQP port?)"
+        )
     cause = exc.__cause__ or exc
     if isinstance(cause, socket.gaierror):
         return f"cannot connect to {where}: unknown host (check the host in the broker URL)"

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import aio_pika
 from aio_pika.abc import AbstractConnection
+from aio_pika.exceptions import CONNECTION_EXCEPTIONS
 
 from mqlab.errors import ConnectFailed
-from mqlab_kombu.errors import describe_connect_error
+from mqlab_kombu.errors import check_url, describe_connect_error
 
 #: a bounded connect per URL: start() must fail fast when the broker is down
 CONNECT_TIMEOUT = 5.0
@@ -27,6 +29,8 @@ START_BUDGET = 10.0
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 10.0
 CLOSE_TIMEOUT = 2.0
+
+log = logging.getLogger(__name__)
 
 OnConnect = Callable[[AbstractConnection], Awaitable[None]]
 
@@ -60,7 +64,7 @@ class Link:
     @property
     def connection(self) -> AbstractConnection | None:
         """The current connection, ``None`` while reconnecting."""
-        return self._conn if self._up else None
+        return self._conn if self.alive(self.generation) else None
 
     @property
     def closing(self) -> bool:
@@ -121,13 +125,17 @@ class Link:
         deadline = time.monotonic() + START_BUDGET
         problems: list[str] = []
         for index, url in enumerate(self._urls):
+            invalid = check_url(url)
+            if invalid is not None:
+                problems.append(invalid)
+                continue
             budget = min(CONNECT_TIMEOUT, deadline - time.monotonic())
             if budget <= 0:
                 problems.append(f"{describe_connect_error(url, TimeoutError(), 0)}")
                 break
             try:
                 conn = await self._open(url, budget)
-            except (Exception, asyncio.CancelledError) as exc:
+            except (*CONNECTION_EXCEPTIONS, TimeoutError, asyncio.CancelledError) as exc:
                 if isinstance(exc, asyncio.CancelledError):
                     task = asyncio.current_task()
                     if task is not None and task.cancelling():
@@ -179,8 +187,13 @@ class Link:
                 try:
                     for hook in self._hooks:
                         await hook(conn)
-                except Exception:
+                except (*CONNECTION_EXCEPTIONS, TimeoutError):
                     # the new connection broke while restoring: start over
+                    await _quiet_close(conn)
+                    continue
+                except Exception:
+                    # not a connection problem: say so, but keep the link healing
+                    log.exception("kombu: restoring %s after a reconnect failed", self._name)
                     await _quiet_close(conn)
                     continue
                 if conn.transport is None or conn.transport.connection.is_closed:
@@ -198,7 +211,7 @@ class Link:
             index = (self._url_index + step) % n
             try:
                 conn = await self._open(self._urls[index], CONNECT_TIMEOUT)
-            except Exception:
+            except (*CONNECTION_EXCEPTIONS, TimeoutError):
                 continue
             self._url_index = index
             return conn

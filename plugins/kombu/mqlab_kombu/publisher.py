@@ -125,6 +125,8 @@ class Publisher:
                 if redeclared or decl is None:
                     raise DriverError(f"publish to {where} failed: {describe(exc)}") from exc
                 redeclared = True
+                for other in self._slots:
+                    other.exchanges.pop(decl.name, None)
                 continue
             except amqp_exc.DeliveryError as exc:
                 raise DriverError(
@@ -148,17 +150,22 @@ class Publisher:
                     raise DriverError(f"publish to {where} failed: {describe(exc)}") from exc
                 failure = exc
             if attempt >= self._max_retries:
-                spent = "not republished" if attempt == 0 else f"gave up after {attempt} republish"
+                spent = (
+                    "not republished"
+                    if attempt == 0
+                    else f"gave up after {attempt} republish{'es' if attempt > 1 else ''}"
+                )
                 raise ConnectionLost(
-                    f"publish to {where} failed: {describe(failure)} "
-                    f"(retry={self._retry}: {spent})"
+                    f"publish to {where} failed: {describe(failure)} (retry={self._retry}: {spent})"
                 ) from failure
             attempt += 1
             await self._recover(generation, attempt, where)
 
     async def _recover(self, generation: int, attempt: int, where: str) -> None:
         if self._link.alive(generation):
-            # only the channel died (the connection is fine): the slot reopens it
+            # only the channel died (the connection is fine): the slot reopens it;
+            # the pause keeps a persistent channel failure from spinning the loop
+            await asyncio.sleep(0.01)
             return
         wait = None
         if self._max_retries != math.inf:

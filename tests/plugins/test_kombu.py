@@ -1,0 +1,550 @@
+"""The kombu plugin against a real RabbitMQ: patterns, topology, errors, faults."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from mqlab_kombu import KombuTransport
+
+from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, DriverError, OptionError
+from mqlab.transport import Target, TransportConfig
+
+pytestmark = pytest.mark.broker
+
+Make = Callable[..., Awaitable[KombuTransport]]
+
+
+class Mgmt:
+    """The management HTTP API, through the standard library only."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base.rstrip("/")
+        self.auth = "Basic " + base64.b64encode(b"guest:guest").decode()
+
+    def request(self, method: str, path: str) -> Any:
+        req = urllib.request.Request(
+            self.base + path, method=method, headers={"Authorization": self.auth}
+        )
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            data = resp.read()
+        return json.loads(data) if data else None
+
+    def entity(self, kind: str, name: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = self.request(
+                "GET", f"/api/{kind}/%2F/{urllib.parse.quote(name, '')}"
+            )
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        return found
+
+    def names(self, kind: str, part: str) -> list[str]:
+        return [e["name"] for e in self.request("GET", f"/api/{kind}/%2F") if part in e["name"]]
+
+    def delete(self, kind: str, name: str) -> None:
+        try:
+            self.request("DELETE", f"/api/{kind}/%2F/{urllib.parse.quote(name, '')}")
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise
+
+    def connections(self, worker: str) -> list[str]:
+        """Names of the connections whose client-provided name mentions ``worker``."""
+        found = []
+        for conn in self.request("GET", "/api/connections"):
+            label = (conn.get("client_properties") or {}).get("connection_name") or ""
+            if worker in label:
+                found.append(conn["name"])
+        return found
+
+    def consumed_queues(self, worker: str) -> set[str]:
+        """Queues consumed on the connections of ``worker``."""
+        mine = set(self.connections(worker))
+        found = set()
+        for consumer in self.request("GET", "/api/consumers/%2F"):
+            details = consumer.get("channel_details")
+            # the API sends [] instead of {} until it knows the channel
+            if isinstance(details, dict) and details.get("connection_name") in mine:
+                found.add(consumer["queue"]["name"])
+        return found
+
+    def close_connection(self, name: str) -> None:
+        self.request("DELETE", f"/api/connections/{urllib.parse.quote(name, '')}")
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+def mgmt(broker: Any) -> Mgmt:
+    return Mgmt(broker.management_url)
+
+
+@pytest.fixture
+def tag() -> str:
+    """A token unique to one test, in every name it creates on the shared broker."""
+    return "kt" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+async def make(broker: Any) -> AsyncIterator[Make]:
+    """Start transports on the test broker; close them all at the end."""
+    made: list[KombuTransport] = []
+
+    async def factory(
+        worker: str = "w", urls: tuple[str, ...] | None = None, **opts: Any
+    ) -> KombuTransport:
+        options = KombuTransport.check_options("kombu", opts)
+        transport = KombuTransport(TransportConfig(urls or (broker.url,), options, worker))
+        await transport.start()
+        made.append(transport)
+        return transport
+
+    yield factory
+    for transport in made:
+        await transport.aclose()
+
+
+def recorder(reply: bool = True) -> tuple[list[bytes], Callable[[bytes], bytes | None]]:
+    got: list[bytes] = []
+
+    def handler(body: bytes) -> bytes | None:
+        got.append(body)
+        return b"re:" + body if reply else None
+
+    return got, handler
+
+
+# -- the three patterns end to end ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [{}, {"connections": "single"}, {"ack": "before", "confirm": False, "prefetch": 1}],
+    ids=["defaults", "single-connection", "ack-before-no-confirm"],
+)
+async def test_call_cast_notify_end_to_end(make: Make, tag: str, opts: dict[str, Any]) -> None:
+    server = await make(f"{tag}-s", **opts)
+    client = await make(f"{tag}-c", **opts)
+    rpc = Target(f"{tag}-rpc", f"{tag}-topic", server="s1")
+    calls, on_rpc = recorder()
+    await server.serve_rpc(rpc, on_rpc)
+    notes, on_note = recorder(reply=False)
+    await server.serve_notifications(Target(f"{tag}-notif", f"{tag}-n"), f"{tag}-pool", on_note)
+
+    n = 40
+    to_topic = Target(rpc.exchange, rpc.topic)
+    replies = await asyncio.gather(
+        *(client.call(to_topic, b"call-%d" % i, timeout=10) for i in range(n))
+    )
+    assert replies == [b"re:call-%d" % i for i in range(n)]
+
+    for i in range(n):
+        await client.cast(to_topic, b"cast-%d" % i)
+        await client.notify(Target(f"{tag}-notif", f"{tag}-n"), b"note-%d" % i)
+    await eventually(lambda: len(calls) == 2 * n and len(notes) == n)
+    assert sorted(b for b in calls if b.startswith(b"cast-")) == sorted(
+        b"cast-%d" % i for i in range(n)
+    )
+    assert sorted(notes) == sorted(b"note-%d" % i for i in range(n))
+
+
+async def test_listeners_of_one_pool_share_and_every_pool_gets_all(make: Make, tag: str) -> None:
+    target = Target(f"{tag}-notif", f"{tag}-n")
+    shared_a, on_a = recorder(reply=False)
+    shared_b, on_b = recorder(reply=False)
+    other, on_other = recorder(reply=False)
+    await (await make(f"{tag}-l1")).serve_notifications(target, f"{tag}-shared", on_a)
+    await (await make(f"{tag}-l2")).serve_notifications(target, f"{tag}-shared", on_b)
+    await (await make(f"{tag}-l3")).serve_notifications(target, f"{tag}-other", on_other)
+    client = await make(f"{tag}-c")
+
+    n = 60
+    await asyncio.gather(*(client.notify(target, b"%d" % i) for i in range(n)))
+    await eventually(lambda: len(shared_a) + len(shared_b) == n and len(other) == n)
+    assert shared_a and shared_b, "both listeners of the pool get a share"
+    assert Counter(shared_a + shared_b) == Counter(b"%d" % i for i in range(n))
+    assert sorted(other) == sorted(b"%d" % i for i in range(n))
+
+
+async def test_fanout_cast_reaches_every_server(make: Make, tag: str) -> None:
+    one, on_one = recorder()
+    two, on_two = recorder()
+    await (await make(f"{tag}-s1")).serve_rpc(Target(tag, f"{tag}-t", server="s1"), on_one)
+    await (await make(f"{tag}-s2")).serve_rpc(Target(tag, f"{tag}-t", server="s2"), on_two)
+    client = await make(f"{tag}-c")
+
+    n = 20
+    for i in range(n):
+        await client.cast(Target(tag, f"{tag}-t", fanout=True), b"%d" % i)
+    await eventually(lambda: len(one) == n and len(two) == n)
+    assert sorted(one) == sorted(two) == sorted(b"%d" % i for i in range(n))
+
+
+async def test_targeted_call_reaches_only_that_server(make: Make, tag: str) -> None:
+    one, on_one = recorder()
+    two, on_two = recorder()
+    await (await make(f"{tag}-s1")).serve_rpc(Target(tag, f"{tag}-t", server="s1"), on_one)
+    await (await make(f"{tag}-s2")).serve_rpc(Target(tag, f"{tag}-t", server="s2"), on_two)
+    client = await make(f"{tag}-c")
+
+    for i in range(10):
+        assert await client.call(Target(tag, f"{tag}-t", server="s2"), b"%d" % i, 5) == b"re:%d" % i
+    assert len(two) == 10
+    assert one == []
+
+
+async def test_call_without_server_times_out(make: Make, tag: str) -> None:
+    client = await make(f"{tag}-c")
+    started = time.monotonic()
+    with pytest.raises(CallTimeout, match="within 1s"):
+        await client.call(Target(tag, f"{tag}-nobody"), b"x", timeout=1.0)
+    assert 0.9 <= time.monotonic() - started < 3.0
+
+
+# -- topology on the broker -------------------------------------------------------
+
+
+@pytest.mark.parametrize("durable", [True, False])
+async def test_durable_flag_reaches_the_broker(
+    make: Make, mgmt: Mgmt, tag: str, durable: bool
+) -> None:
+    rpc = Target(f"{tag}-rpc", f"{tag}-t", server="s1", durable=durable)
+    notif = Target(f"{tag}-notif", f"{tag}-n", durable=durable)
+    server = await make(f"{tag}-s")
+    try:
+        await server.serve_rpc(rpc, recorder()[1])
+        await server.serve_notifications(notif, f"{tag}-pool", recorder()[1])
+        for kind, name in [
+            ("exchanges", f"{tag}-rpc"),
+            ("exchanges", f"{tag}-notif"),
+            ("queues", f"{tag}-t"),
+            ("queues", f"{tag}-t.s1"),
+            ("queues", f"{tag}-pool"),
+        ]:
+            found = mgmt.entity(kind, name)
+            assert found is not None, name
+            assert found["durable"] is durable, name
+            assert found["auto_delete"] is (not durable), name
+        fanout = mgmt.entity("exchanges", f"{tag}-t_fanout")
+        assert fanout is not None and fanout["type"] == "fanout"
+        assert fanout["durable"] is durable
+    finally:
+        await server.aclose()
+        for kind, name in [
+            ("queues", f"{tag}-t"),
+            ("queues", f"{tag}-t.s1"),
+            ("queues", f"{tag}-pool"),
+            ("exchanges", f"{tag}-rpc"),
+            ("exchanges", f"{tag}-notif"),
+            ("exchanges", f"{tag}-t_fanout"),
+        ]:
+            mgmt.delete(kind, name)
+
+
+async def test_nothing_non_durable_is_left_after_aclose(make: Make, mgmt: Mgmt, tag: str) -> None:
+    server = await make(f"{tag}-s")
+    client = await make(f"{tag}-c")
+    await server.serve_rpc(Target(tag, f"{tag}-t", server="s1"), recorder()[1])
+    await server.serve_notifications(Target(f"{tag}-notif", f"{tag}-n"), f"{tag}-p", recorder()[1])
+    assert await client.call(Target(tag, f"{tag}-t"), b"x", 5) == b"re:x"
+    await client.cast(Target(tag, f"{tag}-t", fanout=True), b"y")
+    await client.notify(Target(f"{tag}-notif", f"{tag}-n"), b"z")
+    # an exchange nobody ever bound is not auto-deleted by RabbitMQ: the client must drop it
+    with pytest.raises(CallTimeout):
+        await client.call(Target(f"{tag}-lonely", f"{tag}-t"), b"x", 0.2)
+    assert len(mgmt.names("queues", tag)) == 4  # <topic>, <topic>.s1, fanout, pool
+    await eventually(lambda: any(q.startswith("reply_") for q in mgmt.consumed_queues(f"{tag}-c")))
+    reply_queues = mgmt.consumed_queues(f"{tag}-c")
+
+    await client.aclose()
+    await server.aclose()
+    await eventually(lambda: not mgmt.names("queues", tag) and not mgmt.names("exchanges", tag))
+    assert not {q for q in reply_queues if mgmt.entity("queues", q) is not None}
+
+
+async def test_casts_survive_the_exchange_going_away_with_the_last_server(
+    make: Make, mgmt: Mgmt, tag: str
+) -> None:
+    target = Target(tag, f"{tag}-t")
+    first, on_first = recorder(reply=False)
+    server = await make(f"{tag}-s1")
+    await server.serve_rpc(Target(tag, f"{tag}-t", server="s1"), on_first)
+    client = await make(f"{tag}-c")
+    for i in range(8):  # every publishing channel of the client declares the exchange
+        await client.cast(target, b"a%d" % i)
+    await eventually(lambda: len(first) == 8)
+
+    await server.aclose()  # its queues go, and RabbitMQ auto-deletes the unbound exchange
+    await eventually(lambda: mgmt.entity("exchanges", tag) is None)
+    for i in range(8):  # nobody listens: dropped by the exchange, as with kombu, no error
+        await client.cast(target, b"b%d" % i)
+
+    second, on_second = recorder(reply=False)
+    await (await make(f"{tag}-s2")).serve_rpc(Target(tag, f"{tag}-t", server="s2"), on_second)
+    for i in range(8):
+        await client.cast(target, b"c%d" % i)
+    await eventually(lambda: len(second) == 8)
+    assert sorted(second) == sorted(b"c%d" % i for i in range(8))
+
+
+async def test_a_durability_mismatch_fails_serve_with_the_broker_reason(
+    make: Make, tag: str
+) -> None:
+    await (await make(f"{tag}-s1")).serve_rpc(Target(tag, f"{tag}-t", server="s1"), recorder()[1])
+    other = await make(f"{tag}-s2")
+    with pytest.raises(DriverError, match="durable"):
+        await other.serve_rpc(Target(tag, f"{tag}-t", server="s2", durable=True), recorder()[1])
+    # the refused declare cost one channel, not the transport: it still serves
+    got, handler = recorder()
+    await other.serve_rpc(Target(tag, f"{tag}-t", server="s2"), handler)
+    client = await make(f"{tag}-c")
+    assert await client.call(Target(tag, f"{tag}-t", server="s2"), b"x", 5) == b"re:x"
+    assert got == [b"x"]
+
+
+# -- errors ------------------------------------------------------------------------
+
+
+async def test_connect_errors_name_the_problem_without_the_password(broker: Any) -> None:
+    host = f"127.0.0.1:{broker.port}"
+    cases = [
+        (f"amqp://guest:s3cret-pw@{host}/", f"login refused by {host} for user 'guest'"),
+        (f"amqp://guest:guest@{host}/nope", f"virtual host 'nope' does not exist on {host}"),
+        (
+            "amqp://guest:s3cret-pw@127.0.0.1:5999/",
+            "cannot connect to 127.0.0.1:5999: connection refused",
+        ),
+    ]
+    for url, expected in cases:
+        transport = KombuTransport(TransportConfig((url,), {}, "errors"))
+        started = time.monotonic()
+        with pytest.raises(ConnectFailed) as info:
+            await transport.start()
+        await transport.aclose()
+        message = str(info.value)
+        assert expected in message
+        assert "s3cret-pw" not in message
+        assert "\n" not in message
+        assert time.monotonic() - started < 10
+
+
+async def test_first_working_url_of_the_list_is_used(make: Make, broker: Any, tag: str) -> None:
+    server = await make(f"{tag}-s")
+    client = await make(f"{tag}-c", urls=("amqp://guest:guest@127.0.0.1:5999/", broker.url))
+    await server.serve_rpc(Target(tag, f"{tag}-t", server="s1"), recorder()[1])
+    assert await client.call(Target(tag, f"{tag}-t"), b"x", 5) == b"re:x"
+
+
+def test_option_values_are_checked() -> None:
+    with pytest.raises(OptionError, match="'retry'"):
+        KombuTransport.check_options("kombu", {"retry": -2})
+    with pytest.raises(OptionError, match="'ack'"):
+        KombuTransport.check_options("kombu", {"ack": "never"})
+    with pytest.raises(OptionError, match="'prefetch'"):
+        KombuTransport.check_options("kombu", {"prefetch": -1})
+    assert KombuTransport.check_options("kombu", {})["retry"] is None
+
+
+# -- faults: the broker closes a connection under load -------------------------------
+
+
+async def kill_connections(mgmt: Mgmt, worker: str) -> int:
+    """Close every connection of ``worker`` through the management API (off the loop)."""
+    names: list[str] = []
+    deadline = time.monotonic() + 10
+    while not names:  # the management database lists a new connection after a moment
+        names = await asyncio.to_thread(mgmt.connections, worker)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no connection named after {worker} in the management API")
+        await asyncio.sleep(0.1)
+    for name in names:
+        await asyncio.to_thread(mgmt.close_connection, name)
+    return len(names)
+
+
+async def test_retry_republishes_every_cast_across_a_connection_loss(
+    make: Make, mgmt: Mgmt, tag: str
+) -> None:
+    received, on_cast = recorder(reply=False)
+    await (await make(f"{tag}-s")).serve_rpc(Target(tag, f"{tag}-t", server="s1"), on_cast)
+    client = await make(f"{tag}-fault-c", retry=3)
+    target = Target(tag, f"{tag}-t")
+
+    sent: list[bytes] = []
+    errors: list[BaseException] = []
+
+    async def sender(lane: int) -> None:
+        for i in range(150):
+            body = b"%d-%d" % (lane, i)
+            try:
+                await client.cast(target, body)
+            except Exception as exc:  # noqa: BLE001 - every failure is the finding
+                errors.append(exc)
+            else:
+                sent.append(body)
+
+    senders = [asyncio.create_task(sender(lane)) for lane in range(4)]
+    await eventually(lambda: len(sent) >= 100)
+    assert await kill_connections(mgmt, f"{tag}-fault-c") == 2  # publish + consume
+    await asyncio.gather(*senders)
+
+    assert errors == []
+    assert len(sent) == 600
+    await eventually(lambda: set(received) >= set(sent), timeout=10)
+    # duplicates are allowed (a republished cast whose confirm was lost), never losses
+
+
+async def test_without_retry_a_cast_in_flight_fails_with_connection_lost(
+    make: Make, mgmt: Mgmt, tag: str
+) -> None:
+    received, on_cast = recorder(reply=False)
+    await (await make(f"{tag}-s")).serve_rpc(Target(tag, f"{tag}-t", server="s1"), on_cast)
+    client = await make(f"{tag}-fault-c", retry=0)
+    target = Target(tag, f"{tag}-t")
+
+    confirmed: list[bytes] = []
+    lost: list[ConnectionLost] = []
+    killed = asyncio.Event()
+    after_kill = 0
+
+    async def sender(lane: int) -> None:
+        nonlocal after_kill
+        i = 0
+        # keep sending until casts succeed again after the fault: the link reconnects
+        while after_kill < 50:
+            i += 1
+            try:
+                await client.cast(target, b"%d-%d" % (lane, i))
+            except ConnectionLost as exc:
+                lost.append(exc)
+                await asyncio.sleep(0.01)
+            else:
+                confirmed.append(b"%d-%d" % (lane, i))
+                if killed.is_set() and lost:
+                    after_kill += 1
+
+    senders = [asyncio.create_task(sender(lane)) for lane in range(4)]
+    await eventually(lambda: len(confirmed) >= 100)
+    await kill_connections(mgmt, f"{tag}-fault-c")
+    killed.set()
+    await asyncio.wait_for(asyncio.gather(*senders), timeout=20)
+
+    assert lost, "a cast in flight when the connection closed must fail"
+    assert "retry=0" in str(lost[0])
+    # a confirmed cast was taken by the broker: it is never among the losses
+    await eventually(lambda: set(received) >= set(confirmed), timeout=10)
+
+
+async def test_servers_keep_serving_after_their_connection_is_closed(
+    make: Make, mgmt: Mgmt, tag: str
+) -> None:
+    _, handler = recorder()
+    await (await make(f"{tag}-fault-s")).serve_rpc(Target(tag, f"{tag}-t", server="s1"), handler)
+    client = await make(f"{tag}-c")
+    assert await client.call(Target(tag, f"{tag}-t"), b"before", 5) == b"re:before"
+
+    await kill_connections(mgmt, f"{tag}-fault-s")
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            assert await client.call(Target(tag, f"{tag}-t"), b"after", 1) == b"re:after"
+            break
+        except CallTimeout:
+            # the request went to queues that died with the server's connection
+            if time.monotonic() > deadline:
+                raise
+    assert await client.call(Target(tag, f"{tag}-t", server="s1"), b"direct", 5) == b"re:direct"
+
+
+class CuttableLink:
+    """A TCP relay to the broker whose cable the test can cut and plug back in."""
+
+    def __init__(self, broker_port: int) -> None:
+        self.broker_port = broker_port
+        self.port = 0
+        self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+
+    async def plug(self) -> None:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def cut(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+        for writer in self.writers:
+            writer.transport.abort()
+        self.writers.clear()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.broker_port)
+        self.writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except OSError:
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+async def test_retry_bounds_the_wait_for_a_broker_that_is_gone(
+    make: Make, broker: Any, tag: str
+) -> None:
+    cable = CuttableLink(broker.port)
+    await cable.plug()
+    try:
+        got, handler = recorder(reply=False)
+        await (await make(f"{tag}-s")).serve_rpc(Target(tag, f"{tag}-t", server="s1"), handler)
+        once = await make(f"{tag}-once", urls=(cable.url,), retry=1)
+        forever = await make(f"{tag}-forever", urls=(cable.url,), retry=-1)
+        target = Target(tag, f"{tag}-t")
+        await once.cast(target, b"once-before")
+        await forever.cast(target, b"forever-before")
+
+        await cable.cut()
+        started = time.monotonic()
+        waiting = asyncio.create_task(forever.cast(target, b"forever-during"))
+        with pytest.raises(ConnectionLost, match="gave up after 1 republish"):
+            await once.cast(target, b"once-during")
+        assert 0.8 < time.monotonic() - started < 3  # one wait of oslo's 1 s interval
+        await asyncio.sleep(2.5 - (time.monotonic() - started))
+        assert not waiting.done(), "retry=-1 waits for the broker"
+
+        await cable.plug()
+        await asyncio.wait_for(waiting, timeout=10)
+        await eventually(lambda: b"forever-during" in got)
+        await once.cast(target, b"once-after")  # the link reconnected by itself
+        await eventually(lambda: b"once-after" in got)
+        assert b"once-during" not in got
+    finally:
+        await cable.cut()
