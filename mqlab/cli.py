@@ -123,8 +123,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _console(stderr: bool = False) -> Console:
+    # a pipe or CI log has no width: give tables room rather than truncating figures
+    tty = (sys.stderr if stderr else sys.stdout).isatty()
+    return Console(stderr=stderr) if tty else Console(stderr=stderr, width=160)
+
+
 def cmd_plugins(args: argparse.Namespace) -> int:
-    console = Console()
+    console = _console()
     table = Table(title="mqlab plugins (entry-point group mqlab.transports)", title_justify="left")
     for col in ("plugin", "package", "version", "wire", "features", "options"):
         table.add_column(col)
@@ -180,9 +186,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     profile = _load(args.profile, args)
     classes = check(profile)
     plan = make_plan(profile)
-    # a pipe or CI log has no width: give tables room rather than truncating figures
-    console = Console() if sys.stdout.isatty() else Console(width=160)
-    err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
+    console = _console()
+    err = _console(stderr=True)
     managed = None
     urls = profile.broker.urls
     needs_broker = any(c.features.needs_broker for c in classes.values())
