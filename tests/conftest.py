@@ -15,19 +15,19 @@ import pytest
 
 
 @dataclass(frozen=True)
-class TestBroker:
+class BrokerHandle:
     url: str  # amqp://guest:guest@127.0.0.1:PORT/
     management_url: str  # http://127.0.0.1:MPORT (guest/guest)
     port: int
 
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
     url = os.environ.get("MQLAB_TEST_BROKER_URL")
     if url:
         mgmt = os.environ.get("MQLAB_TEST_MANAGEMENT_URL", "http://127.0.0.1:15672")
         port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
-        yield TestBroker(url, mgmt, port)
+        yield BrokerHandle(url, mgmt, port)
         return
     # Managed mode: a private node on free loopback ports, data in a tmp dir.
     from mqlab import broker as managed
@@ -42,6 +42,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestBroker]:
     except BrokerError as exc:
         pytest.fail(f"cannot start the test broker: {exc}", pytrace=False)
     try:
-        yield TestBroker(node.url, node.management_url, node.port)
+        yield BrokerHandle(node.url, node.management_url, node.port)
     finally:
         managed.stop(state_dir)

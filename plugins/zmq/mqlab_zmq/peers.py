@@ -17,7 +17,7 @@ import zmq.asyncio
 
 from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
 from mqlab_zmq.matchmaker import Record
-from mqlab_zmq.server import BATCH
+from mqlab_zmq.server import BATCH, raw
 from mqlab_zmq.wire import FAILED, OK
 
 
@@ -30,10 +30,21 @@ def _send_error(record: Record, endpoint: str, exc: zmq.ZMQError) -> TransportEr
     return DriverError(f"zmq send to {endpoint} failed: {exc}")
 
 
+def _closed_under_us(gone: str | None) -> None:
+    """Turn the cancellation that closing a socket inflicts on its waiters into an error.
+
+    pyzmq cancels the futures of a socket it closes; the task awaiting one was not
+    itself cancelled, and must see why its message went nowhere instead.
+    """
+    task = asyncio.current_task()
+    if gone is not None and (task is None or not task.cancelling()):
+        raise ConnectionLost(gone)
+
+
 class CallPeer:
     """A DEALER connected to one server's ROUTER; replies matched by correlation id."""
 
-    __slots__ = ("pending", "reader", "record", "sock", "token")
+    __slots__ = ("gone", "pending", "reader", "record", "sock", "token")
 
     def __init__(self, sock: zmq.asyncio.Socket, record: Record) -> None:
         self.sock = sock
@@ -41,6 +52,8 @@ class CallPeer:
         self.token = record.instance.encode()
         self.pending: dict[bytes, asyncio.Future[bytes]] = {}
         self.reader = asyncio.get_running_loop().create_task(self._read())
+        #: why this peer was closed, once it is
+        self.gone: str | None = None
 
     async def request(self, corr: bytes, body: bytes) -> bytes:
         """Send one call and wait for its reply (the caller bounds the wait)."""
@@ -51,60 +64,105 @@ class CallPeer:
             return await fut
         except zmq.ZMQError as exc:
             raise _send_error(self.record, self.record.call, exc) from exc
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # close() failed it while we were still sending: seen
+            _closed_under_us(self.gone)
+            raise
         finally:
             self.pending.pop(corr, None)
 
     async def _read(self) -> None:
-        recv = self.sock.recv_multipart
-        pending = self.pending
-        n = 0
+        recv = raw(self.sock).recv_multipart
+        again = zmq.Again
+        nowait = zmq.DONTWAIT
+        frames: list[bytes] | None = None
         while True:
-            frames = await recv()
-            n += 1
-            if n % BATCH == 0:
-                await asyncio.sleep(0)
-            if len(frames) != 3:
-                continue
-            corr, status, payload = frames
-            fut = pending.pop(corr, None)
-            if fut is None or fut.done():
-                continue  # the caller already timed out
-            if status == OK:
-                fut.set_result(payload)
-            elif status == FAILED:
-                text = payload.decode(errors="replace")
-                fut.set_exception(
-                    DriverError(f"zmq server {self.record.server!r}: the handler failed: {text}")
-                )
+            if frames is None:
+                frames = await self.sock.recv_multipart()
+            for _ in range(BATCH):
+                self._resolve(frames)
+                try:
+                    frames = recv(nowait)
+                except again:
+                    frames = None
+                    break
             else:
-                fut.set_exception(
-                    Undeliverable(
-                        f"{self.record.call} no longer belongs to zmq server "
-                        f"{self.record.server!r} (stale matchmaker record); retry after "
-                        "the matchmaker forgets it"
-                    )
-                )
+                await asyncio.sleep(0)
 
-    def fail_pending(self, exc: TransportError) -> None:
+    def _resolve(self, frames: list[bytes]) -> None:
+        if len(frames) != 3:
+            return
+        corr, status, payload = frames
+        fut = self.pending.pop(corr, None)
+        if fut is None or fut.done():
+            return  # the caller already timed out
+        if status == OK:
+            fut.set_result(payload)
+        elif status == FAILED:
+            text = payload.decode(errors="replace")
+            fut.set_exception(
+                DriverError(f"zmq server {self.record.server!r}: the handler failed: {text}")
+            )
+        else:
+            fut.set_exception(
+                Undeliverable(
+                    f"{self.record.call} no longer belongs to zmq server "
+                    f"{self.record.server!r} (stale matchmaker record); retry after "
+                    "the matchmaker forgets it"
+                )
+            )
+
+    def close(self, message: str) -> None:
+        """Stop reading; every call still waiting ends with ``ConnectionLost(message)``.
+
+        The owner closes the socket afterwards.
+        """
+        self.gone = message
+        self.reader.cancel()
         for fut in self.pending.values():
             if not fut.done():
-                fut.set_exception(exc)
+                fut.set_exception(ConnectionLost(message))
         self.pending.clear()
 
 
 class CastPeer:
     """A PUSH connected to one server's (or listener's) PULL."""
 
-    __slots__ = ("record", "sock", "token")
+    __slots__ = ("gone", "plain", "record", "sock", "token", "waiting")
 
     def __init__(self, sock: zmq.asyncio.Socket, record: Record) -> None:
         self.sock = sock
+        self.plain = raw(sock)
         self.record = record
         self.token = record.instance.encode()
+        self.waiting = 0
+        self.gone: str | None = None
 
     async def send(self, body: bytes) -> None:
         """Queue one message; waits while the peer's high-water mark is reached."""
+        frames = (self.token, body)
+        # the plain non-blocking send skips the asyncio wrapper's bookkeeping; only
+        # while nobody waits, or it would overtake them and reorder the stream
+        if not self.waiting:
+            try:
+                self.plain.send_multipart(frames, zmq.DONTWAIT)
+                return
+            except zmq.Again:
+                pass
+            except zmq.ZMQError as exc:
+                raise _send_error(self.record, self.record.cast, exc) from exc
+        self.waiting += 1
         try:
-            await self.sock.send_multipart((self.token, body))
+            await self.sock.send_multipart(frames)
         except zmq.ZMQError as exc:
             raise _send_error(self.record, self.record.cast, exc) from exc
+        except asyncio.CancelledError:
+            _closed_under_us(self.gone)
+            raise
+        finally:
+            self.waiting -= 1
+
+    def close(self, message: str) -> None:
+        """Mark the peer closed; a send still waiting ends with ``ConnectionLost(message)``."""
+        self.gone = message

@@ -23,9 +23,9 @@ import zmq.asyncio
 from mqlab.errors import (
     CallTimeout,
     ConnectFailed,
-    ConnectionLost,
     DriverError,
     OptionError,
+    TransportError,
     Undeliverable,
 )
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
@@ -192,7 +192,7 @@ class ZmqTransport(Transport):
         if root is None:
             name = f"mqlab-zmq-{os.getuid()}-{self._namespace()}"
             return StaticMatchmaker(Path(tempfile.gettempdir()) / name)
-        return StaticMatchmaker(Path(root))
+        return StaticMatchmaker(Path(root).expanduser())
 
     async def start(self) -> None:
         """Check the options, create the zmq context and reach the matchmaker."""
@@ -231,11 +231,12 @@ class ZmqTransport(Transport):
         tasks += [p.reader for p in self._call_peers.values()]
         for task in tasks:
             task.cancel()
+        closing = "the zmq transport was closed while the message was in flight"
+        peers: list[CallPeer | CastPeer] = [*self._call_peers.values(), *self._cast_peers.values()]
+        for peer in peers:
+            peer.close(closing)
         if tasks:
             await asyncio.wait(tasks, timeout=2)
-        closed = ConnectionLost("the zmq transport was closed while the call was in flight")
-        for peer in self._call_peers.values():
-            peer.fail_pending(closed)
         self._served.clear()
         self._call_peers.clear()
         self._cast_peers.clear()
@@ -321,19 +322,17 @@ class ZmqTransport(Transport):
     def _drop_peers(self, records: Iterable[Record]) -> None:
         """The matchmaker forgot these servers: close our sockets to them."""
         for record in records:
-            call = self._call_peers.pop(record.instance, None)
-            if call is not None:
-                call.reader.cancel()
-                call.fail_pending(
-                    ConnectionLost(
-                        f"zmq server {record.server!r} at {record.call} left the matchmaker "
-                        "while the call was in flight; it may or may not have been handled"
-                    )
-                )
-                self._close_socket(call.sock, 0)
-            cast = self._cast_peers.pop(record.instance, None)
-            if cast is not None:
-                self._close_socket(cast.sock, 0)
+            left = (
+                f"zmq server {record.server!r} left the matchmaker while the message was in "
+                "flight; it may or may not have been handled"
+            )
+            for peer in (
+                self._call_peers.pop(record.instance, None),
+                self._cast_peers.pop(record.instance, None),
+            ):
+                if peer is not None:
+                    peer.close(left)
+                    self._close_socket(peer.sock, 0)
 
     # -- server side ---------------------------------------------------------
 
@@ -454,8 +453,7 @@ class ZmqTransport(Transport):
         if target.fanout:
             if not entry.records:
                 raise self._nobody(target)
-            for record in entry.records:
-                await (self._cast_peers.get(record.instance) or self._cast_peer(record)).send(body)
+            await self._send_each(entry.records, body)
             return
         record = self._pick(key, entry, target)
         await (self._cast_peers.get(record.instance) or self._cast_peer(record)).send(body)
@@ -465,9 +463,22 @@ class ZmqTransport(Transport):
         directory = self._require()[1]
         key = _notify_key(target)
         entry = directory.fresh(key) or await directory.get(key)
-        for pool, records in entry.by_pool.items():
-            record = records[0] if len(records) == 1 else self._round_robin(key, pool, records)
-            await (self._cast_peers.get(record.instance) or self._cast_peer(record)).send(body)
+        chosen = [
+            records[0] if len(records) == 1 else self._round_robin(key, pool, records)
+            for pool, records in entry.by_pool.items()
+        ]
+        await self._send_each(chosen, body)
+
+    async def _send_each(self, records: list[Record], body: bytes) -> None:
+        """Send to every record; one dead peer must not cost the others their copy."""
+        failed: TransportError | None = None
+        for record in records:
+            try:
+                await (self._cast_peers.get(record.instance) or self._cast_peer(record)).send(body)
+            except TransportError as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
 
 def _rpc_key(target: Target) -> Key:

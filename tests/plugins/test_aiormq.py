@@ -1,0 +1,439 @@
+"""The aiormq plugin against a real RabbitMQ: patterns, acking, QoS, errors, interop."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from mqlab_aiormq import AiormqTransport
+
+from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, OptionError, Undeliverable
+from mqlab.transport import Target, Transport, TransportConfig
+
+pytestmark = pytest.mark.broker
+
+Make = Callable[..., Awaitable[AiormqTransport]]
+
+
+class Mgmt:
+    """The management HTTP API, through the standard library only."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base.rstrip("/")
+        self.auth = "Basic " + base64.b64encode(b"guest:guest").decode()
+
+    def request(self, method: str, path: str) -> Any:
+        req = urllib.request.Request(
+            self.base + path, method=method, headers={"Authorization": self.auth}
+        )
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            data = resp.read()
+        return json.loads(data) if data else None
+
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
+
+    def queue(self, name: str) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = self.get(f"/api/queues/%2F/{urllib.parse.quote(name, '')}")
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        return result
+
+    def names(self, kind: str, part: str) -> list[str]:
+        return [e["name"] for e in self.get(f"/api/{kind}/%2F") if part in e["name"]]
+
+    def consumers(self, part: str) -> list[dict[str, Any]]:
+        return [c for c in self.get("/api/consumers/%2F") if part in c["queue"]["name"]]
+
+    def delete(self, kind: str, name: str) -> None:
+        try:
+            self.request("DELETE", f"/api/{kind}/%2F/{urllib.parse.quote(name, '')}")
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+def mgmt(broker: Any) -> Mgmt:
+    return Mgmt(broker.management_url)
+
+
+@pytest.fixture
+def uid() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+async def make(broker: Any) -> AsyncIterator[Make]:
+    made: list[AiormqTransport] = []
+
+    async def _make(worker: str = "w0", **options: Any) -> AiormqTransport:
+        transport = AiormqTransport(TransportConfig((broker.url,), options, worker))
+        await transport.start()
+        made.append(transport)
+        return transport
+
+    yield _make
+    for transport in reversed(made):
+        await transport.aclose()
+
+
+def rpc_target(uid: str, **kw: Any) -> Target:
+    return Target(f"mqlab_test_{uid}", f"aiormq_{uid}", **kw)
+
+
+# -- patterns -------------------------------------------------------------------------
+
+
+async def test_calls_get_their_own_replies(make: Make, uid: str) -> None:
+    server, client = await make("srv"), await make("cli")
+    seen: list[bytes] = []
+
+    def echo(body: bytes) -> bytes:
+        seen.append(body)
+        return body[::-1]
+
+    await server.serve_rpc(rpc_target(uid, server="s1"), echo)
+    bodies = [f"request-{i}".encode() for i in range(50)]
+    replies = await asyncio.gather(*(client.call(rpc_target(uid), b, 5) for b in bodies))
+    assert replies == [b[::-1] for b in bodies]
+    assert sorted(seen) == sorted(bodies)
+
+
+async def test_casts_arrive_exactly_once(make: Make, uid: str) -> None:
+    server, client = await make("srv"), await make("cli")
+    got: Counter[bytes] = Counter()
+    await server.serve_rpc(rpc_target(uid, server="s1"), lambda b: got.update([b]))
+    for i in range(200):
+        await client.cast(rpc_target(uid), str(i).encode())
+    await eventually(lambda: sum(got.values()) >= 200)
+    await asyncio.sleep(0.2)  # a duplicate would show up late
+    assert sum(got.values()) == 200
+    assert set(got.values()) == {1}
+
+
+async def test_calls_round_robin_and_reach_a_named_server(make: Make, uid: str) -> None:
+    client = await make("cli")
+    counts: Counter[str] = Counter()
+
+    def answer_as(name: str) -> Callable[[bytes], bytes]:
+        def handler(_: bytes) -> bytes:
+            counts[name] += 1
+            return name.encode()
+
+        return handler
+
+    for name in ("s1", "s2"):
+        server = await make(name)
+        await server.serve_rpc(rpc_target(uid, server=name), answer_as(name))
+    replies = [await client.call(rpc_target(uid), b"x", 5) for _ in range(20)]
+    assert counts["s1"] > 0 and counts["s2"] > 0
+    assert sum(counts.values()) == 20
+    assert Counter(replies) == Counter({b"s1": counts["s1"], b"s2": counts["s2"]})
+    direct = [await client.call(rpc_target(uid, server="s2"), b"x", 5) for _ in range(5)]
+    assert direct == [b"s2"] * 5
+
+
+async def test_fanout_cast_reaches_every_server(make: Make, uid: str) -> None:
+    client = await make("cli")
+    got: dict[str, list[bytes]] = {"s1": [], "s2": []}
+    for name in got:
+        server = await make(name)
+        await server.serve_rpc(rpc_target(uid, server=name), got[name].append)
+    for i in range(3):
+        await client.cast(rpc_target(uid, fanout=True), f"f{i}".encode())
+    await eventually(lambda: all(len(v) == 3 for v in got.values()))
+    assert got["s1"] == got["s2"] == [b"f0", b"f1", b"f2"]
+
+
+async def test_notifications_go_to_every_pool_and_are_shared_within_one(
+    make: Make, uid: str
+) -> None:
+    target = Target(f"mqlab_test_notif_{uid}", f"events_{uid}", priority="info")
+    listeners = await make("lst")
+    a1: list[bytes] = []
+    a2: list[bytes] = []
+    b: list[bytes] = []
+    await listeners.serve_notifications(target, f"pool_a_{uid}", a1.append)
+    await listeners.serve_notifications(target, f"pool_a_{uid}", a2.append)
+    await listeners.serve_notifications(target, f"pool_b_{uid}", b.append)
+    notifier = await make("ntf")
+    for i in range(30):
+        await notifier.notify(target, str(i).encode())
+    await eventually(lambda: len(a1) + len(a2) == 30 and len(b) == 30)
+    assert a1 and a2, "listeners of one pool share the messages"
+    assert sorted(a1 + a2, key=int) == b == [str(i).encode() for i in range(30)]
+
+
+async def test_no_ack_consumers_deliver_without_acks(make: Make, uid: str, mgmt: Mgmt) -> None:
+    server, client = await make("srv", no_ack=True), await make("cli", confirm=False)
+    got: list[bytes] = []
+    await server.serve_rpc(rpc_target(uid, server="s1"), got.append)
+    for i in range(20):
+        await client.cast(rpc_target(uid), str(i).encode())
+    await eventually(lambda: len(got) == 20)
+    # the consumer list is fed by broker events: give it a moment
+    await eventually(lambda: len(mgmt.consumers(uid)) == 3, timeout=10)
+    assert [c["ack_required"] for c in mgmt.consumers(uid)] == [False] * 3
+
+
+async def test_durable_target_outlives_the_transports(make: Make, uid: str, mgmt: Mgmt) -> None:
+    target = rpc_target(uid, server="s1", durable=True)
+    try:
+        server, client = await make("srv"), await make("cli")
+        got: list[bytes] = []
+        await server.serve_rpc(target, got.append)
+        await client.cast(Target(target.exchange, target.topic, durable=True), b"kept")
+        await eventually(lambda: got == [b"kept"])
+        await server.aclose()
+        await client.aclose()
+        queue = mgmt.queue(target.topic)
+        assert queue is not None and queue["durable"] and not queue["auto_delete"]
+        exchange = mgmt.get(f"/api/exchanges/%2F/{target.exchange}")
+        assert exchange["durable"] is True
+        # the per-server fanout copy is never durable: it went with the server
+        assert mgmt.queue(f"{target.topic}_fanout_s1") is None
+    finally:
+        for q in (target.topic, f"{target.topic}.s1"):
+            mgmt.delete("queues", q)
+        for x in (target.exchange, f"{target.topic}_fanout"):
+            mgmt.delete("exchanges", x)
+    assert not mgmt.names("queues", uid) and not mgmt.names("exchanges", uid)
+
+
+# -- acking and QoS -------------------------------------------------------------------
+
+
+async def test_multi_ack_acks_a_partial_batch_when_idle(make: Make, uid: str, mgmt: Mgmt) -> None:
+    server, client = await make("srv", multi_ack=10), await make("cli")
+    got: list[bytes] = []
+    await server.serve_rpc(rpc_target(uid, server="s1"), got.append)
+    for i in range(25):
+        await client.cast(rpc_target(uid), str(i).encode())
+    await eventually(lambda: len(got) == 25)
+
+    def all_acked() -> bool:
+        # the broker publishes queue stats every few seconds: wait for numbers
+        # that already include the 25 deliveries
+        queue = mgmt.queue(f"aiormq_{uid}") or {}
+        stats = queue.get("message_stats", {})
+        return stats.get("deliver_get", 0) >= 25 and queue.get("messages_unacknowledged") == 0
+
+    await eventually(all_acked, timeout=15)
+    stats = (mgmt.queue(f"aiormq_{uid}") or {})["message_stats"]
+    assert stats["ack"] == 25
+
+
+async def test_prefetch_is_set_on_each_consumer(make: Make, uid: str, mgmt: Mgmt) -> None:
+    server = await make("srv", prefetch=7)
+    await server.serve_rpc(rpc_target(uid, server="s1"), lambda b: None)
+    await eventually(lambda: len(mgmt.consumers(uid)) == 3, timeout=10)
+    ours = mgmt.consumers(uid)
+    assert sorted(c["queue"]["name"] for c in ours) == sorted(
+        [f"aiormq_{uid}", f"aiormq_{uid}.s1", f"aiormq_{uid}_fanout_s1"]
+    )
+    assert {c["prefetch_count"] for c in ours} == {7}
+    assert all(c["ack_required"] for c in ours)
+
+
+# -- errors -----------------------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def _start(url: str, **options: Any) -> AiormqTransport:
+    transport = AiormqTransport(TransportConfig((url,), options, "w0"))
+    try:
+        await transport.start()
+    finally:
+        await transport.aclose()
+    return transport
+
+
+async def test_closed_port_fails_fast_with_a_masked_url() -> None:
+    port = _closed_port()
+    started = time.monotonic()
+    with pytest.raises(ConnectFailed) as info:
+        await _start(f"amqp://guest:s3cret@127.0.0.1:{port}/")
+    message = str(info.value)
+    assert time.monotonic() - started < 5
+    assert "connection refused" in message and f"127.0.0.1:{port}" in message
+    assert "s3cret" not in message and "guest:***@" in message
+
+
+async def test_wrong_password_and_unknown_vhost_are_named(broker: Any) -> None:
+    port = broker.port
+    with pytest.raises(ConnectFailed) as login:
+        await _start(f"amqp://guest:wrong-pw@127.0.0.1:{port}/")
+    assert "login refused" in str(login.value) and "wrong-pw" not in str(login.value)
+    with pytest.raises(ConnectFailed) as vhost:
+        await _start(f"amqp://guest:guest@127.0.0.1:{port}/no-such-vhost")
+    assert "virtual host 'no-such-vhost'" in str(vhost.value)
+    assert "guest:guest" not in str(vhost.value)
+
+
+async def test_call_without_server_times_out_or_is_undeliverable(make: Make, uid: str) -> None:
+    plain, strict = await make("c1"), await make("c2", mandatory=True)
+    with pytest.raises(CallTimeout, match=r"within 0\.3s"):
+        await plain.call(rpc_target(uid), b"x", 0.3)
+    started = time.monotonic()
+    with pytest.raises(Undeliverable, match="nobody listens"):
+        await strict.call(rpc_target(uid), b"x", 5)
+    assert time.monotonic() - started < 2
+    with pytest.raises(Undeliverable):
+        await strict.cast(rpc_target(uid, server="ghost"), b"x")
+
+
+async def test_dropped_connection_fails_a_pending_call(make: Make, uid: str, mgmt: Mgmt) -> None:
+    server = await make("srv")
+    await server.serve_rpc(rpc_target(uid, server="s1"), lambda b: None)  # never replies
+    worker = f"cli-{uid}"
+    client = await make(worker)
+    call = asyncio.ensure_future(client.call(rpc_target(uid), b"x", 20))
+
+    def connection_name() -> str | None:
+        for conn in mgmt.get("/api/connections"):
+            if conn.get("client_properties", {}).get("connection_name") == f"mqlab {worker}":
+                return str(conn["name"])
+        return None
+
+    await eventually(lambda: connection_name() is not None, timeout=10)
+    name = urllib.parse.quote(connection_name() or "", "")
+    mgmt.request("DELETE", f"/api/connections/{name}")
+    with pytest.raises(ConnectionLost):
+        await asyncio.wait_for(call, 5)
+    with pytest.raises(ConnectionLost):
+        await client.cast(rpc_target(uid), b"after")
+
+
+async def test_heartbeat_option_is_negotiated(make: Make, uid: str, mgmt: Mgmt) -> None:
+    worker = f"hb-{uid}"
+    await make(worker, heartbeat=17)
+
+    def timeouts() -> list[int]:
+        return [
+            c["timeout"]
+            for c in mgmt.get("/api/connections")
+            if c.get("client_properties", {}).get("connection_name") == f"mqlab {worker}"
+        ]
+
+    await eventually(lambda: bool(timeouts()), timeout=10)
+    assert timeouts() == [17]
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({"multi_ack": 16, "prefetch": 8}, "multi_ack"),
+        ({"multi_ack": 4, "no_ack": True}, "multi_ack"),
+        ({"multi_ack": 0}, "multi_ack"),
+        ({"prefetch": -1}, "prefetch"),
+        ({"mandatory": True, "confirm": False}, "mandatory"),
+        ({"heartbeat": 70000}, "heartbeat"),
+        ({"prefetch": "64"}, "prefetch"),
+        ({"qos": 1}, "qos"),
+    ],
+)
+def test_bad_options_are_refused_by_name(options: dict[str, Any], name: str) -> None:
+    with pytest.raises(OptionError) as info:
+        AiormqTransport.check_options("aiormq", options)
+    assert info.value.option == name
+
+
+async def test_start_refuses_bad_options_before_connecting() -> None:
+    transport = AiormqTransport(
+        TransportConfig(("amqp://guest:guest@127.0.0.1:1/",), {"multi_ack": 9, "prefetch": 4})
+    )
+    with pytest.raises(OptionError, match="multi_ack"):
+        await transport.start()
+    await transport.aclose()
+
+
+# -- cleanliness ------------------------------------------------------------------------
+
+
+async def test_nothing_is_left_on_the_broker(make: Make, uid: str, mgmt: Mgmt) -> None:
+    server, client = await make("srv"), await make("cli")
+    await server.serve_rpc(rpc_target(uid, server="s1"), lambda b: b)
+    await server.serve_notifications(
+        Target(f"mqlab_test_notif_{uid}", f"ev_{uid}"), f"pool_{uid}", lambda b: None
+    )
+    await client.call(rpc_target(uid), b"x", 5)
+    await client.cast(rpc_target(uid, fanout=True), b"x")
+    await client.notify(Target(f"mqlab_test_notif_{uid}", f"ev_{uid}"), b"x")
+    # an exchange nobody ever bound to is not auto-deleted by the broker
+    await client.cast(Target(f"mqlab_test_lonely_{uid}", f"nobody_{uid}"), b"x")
+    assert mgmt.names("queues", uid) and mgmt.names("exchanges", uid)
+    await client.aclose()
+    await server.aclose()
+    await client.aclose()  # a second close is harmless
+    await eventually(lambda: not mgmt.names("queues", uid) and not mgmt.names("exchanges", uid))
+
+
+# -- interoperability with the kombu-style plugin (same wire, other library) ------------
+
+
+def _kombu(broker: Any, worker: str) -> Transport:
+    from mqlab_kombu import KombuTransport
+
+    transport: Transport = KombuTransport(TransportConfig((broker.url,), {}, worker))
+    return transport
+
+
+@pytest.mark.parametrize("aiormq_side", ["client", "server"])
+async def test_interop_with_kombu(broker: Any, make: Make, uid: str, aiormq_side: str) -> None:
+    server: Transport
+    client: Transport
+    if aiormq_side == "client":
+        other = _kombu(broker, "kombu-srv")
+        await other.start()
+        server, client = other, await make("cli")
+    else:
+        other = _kombu(broker, "kombu-cli")
+        await other.start()
+        server, client = await make("srv"), other
+    try:
+        got: list[bytes] = []
+
+        def handler(body: bytes) -> bytes:
+            got.append(body)
+            return b"re:" + body
+
+        await server.serve_rpc(rpc_target(uid, server="s1"), handler)
+        calls = [f"call-{i}".encode() for i in range(20)]
+        replies = await asyncio.gather(*(client.call(rpc_target(uid), b, 5) for b in calls))
+        assert replies == [b"re:" + b for b in calls]
+        casts = [f"cast-{i}".encode() for i in range(50)]
+        for body in casts:
+            await client.cast(rpc_target(uid), body)
+        await eventually(lambda: len(got) == len(calls) + len(casts))
+        assert sorted(got) == sorted(calls + casts)
+    finally:
+        await other.aclose()

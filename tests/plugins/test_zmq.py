@@ -1,0 +1,502 @@
+"""The zmq plugin end to end: real sockets on 127.0.0.1, no broker.
+
+The static matchmaker tests use a private registry directory (except the
+zero-configuration cross-process test); the redis tests start their own
+redis-server on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvloop
+from mqlab_zmq import ZmqTransport
+from mqlab_zmq.matchmaker import StaticMatchmaker
+
+from mqlab.errors import (
+    CallTimeout,
+    ConnectFailed,
+    ConnectionLost,
+    DriverError,
+    OptionError,
+    Undeliverable,
+)
+from mqlab.transport import Target, TransportConfig
+
+EXCHANGE = "mqlab-test"
+Popen = subprocess.Popen[str]
+
+
+def _topic() -> str:
+    return f"zmq-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def opts(tmp_path: Path) -> dict[str, Any]:
+    return {"registry_dir": str(tmp_path / "registry")}
+
+
+@asynccontextmanager
+async def _transports(opts: dict[str, Any], *workers: str) -> AsyncIterator[list[ZmqTransport]]:
+    async with AsyncExitStack() as stack:
+        out = []
+        for w in workers:
+            out.append(await stack.enter_async_context(ZmqTransport(TransportConfig((), opts, w))))
+        yield out
+
+
+def _echo(name: str, seen: list[bytes]) -> Any:
+    def handler(body: bytes) -> bytes:
+        seen.append(body)
+        return name.encode() + b":" + body
+
+    return handler
+
+
+async def _until(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.01)
+
+
+# -- the three patterns, static matchmaker ------------------------------------
+
+
+async def _call_roundtrip(opts: dict[str, Any]) -> None:
+    target = Target(EXCHANGE, _topic())
+    seen: list[bytes] = []
+    async with _transports(opts, "server", "client") as (server, client):
+        await server.serve_rpc(target.to_server("s1"), _echo("s1", seen))
+        bodies = [f"m{i}".encode() for i in range(300)]
+        replies = await asyncio.gather(*(client.call(target, b, 5) for b in bodies))
+    assert replies == [b"s1:" + b for b in bodies]
+    assert sorted(seen) == sorted(bodies)
+
+
+async def test_call_returns_every_reply_to_its_caller(opts: dict[str, Any]) -> None:
+    await _call_roundtrip(opts)
+
+
+def test_call_under_uvloop(opts: dict[str, Any]) -> None:
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert isinstance(runner.get_loop(), uvloop.Loop)
+        runner.run(_call_roundtrip(opts))
+
+
+async def test_cast_delivers_every_message(opts: dict[str, Any]) -> None:
+    target = Target(EXCHANGE, _topic())
+    seen: list[bytes] = []
+    async with _transports(opts, "server", "client") as (server, client):
+        await server.serve_rpc(target.to_server("s1"), _echo("s1", seen))
+        for i in range(2000):
+            await client.cast(target, b"%d" % i)
+        await _until(lambda: len(seen) >= 2000)
+    assert Counter(seen) == Counter(b"%d" % i for i in range(2000))
+
+
+async def test_notify_every_pool_gets_all_one_listener_each(opts: dict[str, Any]) -> None:
+    target = Target("notifications", _topic())
+    got: dict[tuple[str, int], list[bytes]] = {}
+    async with _transports(opts, "l1", "l2", "l3", "l4", "notifier") as transports:
+        listeners, notifier = transports[:4], transports[4]
+        for n, (pool, member) in enumerate([("a", 0), ("a", 1), ("b", 0), ("b", 1)]):
+            seen: list[bytes] = []
+            got[(pool, member)] = seen
+            await listeners[n].serve_notifications(target, pool, _echo(pool, seen))
+        for i in range(400):
+            await notifier.notify(target, b"%d" % i)
+        await _until(lambda: sum(map(len, got.values())) >= 800)
+        # another priority is another topic: nobody listens, nothing arrives
+        await notifier.notify(Target("notifications", target.topic, priority="error"), b"x")
+        await asyncio.sleep(0.05)
+    everything = Counter(b"%d" % i for i in range(400))
+    for pool in "ab":
+        assert Counter(got[(pool, 0)] + got[(pool, 1)]) == everything, f"pool {pool}"
+        # round robin within a pool
+        assert len(got[(pool, 0)]) == len(got[(pool, 1)]) == 200
+
+
+async def test_round_robin_over_two_servers(opts: dict[str, Any]) -> None:
+    target = Target(EXCHANGE, _topic())
+    seen1: list[bytes] = []
+    seen2: list[bytes] = []
+    async with _transports(opts, "w1", "w2", "client") as (s1, s2, client):
+        await s1.serve_rpc(target.to_server("s1"), _echo("s1", seen1))
+        await s2.serve_rpc(target.to_server("s2"), _echo("s2", seen2))
+        replies = [await client.call(target, b"x", 5) for _ in range(10)]
+        for _ in range(10):
+            await client.cast(target, b"c")
+        await _until(lambda: len(seen1) + len(seen2) >= 20)
+    assert Counter(r.split(b":")[0] for r in replies) == {b"s1": 5, b"s2": 5}
+    assert seen1.count(b"c") == seen2.count(b"c") == 5
+
+
+async def test_targeted_call_and_cast_reach_only_that_server(opts: dict[str, Any]) -> None:
+    target = Target(EXCHANGE, _topic())
+    seen1: list[bytes] = []
+    seen2: list[bytes] = []
+    async with _transports(opts, "w1", "w2", "client") as (s1, s2, client):
+        await s1.serve_rpc(target.to_server("s1"), _echo("s1", seen1))
+        await s2.serve_rpc(target.to_server("s2"), _echo("s2", seen2))
+        replies = [await client.call(target.to_server("s2"), b"x", 5) for _ in range(6)]
+        for _ in range(6):
+            await client.cast(target.to_server("s2"), b"c")
+        await _until(lambda: len(seen2) >= 12)
+        with pytest.raises(
+            Undeliverable, match=r"no zmq server named 's3'.*servers of this topic: s1, s2"
+        ):
+            await client.call(target.to_server("s3"), b"x", 5)
+    assert replies == [b"s2:x"] * 6
+    assert seen1 == []
+    assert len(seen2) == 12
+
+
+async def test_fanout_cast_reaches_every_server(opts: dict[str, Any]) -> None:
+    target = Target(EXCHANGE, _topic())
+    seen: dict[str, list[bytes]] = {f"s{i}": [] for i in range(3)}
+    async with _transports(opts, "w0", "w1", "w2", "client") as transports:
+        for i, server in enumerate(transports[:3]):
+            await server.serve_rpc(target.to_server(f"s{i}"), _echo(f"s{i}", seen[f"s{i}"]))
+        fanout = Target(EXCHANGE, target.topic, fanout=True)
+        for i in range(5):
+            await transports[3].cast(fanout, b"%d" % i)
+        await _until(lambda: sum(map(len, seen.values())) >= 15)
+    for name, bodies in seen.items():
+        assert bodies == [b"0", b"1", b"2", b"3", b"4"], name
+
+
+# -- failures -------------------------------------------------------------------
+
+
+async def test_call_to_unserved_topic_fails_fast_and_says_so(opts: dict[str, Any]) -> None:
+    async with _transports(opts, "client") as (client,):
+        started = time.monotonic()
+        with pytest.raises(Undeliverable, match=r"no zmq server serves topic 'nobody-\w+'"):
+            await client.call(Target(EXCHANGE, f"nobody-{uuid.uuid4().hex[:6]}"), b"x", 2)
+        assert time.monotonic() - started < 2
+        with pytest.raises(Undeliverable):
+            await client.cast(Target(EXCHANGE, "nobody", fanout=True), b"x")
+        # a notification nobody listens to is dropped, like on an exchange with no queue
+        await client.notify(Target("notifications", "nobody"), b"x")
+
+
+async def test_handler_failure_reaches_the_caller_and_server_keeps_serving(
+    opts: dict[str, Any],
+) -> None:
+    target = Target(EXCHANGE, _topic())
+
+    def handler(body: bytes) -> bytes:
+        if body == b"bad":
+            raise ValueError("cannot decode")
+        return body
+
+    async with _transports(opts, "server", "client") as (server, client):
+        await server.serve_rpc(target.to_server("s1"), handler)
+        with pytest.raises(DriverError, match="handler failed: ValueError: cannot decode"):
+            await client.call(target, b"bad", 5)
+        assert await client.call(target, b"good", 5) == b"good"
+
+
+async def test_closed_server_is_withdrawn_and_leaves_no_files(opts: dict[str, Any]) -> None:
+    target = Target(EXCHANGE, _topic())
+    opts = {**opts, "lookup_cache": 0}
+    async with _transports(opts, "client") as (client,):
+        async with _transports(opts, "server") as (server,):
+            await server.serve_rpc(target.to_server("s1"), _echo("s1", []))
+            await server.serve_notifications(Target("n", target.topic), "pool", _echo("n", []))
+            assert await client.call(target, b"x", 5) == b"s1:x"
+        with pytest.raises(Undeliverable):
+            await client.call(target, b"x", 5)
+    assert [f for _, _, files in os.walk(opts["registry_dir"]) for f in files] == []
+
+
+async def test_a_stale_record_never_reaches_another_servers_handler(
+    opts: dict[str, Any],
+) -> None:
+    # a crashed server's record whose port now belongs to someone else
+    real, stale = Target(EXCHANGE, _topic()), Target(EXCHANGE, _topic())
+    seen: list[bytes] = []
+    async with _transports(opts, "server", "client") as (server, client):
+        await server.serve_rpc(real.to_server("s1"), _echo("s1", seen))
+        registry = StaticMatchmaker(Path(opts["registry_dir"]))
+        (record,) = await registry.lookup(("rpc", EXCHANGE, real.topic))
+        ghost = replace(record, instance=uuid.uuid4().hex, server="ghost")
+        await registry.register(("rpc", EXCHANGE, stale.topic), ghost)
+        with pytest.raises(Undeliverable, match="no longer belongs to zmq server 'ghost'"):
+            await client.call(stale, b"misrouted", 5)
+        await client.cast(stale, b"misrouted")
+        assert await client.call(real, b"ok", 5) == b"s1:ok"
+        await asyncio.sleep(0.2)  # time for the cast to arrive, were it accepted
+        await registry.unregister(("rpc", EXCHANGE, stale.topic), ghost)
+    assert seen == [b"ok"]
+
+
+def test_bad_option_values_are_refused_with_the_option_named() -> None:
+    check = ZmqTransport.check_options
+    with pytest.raises(OptionError, match=r"'linger'.*could hang close"):
+        check("zmq", {"linger": -1})
+    with pytest.raises(OptionError, match=r"'host'.*listens everywhere"):
+        check("zmq", {"bind_address": "0.0.0.0"})
+    with pytest.raises(OptionError, match=r"'matchmaker'.*'static', 'redis'"):
+        check("zmq", {"matchmaker": "dns"})
+    assert check("zmq", {"bind_address": "0.0.0.0", "host": "10.0.0.5"})["host"] == "10.0.0.5"
+
+
+# -- servers in another process ---------------------------------------------------
+
+SERVER = """
+import asyncio, json, os, sys
+from mqlab.transport import Target, TransportConfig
+from mqlab_zmq import ZmqTransport
+from mqlab_zmq.matchmaker import StaticMatchmaker
+
+args = json.loads(sys.argv[1])
+
+async def main():
+    config = TransportConfig(tuple(args["urls"]), args["opts"], "server-proc")
+    async with ZmqTransport(config) as t:
+        pid = str(os.getpid()).encode()
+        await t.serve_rpc(Target(args["exchange"], args["topic"], args["server"]),
+                          lambda body: pid + b":" + body)
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+asyncio.run(main())
+"""
+
+
+@pytest.fixture
+def spawn() -> Iterator[Any]:
+    procs: list[Popen] = []
+
+    def start(
+        topic: str, opts: dict[str, Any], urls: tuple[str, ...] = ()
+    ) -> subprocess.Popen[str]:
+        args = {"urls": urls, "opts": opts, "exchange": EXCHANGE, "topic": topic, "server": "p1"}
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SERVER, json.dumps(args)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(proc)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(5)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+async def test_server_in_another_process_zero_configuration(spawn: Any) -> None:
+    # no registry_dir: both sides derive the same registry from the profile's URL
+    urls = ("amqp://guest:guest@127.0.0.1:5672/",)
+    topic = _topic()
+    proc = spawn(topic, {}, urls)
+    target = Target(EXCHANGE, topic)
+    async with ZmqTransport(TransportConfig(urls, {"lookup_cache": 0}, "client")) as client:
+        replies = await asyncio.gather(*(client.call(target, b"%d" % i, 5) for i in range(50)))
+        assert replies == [f"{proc.pid}:{i}".encode() for i in range(50)]
+        assert await client.call(target.to_server("p1"), b"t", 5) == f"{proc.pid}:t".encode()
+        # a clean exit withdraws the server
+        assert proc.stdin is not None
+        proc.stdin.close()
+        await asyncio.to_thread(proc.wait, 10)
+        with pytest.raises(Undeliverable):
+            await client.call(target, b"x", 5)
+
+
+async def test_cast_to_a_killed_server_fails_within_send_timeout(
+    spawn: Any, opts: dict[str, Any]
+) -> None:
+    topic = _topic()
+    proc = spawn(topic, opts)
+    target = Target(EXCHANGE, topic)
+    # a long lookup_cache keeps the dead server's record in the client's cache
+    client_opts = {**opts, "send_timeout": 0.3, "lookup_cache": 60}
+    async with ZmqTransport(TransportConfig((), client_opts, "client")) as client:
+        await client.call(target, b"x", 5)
+        await client.cast(target, b"x")
+        proc.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(proc.wait, 10)
+        await asyncio.sleep(0.2)  # zmq notices the closed connection
+        started = time.monotonic()
+        with pytest.raises(ConnectionLost, match="did not take the message in time"):
+            await client.cast(target, b"y")
+        assert 0.25 < time.monotonic() - started < 2
+        with pytest.raises(CallTimeout, match=r"no reply from zmq server 'p1' .* within 0.3s"):
+            await client.call(target, b"y", 0.3)
+
+
+async def test_call_in_flight_to_a_dead_server_ends_when_the_matchmaker_forgets_it(
+    spawn: Any, opts: dict[str, Any]
+) -> None:
+    topic = _topic()
+    proc = spawn(topic, opts)
+    target = Target(EXCHANGE, topic)
+    async with ZmqTransport(TransportConfig((), {**opts, "lookup_cache": 0.3}, "c")) as client:
+        await client.call(target, b"x", 5)
+        proc.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(proc.wait, 10)
+        started = time.monotonic()
+        stuck = asyncio.create_task(client.call(target, b"y", 10))
+        await asyncio.sleep(0.4)
+        # the next lookup finds the server's pid gone and drops its record
+        with pytest.raises(Undeliverable):
+            await client.call(target, b"z", 5)
+        with pytest.raises(ConnectionLost, match="left the matchmaker"):
+            await stuck
+        assert time.monotonic() - started < 2
+
+
+async def test_close_ends_calls_still_waiting(opts: dict[str, Any]) -> None:
+    target = Target(EXCHANGE, _topic())
+    async with _transports(opts, "server") as (server,):
+        await server.serve_rpc(target.to_server("s1"), lambda body: None)  # never replies
+        client = ZmqTransport(TransportConfig((), opts, "client"))
+        await client.start()
+        waiting = asyncio.create_task(client.call(target, b"x", 30))
+        await asyncio.sleep(0.1)
+        await asyncio.wait_for(client.aclose(), 3)
+        with pytest.raises(ConnectionLost, match="closed while the message was in flight"):
+            await waiting
+
+
+# -- redis matchmaker ---------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as workdir:
+        proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--dir",
+                workdir,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), 0.5) as s:
+                        s.sendall(b"PING\r\n")
+                        if s.recv(16).startswith(b"+PONG"):
+                            break
+                except OSError:
+                    pass
+                assert proc.poll() is None, "redis-server exited"
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _redis_keys(url: str) -> list[str]:
+    import redis
+
+    client = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        return sorted(str(k) for k in client.keys("mqlab-zmq:*"))
+    finally:
+        client.close()
+
+
+@pytest.mark.redis
+async def test_redis_server_registers_and_client_finds_it(redis_url: str) -> None:
+    opts = {"matchmaker": "redis", "redis_url": redis_url}
+    target = Target(EXCHANGE, _topic())
+    notes = Target("notifications", target.topic)
+    seen: list[bytes] = []
+    before = set(_redis_keys(redis_url))
+    async with _transports(opts, "server", "client") as (server, client):
+        await server.serve_rpc(target.to_server("s1"), _echo("s1", []))
+        await server.serve_notifications(notes, "pool", _echo("n", seen))
+        assert any(target.topic in k for k in _redis_keys(redis_url))
+        assert await client.call(target, b"x", 5) == b"s1:x"
+        assert await client.call(target.to_server("s1"), b"y", 5) == b"s1:y"
+        await client.notify(notes, b"n")
+        await _until(lambda: seen == [b"n"])
+        assert seen == [b"n"]
+    # unregistered on close: nothing left in redis
+    assert set(_redis_keys(redis_url)) <= before
+
+
+@pytest.mark.redis
+async def test_redis_expired_registration_is_no_longer_used(redis_url: str, spawn: Any) -> None:
+    topic = _topic()
+    proc = spawn(topic, {"matchmaker": "redis", "redis_url": redis_url, "ttl": 1})
+    target = Target(EXCHANGE, topic)
+    opts = {"matchmaker": "redis", "redis_url": redis_url, "lookup_cache": 0.1}
+    async with ZmqTransport(TransportConfig((), opts, "client")) as client:
+        assert await client.call(target, b"x", 5) == f"{proc.pid}:x".encode()
+        await asyncio.sleep(1.5)  # the server refreshes its registration: still there
+        assert await client.call(target, b"x", 5) == f"{proc.pid}:x".encode()
+        proc.send_signal(signal.SIGKILL)  # dies without unregistering
+        await asyncio.to_thread(proc.wait, 10)
+        with pytest.raises(CallTimeout):
+            await client.call(target, b"x", 0.3)
+        await asyncio.sleep(1.2)
+        started = time.monotonic()
+        with pytest.raises(Undeliverable, match=r"no zmq server serves .* redis matchmaker"):
+            await client.call(target, b"x", 2)
+        assert time.monotonic() - started < 1
+
+
+@pytest.mark.redis
+async def test_unreachable_redis_fails_at_start_without_the_password() -> None:
+    url = f"redis://:s3cret@127.0.0.1:{_free_port()}/0"
+    transport = ZmqTransport(TransportConfig((), {"matchmaker": "redis", "redis_url": url}))
+    with pytest.raises(ConnectFailed, match=r"cannot connect to the redis matchmaker") as info:
+        await transport.start()
+    assert "s3cret" not in str(info.value)
+    assert ":***@127.0.0.1" in str(info.value)
+    await transport.aclose()
