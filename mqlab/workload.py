@@ -24,6 +24,7 @@ MAX_IN_FLIGHT = 10_000
 #: a closed-loop sender yields to the loop at least this often, in case a
 #: transport completes sends without ever suspending
 _YIELD_EVERY = 64
+_MIN_SLEEP = 0.001
 
 
 def server_handler(codec: Codec, rec: Recorder, group: int, reply: bool) -> Handler:
@@ -120,9 +121,12 @@ class ClientLoad:
                 in_flight.add(task)
                 task.add_done_callback(in_flight.discard)
                 intended += interval
-            # behind schedule with the in-flight cap reached: wait for room; the
-            # late messages keep their intended times, so their wait is measured
-            delay = max(0.0, (intended - clock()) / 1e9)
+            # Sleep at least 1 ms: event-loop timers have millisecond resolution,
+            # so a shorter sleep would spin and steal CPU from the driver being
+            # measured. Messages that fall due meanwhile go out together, with
+            # their intended times, so the wait is in their latency. With the
+            # in-flight cap reached, wait for room the same way.
+            delay = max(_MIN_SLEEP, (intended - clock()) / 1e9)
             await asyncio.sleep(min(delay, 0.05) if len(in_flight) >= MAX_IN_FLIGHT else delay)
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
