@@ -225,6 +225,25 @@ def cmd_run(args: argparse.Namespace) -> int:
                     shutil.rmtree(managed.state_dir, ignore_errors=True)
 
 
+def codec_costs(profile: Profile) -> dict[str, float]:
+    """Encode + decode microseconds per message for each codec setting the profile uses."""
+    from mqlab.codec import Codec, cost_us
+    from mqlab.sizes import SizeSampler
+
+    out: dict[str, float] = {}
+    for sc in profile.scenarios:
+        key = codec_key(sc.serializer, sc.envelope, sc.message_size.text)
+        if key not in out:
+            sampler = SizeSampler(sc.message_size, seed=1)
+            sizes = [sampler.next() for _ in range(2000)]
+            out[key] = round(cost_us(Codec(sc.serializer, sc.envelope), sizes), 2)
+    return out
+
+
+def codec_key(serializer: str, envelope: bool, size: str) -> str:
+    return f"{serializer}{'+envelope' if envelope else ''} {size}"
+
+
 def _broker_facts(urls: Sequence[str], managed: Any) -> tuple[dict[str, Any] | None, int | None]:
     from mqlab import environment
 
@@ -263,6 +282,7 @@ def _run(
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.output) if args.output else Path("results") / f"{profile.run.name}-{stamp}.json"
     env = environment.gather(registry.discover(), broker_info, {d.plugin for d in profile.drivers})
+    env["codec_cost_us"] = codec_costs(profile)
     results = ResultsFile(out, _profile_record(profile, urls), env)
     results.write()
     interactive = console.is_terminal and not args.quiet
@@ -325,8 +345,10 @@ def _run(
         status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
     results.finish(status, message)
     steps = results.doc["steps"]
-    if (steps and (not args.quiet or code == 0)) or steps:
+    if steps:
         console.print(view.comparison(steps))
+        costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())
+        console.print(f"codec cost per message (encode + decode, this machine): {costs}")
     if code == EXIT_FAILED:
         failed_at = len(steps) + 1
         step = plan.steps[failed_at - 1] if failed_at <= len(plan.steps) else None

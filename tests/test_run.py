@@ -55,6 +55,9 @@ def test_run_writes_results_every_step_accounted(tmp_path: Path) -> None:
     assert doc["schema"] == 1 and doc["status"] == "done"
     env = doc["environment"]
     assert env["python"] and env["mqlab"] and env["cpu_count"] and env["plugins"]["loopback"]
+    # what the codec costs per message is measured and stated beside the figures
+    assert env["codec_cost_us"]["msgpack+envelope openstack"] > 0
+    assert "codec cost per message" in proc.stdout
     steps = doc["steps"]
     assert [s["pattern"] for s in steps] == ["call", "cast", "notify"]
     for s in steps:
