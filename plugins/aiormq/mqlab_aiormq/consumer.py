@@ -46,6 +46,7 @@ class Consumer:
         "_loop",
         "_no_ack",
         "_pending",
+        "_stopping",
         "_tags",
         "_timer",
     )
@@ -59,6 +60,7 @@ class Consumer:
         self._ack_every = 0 if no_ack else multi_ack
         self._loop = asyncio.get_running_loop()
         self._tags: list[str] = []
+        self._stopping = False
         # multi-ack state: highest processed tag, processed-but-unacked count
         self._last = 0
         self._pending = 0
@@ -81,7 +83,7 @@ class Consumer:
         failure: Exception | None = None
         try:
             result = self._handler(message.body)
-        except Exception as exc:  # acked below all the same: a bad message must not stall
+        except Exception as exc:  # noqa: BLE001 - any handler bug: ack it anyway, re-raise below
             failure, result = exc, None
         every = self._ack_every
         flush = False
@@ -95,22 +97,27 @@ class Consumer:
                 flush = True
             elif self._timer is None:
                 self._timer = self._loop.call_later(ACK_LINGER, self._on_linger)
-        if result is not None:
-            props = message.header.properties
-            reply_to = props.reply_to
-            if reply_to:
-                cid = props.correlation_id
-                await self._channel.basic_publish(
-                    result,
-                    exchange=DEFAULT_EXCHANGE,
-                    routing_key=reply_to,
-                    properties=_Properties(correlation_id=cid, message_id=cid),
-                    wait=False,
-                )
-        if every == 1:
-            await self._channel.basic_ack(tag, wait=False)
-        elif flush:
-            await self._flush(force=False)
+        try:
+            if result is not None:
+                props = message.header.properties
+                reply_to = props.reply_to
+                if reply_to:
+                    cid = props.correlation_id
+                    await self._channel.basic_publish(
+                        result,
+                        exchange=DEFAULT_EXCHANGE,
+                        routing_key=reply_to,
+                        properties=_Properties(correlation_id=cid, message_id=cid),
+                        wait=False,
+                    )
+            if every == 1:
+                await self._channel.basic_ack(tag, wait=False)
+            elif flush:
+                await self._flush(force=False)
+        except Exception:
+            if self._stopping:  # the channel closed under an in-flight delivery: expected
+                return
+            raise
         if failure is not None:
             raise failure
 
@@ -150,12 +157,14 @@ class Consumer:
     async def stop(self) -> None:
         """Cancel the consumers, ack what was processed, close the channel. Never raises."""
         channel = self._channel
+        self._stopping = True
         for tag in self._tags:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(channel.basic_cancel(tag), STOP_TIMEOUT)
-        # deliveries that arrived before cancel-ok already have their tasks:
-        # let them run their handler so that their tags count below
-        await asyncio.sleep(0)
+        # deliveries that arrived before cancel-ok already have their tasks: let
+        # them run their handler (so their tags count below) and send their reply
+        for _ in range(3):
+            await asyncio.sleep(0)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -127,7 +127,7 @@ class AiormqTransport(Transport):
                         _with_heartbeat(url, opts["heartbeat"]),
                         client_properties={"connection_name": f"mqlab {self.config.worker}"},
                     )
-            except Exception as exc:  # every library failure becomes one line below
+            except Exception as exc:  # noqa: BLE001 - each failure becomes one line below
                 failures.append(errors.connect_failure(url, exc, CONNECT_TIMEOUT))
                 last = exc
                 continue
@@ -176,7 +176,7 @@ class AiormqTransport(Transport):
             if self._conn is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._conn.close(), CLOSE_TIMEOUT)
-        except Exception:  # aclose must never raise, and nothing is left to release
+        except Exception:  # noqa: BLE001 - aclose must never raise; nothing is left to release
             pass
 
     async def _delete_unused_exchanges(self) -> None:
