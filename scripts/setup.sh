@@ -64,7 +64,12 @@ say "ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 say "mypy --strict"
-.venv/bin/mypy mqlab plugins/*/mqlab_*
+typed=(mqlab)
+for d in plugins/*/pyproject.toml; do
+  name=$(basename "$(dirname "$d")")
+  typed+=("plugins/$name/mqlab_$name")
+done
+.venv/bin/mypy "${typed[@]}"
 say "pytest"
 set +e
 .venv/bin/python -m pytest -p no:cacheprovider "$@"
