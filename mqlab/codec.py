@@ -87,7 +87,7 @@ def _msgpack_loads(body: bytes) -> Any:
     return msgpack.unpackb(body, raw=False)
 
 
-def cost_us(codec: Codec, sizes: Iterable[int]) -> float:
+def cost_us(codec: Codec, sizes: Iterable[int], rounds: int = 3) -> float:
     """Mean microseconds one message costs to encode and decode at these sizes.
 
     A request is encoded once by its client and decoded once by its server (a
@@ -98,7 +98,11 @@ def cost_us(codec: Codec, sizes: Iterable[int]) -> float:
     if not batch:
         return 0.0
     clock = time.perf_counter_ns
-    t = clock()
-    for i, size in enumerate(batch):
-        codec.decode(codec.encode(1, i, 1 << 40, size))
-    return (clock() - t) / len(batch) / 1000
+    best = None
+    for _ in range(rounds):  # the best round: the least disturbed by the rest of the machine
+        t = clock()
+        for i, size in enumerate(batch):
+            codec.decode(codec.encode(1, i, 1 << 40, size))
+        took = clock() - t
+        best = took if best is None else min(best, took)
+    return (best or 0) / len(batch) / 1000

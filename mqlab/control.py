@@ -9,12 +9,13 @@ is a dict with a ``type``:
 | worker | ``hello`` | connected: ``worker``, ``pid`` |
 | controller | ``spec`` | the :class:`~mqlab.plan.WorkerSpec` as a dict |
 | worker | ``ready`` / ``error`` | transport started and serving / why not (``message``, ``kind``) |
-| controller | ``go`` | ``t0``, ``window_start``, ``window_end`` (monotonic ns, one host) |
+| controller | ``go`` | ``t0``, ``start``, ``window_start``, ``window_end`` (monotonic ns) |
 | worker | ``snapshot`` | counters, series and histogram so far (every second) |
 | worker | ``done`` | clients: every send finished or timed out |
 | controller | ``stop`` | stop sending now (Ctrl-C) |
+| controller | ``snap`` | send a snapshot now (the drain polls with it) |
 | controller | ``finish`` | report and exit |
-| worker | ``final`` | the last snapshot, with ledger |
+| worker | ``final`` | the last snapshot (receipts are in the ledger files) |
 """
 
 from __future__ import annotations

@@ -239,15 +239,6 @@ def latency_ms(hist: HdrHistogram) -> dict[str, float | None]:
     return out
 
 
-def add_series(into: list[list[int]], series: list[list[int]]) -> None:
-    for k, s in enumerate(series):
-        dst = into[k]
-        if len(dst) < len(s):
-            dst.extend([0] * (len(s) - len(dst)))
-        for i, v in enumerate(s):
-            dst[i] += v
-
-
 def throughput(per_second: list[int], first: int, last: int) -> dict[str, float]:
     """Mean and standard deviation over the window's whole 1 s intervals [first, last)."""
     window = [per_second[i] if i < len(per_second) else 0 for i in range(first, max(first, last))]

@@ -46,7 +46,7 @@ class RunSettings:
     duration: float
     warmup: float
     repeat: int = 1
-    drain: float = 5.0  # longest wait for late messages after the window
+    drain: float = 30.0  # longest wait for late messages after the window
     processes: int = 1  # client worker processes per step
 
 
@@ -237,7 +237,7 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         duration=run_r.duration("duration", 10.0),
         warmup=run_r.duration("warmup", 2.0),
         repeat=run_r.count("repeat", 1, 1),
-        drain=run_r.duration("drain", 5.0),
+        drain=run_r.duration("drain", 30.0),
         processes=run_r.count("processes", 1, 1),
     )
     if run.duration <= 0:

@@ -121,9 +121,27 @@ def _ratio(v: float | None, base: float | None) -> str:
     return f"{v / base:.2f}x"
 
 
+def _groups(steps: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """Drivers side by side per scenario and load level; with one driver, scenarios side by side.
+
+    A profile with one driver compares its scenarios (say json against msgpack): then the rows
+    of one pattern and load level are grouped, so the ratios compare the scenarios.
+    """
+    by_scenario: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for s in steps:
+        key = (s["scenario"], s["pattern"], _load(s), s.get("repeat", 0))
+        by_scenario.setdefault(key, []).append(s)
+    if len(by_scenario) < 2 or any(len(m) > 1 for m in by_scenario.values()):
+        return by_scenario
+    by_pattern: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for s in steps:
+        by_pattern.setdefault((s["pattern"], _load(s), s.get("repeat", 0)), []).append(s)
+    return by_pattern
+
+
 def comparison(steps: list[dict[str, Any]]) -> Table:
-    """Drivers side by side per pattern and load level, as ratios to the first driver."""
-    table = Table(title="comparison (ratios to the first driver of each row group)",
+    """Drivers side by side per pattern and load level, as ratios to the first row of each."""
+    table = Table(title="comparison (ratios to the first row of each group)",
                   title_justify="left")  # fmt: skip
     for name, justify in (
         ("scenario", "left"), ("load", "right"), ("driver", "left"), ("msg/s", "right"),
@@ -131,17 +149,16 @@ def comparison(steps: list[dict[str, Any]]) -> Table:
         ("errors", "right"), ("msg/s ratio", "right"), ("p99 ratio", "right"),
     ):  # fmt: skip
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for s in steps:
-        key = (s["scenario"], s["pattern"], _load(s), s.get("repeat", 0))
-        groups.setdefault(key, []).append(s)
-    for i, ((scenario, pattern, load, _), members) in enumerate(groups.items()):
+    groups = _groups(steps)
+    for i, members in enumerate(groups.values()):
         base = members[0]
+        one_driver = len({s["driver"] for s in members}) == 1 and len(members) > 1
         for j, s in enumerate(members):
             errors = sum(s["errors"].values())
+            label = f"{s['scenario']} ({s['pattern']})"
             table.add_row(
-                f"{scenario} ({pattern})" if j == 0 else "",
-                load if j == 0 else "",
+                label if j == 0 or one_driver else "",
+                _load(s) if j == 0 else "",
                 s["driver"],
                 f"{s['throughput']['mean']:,.0f}",
                 f"{s['throughput']['stdev']:,.0f}",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 from mqlab.codec import Codec
 from mqlab.errors import TransportError
@@ -68,7 +67,6 @@ class ClientLoad:
         self.timeout = timeout
         self.seq = 0
         self.stop = asyncio.Event()
-        self._op: Callable[[Target, bytes], object]
 
     async def one(self, intended: int) -> None:
         seq = self.seq

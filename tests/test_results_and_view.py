@@ -45,6 +45,14 @@ def test_comparison_shows_ratios_to_the_first_driver() -> None:
     assert " 3 " in text  # the lost messages are shown
 
 
+def test_one_driver_profiles_compare_their_scenarios() -> None:
+    json_, msgpack_ = _step("aiormq", 100, 4), _step("aiormq", 150, 2)
+    json_["scenario"], msgpack_["scenario"] = "call json", "call msgpack"
+    text = _render(view.comparison([json_, msgpack_]))
+    assert "call json (call)" in text and "call msgpack (call)" in text
+    assert "1.50x" in text and "0.50x" in text
+
+
 def test_live_view_renders_header_current_and_finished_steps() -> None:
     done = StepRow(0, "a", "cast", "c=1", "done", sent=100, received=98, lost=2, rate_mean=50.0)
     cur = StepRow(1, "b", "call", "c=5", "measuring", sent=10, round_trip=9, rate_now=9.0,

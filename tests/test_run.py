@@ -67,6 +67,7 @@ def test_run_writes_results_every_step_accounted(tmp_path: Path) -> None:
         assert lat["p50"] is not None and lat["p50"] <= lat["p99"] <= lat["max"]
         assert s["throughput"]["mean"] > 0
         assert s["cpu"]["workers"][0]["peak_rss_mb"] > 0
+        assert 0 <= s["drain_s"] < 5  # every message arrived: the drain ended early
     call, cast, notify = steps
     assert call["round_trip"] == call["sent"] == call["received"]
     assert cast["received"] == 2 * cast["sent"]  # fanout: both servers got each

@@ -204,3 +204,92 @@ def test_broker_command_starts_and_stops_a_node_leaving_nothing(tmp_path: Path) 
     gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert gone
     assert "no broker" in mqlab("broker", "status", "--state-dir", state).stdout
+
+
+KILL_ZMQ = """
+[run]
+duration = "4s"
+warmup = "500ms"
+drain = "3s"
+[drivers.zmq]
+plugin = "zmq"
+send_timeout = 1.0
+[[scenario]]
+pattern = "cast"
+concurrency = 10
+servers = 2
+"""
+
+
+def test_zmq_server_killed_mid_run_losses_counted_run_completes(
+    tmp_path: Path, broker: BrokerHandle
+) -> None:
+    doc = _kill_server_mid_run(tmp_path, broker, KILL_ZMQ)
+    (step,) = doc["steps"]  # type: ignore[misc]
+    assert step["workers_lost"] == ["s0"]
+    assert step["duplicates"] == 0  # no acks, no redelivery
+    assert step["lost"] == step["expected"] - step["received"]
+    assert step["received"] > 0
+
+
+TARGETS = """
+[run]
+duration = "2s"
+warmup = "0s"
+[drivers.kombu]
+plugin = "kombu"
+[[scenario]]
+pattern = "cast"
+concurrency = 6
+targets = 3
+durable = true
+topic = "{topic}"
+exchange = "{topic}x"
+"""
+
+
+def _mgmt(broker: BrokerHandle, path: str, method: str = "GET") -> object:
+    import base64
+    import urllib.request
+
+    req = urllib.request.Request(f"{broker.management_url}/api/{path}", method=method)
+    req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        body = resp.read()
+    return json.loads(body) if body else None
+
+
+def test_targets_declare_n_queues_and_each_receives_traffic(
+    tmp_path: Path, broker: BrokerHandle
+) -> None:
+    topic = f"tgt{time.monotonic_ns()}"
+    doc = _run(tmp_path, broker, TARGETS.format(topic=topic))
+    (step,) = doc["steps"]  # type: ignore[misc]
+    assert step["targets"] == 3 and step["lost"] == 0 and step["sent"] > 0
+    # durable queues stay after the run: exactly one shared RPC queue per target
+    names: list[str] = []
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            queues = _mgmt(broker, "queues/%2F?columns=name,message_stats")
+            assert isinstance(queues, list)
+            mine = [q for q in queues if q["name"].startswith(topic)]
+            names = [q["name"] for q in mine]
+            # <topic> is shared by a target's servers; <topic>.<server> and fanout are not
+            shared = [q for q in mine if "." not in q["name"] and "_fanout" not in q["name"]]
+            delivered = [
+                q for q in shared if (q.get("message_stats") or {}).get("deliver_get", 0) > 0
+            ]
+            if len(delivered) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(1)  # the management API refreshes its statistics every few seconds
+        assert sorted(q["name"][-2:] for q in shared) == ["t0", "t1", "t2"]
+        assert len(delivered) == 3, shared
+    finally:
+        for name in names:
+            _mgmt(broker, f"queues/%2F/{name}", method="DELETE")
+        exchanges = _mgmt(broker, "exchanges/%2F?columns=name")
+        assert isinstance(exchanges, list)
+        for ex in exchanges:
+            if ex["name"].startswith(topic):
+                _mgmt(broker, f"exchanges/%2F/{ex['name']}", method="DELETE")
