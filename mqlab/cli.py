@@ -359,6 +359,32 @@ def _run(
     return code
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from mqlab import view
+    from mqlab.results import load_results
+
+    try:
+        doc = load_results(args.results)
+    except (OSError, ValueError) as exc:
+        raise CliError(
+            f"{args.results}: cannot read the results file: {exc}", EXIT_BAD_INPUT
+        ) from None
+    steps = doc.get("steps", [])
+    env = doc.get("environment", {})
+    name = doc.get("profile", {}).get("run", {}).get("name", "?")
+    status = f"{len(steps)} step(s), {doc.get('status')}"
+    if args.markdown:
+        print(f"{name}: {status}\n\n{view.comparison_markdown(steps)}\n\n"
+              f"Measured with {view.environment_line(env)}.")  # fmt: skip
+        return 0
+    console = _console()
+    console.print(f"{name}: {status}")
+    if steps:
+        console.print(view.comparison(steps))
+    console.print(f"measured with {view.environment_line(env)}")
+    return 0
+
+
 # -- broker --------------------------------------------------------------------
 
 
@@ -439,6 +465,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("profile")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("show", help="print a results file's comparison table again",
+                       description="Print the comparison table of a finished (or interrupted) "
+                       "run from its results file, with the environment it was measured in; "
+                       "--markdown prints a Markdown table for publishing.")  # fmt: skip
+    p.add_argument("results", help="a results JSON file written by mqlab run")
+    p.add_argument("--markdown", action="store_true", help="print Markdown instead")
+    p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("plugins", help="list the transport plugins mqlab can find",
                        description="List every plugin registered under the entry-point group "

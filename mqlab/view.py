@@ -171,3 +171,37 @@ def comparison(steps: list[dict[str, Any]]) -> Table:
                 end_section=(j == len(members) - 1 and i < len(groups) - 1),
             )
     return table
+
+
+def comparison_markdown(steps: list[dict[str, Any]]) -> str:
+    """The comparison as a Markdown table, for publishing."""
+    head = (
+        "| scenario | load | driver | msg/s | ± stdev | p50 ms | p99 ms | lost | dup | errors "
+        "| msg/s ratio | p99 ratio |"
+    )
+    rows = [head, "|" + "---|" * 12]
+    for members in _groups(steps).values():
+        base = members[0]
+        for j, s in enumerate(members):
+            lat = s["latency_ms"]
+            rate_ratio = _ratio(s["throughput"]["mean"], base["throughput"]["mean"])
+            p99_ratio = _ratio(lat["p99"], base["latency_ms"]["p99"])
+            rows.append(
+                f"| {s['scenario']} ({s['pattern']}) | {_load(s)} | {s['driver']} "
+                f"| {s['throughput']['mean']:,.0f} | {s['throughput']['stdev']:,.0f} "
+                f"| {_ms(lat.get('p50'))} | {_ms(lat['p99'])} | {s['lost']:,} "
+                f"| {s['duplicates']:,} | {sum(s['errors'].values()):,} "
+                f"| {'1.00x' if j == 0 else rate_ratio} | {'1.00x' if j == 0 else p99_ratio} |"
+            )
+    return "\n".join(rows)
+
+
+def environment_line(env: dict[str, Any]) -> str:
+    """One line stating where the figures were measured."""
+    broker = env.get("broker") or {}
+    brk = f"{broker.get('product', '?')} {broker.get('version', '?')}" if broker else "no broker"
+    plugins = ", ".join(f"{v['package']} {v['version']}" for v in env.get("plugins", {}).values())
+    return (
+        f"mqlab {env.get('mqlab')}, Python {env.get('python')}, uvloop {env.get('uvloop')}; "
+        f"{brk}; {env.get('cpu_model')} x {env.get('cpu_count')}; plugins: {plugins}"
+    )

@@ -69,3 +69,25 @@ def test_live_view_renders_header_current_and_finished_steps() -> None:
 def test_credentials_are_masked() -> None:
     assert mask("amqp://guest:secret@127.0.0.1:5672/") == "amqp://guest:***@127.0.0.1:5672/"
     assert mask("amqp://127.0.0.1:5672/") == "amqp://127.0.0.1:5672/"
+
+
+def test_show_reprints_a_results_file_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    from .helpers import mqlab
+
+    out = tmp_path / "r.json"
+    res = ResultsFile(out, {"run": {"name": "prof"}}, {"mqlab": "0.1.0", "plugins": {}})
+    a, b = _step("kombu", 330.2, 10.0), _step("pika", 497.6, 5.0)
+    a["latency_ms"]["p50"] = b["latency_ms"]["p50"] = 1.0
+    res.add_step(a)
+    res.add_step(b)
+    res.finish("done")
+    md = mqlab("show", str(out), "--markdown")
+    assert md.returncode == 0, md.stderr
+    assert "| call (call) | c=5 | pika | 498 |" in md.stdout and "1.51x" in md.stdout
+    assert "Measured with mqlab 0.1.0" in md.stdout
+    table = mqlab("show", str(out))
+    assert "prof: 2 step(s), done" in table.stdout and "1.51x" in table.stdout
+    (tmp_path / "bad.json").write_text("{")
+    bad = mqlab("show", str(tmp_path / "bad.json"))
+    assert bad.returncode == 2 and "cannot read the results file" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
