@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import socket
 import time
 import urllib.error
@@ -21,63 +19,11 @@ from mqlab_aiormq import AiormqTransport
 from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, OptionError, Undeliverable
 from mqlab.transport import Target, Transport, TransportConfig
 
+from .kit import Mgmt, eventually
+
 pytestmark = pytest.mark.broker
 
 Make = Callable[..., Awaitable[AiormqTransport]]
-
-
-class Mgmt:
-    """The management HTTP API, through the standard library only."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base.rstrip("/")
-        self.auth = "Basic " + base64.b64encode(b"guest:guest").decode()
-
-    def request(self, method: str, path: str) -> Any:
-        req = urllib.request.Request(
-            self.base + path, method=method, headers={"Authorization": self.auth}
-        )
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            data = resp.read()
-        return json.loads(data) if data else None
-
-    def get(self, path: str) -> Any:
-        return self.request("GET", path)
-
-    def queue(self, name: str) -> dict[str, Any] | None:
-        try:
-            result: dict[str, Any] = self.get(f"/api/queues/%2F/{urllib.parse.quote(name, '')}")
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise
-        return result
-
-    def names(self, kind: str, part: str) -> list[str]:
-        return [e["name"] for e in self.get(f"/api/{kind}/%2F") if part in e["name"]]
-
-    def consumers(self, part: str) -> list[dict[str, Any]]:
-        return [c for c in self.get("/api/consumers/%2F") if part in c["queue"]["name"]]
-
-    def delete(self, kind: str, name: str) -> None:
-        try:
-            self.request("DELETE", f"/api/{kind}/%2F/{urllib.parse.quote(name, '')}")
-        except urllib.error.HTTPError as exc:
-            if exc.code != 404:
-                raise
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.02)
-
-
-@pytest.fixture
-def mgmt(broker: Any) -> Mgmt:
-    return Mgmt(broker.management_url)
 
 
 @pytest.fixture

@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import socket
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,46 +22,9 @@ from mqlab import amqp
 from mqlab.errors import CallTimeout, ConnectFailed, OptionError, Undeliverable
 from mqlab.transport import Target, TransportConfig
 
+from .kit import Mgmt, eventually
+
 Make = Callable[..., Awaitable[Amqp1Transport]]
-
-
-class Mgmt:
-    """The management HTTP API, through the standard library only."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base.rstrip("/")
-        self.auth = "Basic " + base64.b64encode(b"guest:guest").decode()
-
-    def request(self, method: str, path: str) -> Any:
-        req = urllib.request.Request(
-            self.base + path, method=method, headers={"Authorization": self.auth}
-        )
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            data = resp.read()
-        return json.loads(data) if data else None
-
-    def names(self, kind: str, part: str) -> list[str]:
-        return [e["name"] for e in self.request("GET", f"/api/{kind}/%2F") if part in e["name"]]
-
-    def delete(self, kind: str, name: str) -> None:
-        try:
-            self.request("DELETE", f"/api/{kind}/%2F/{urllib.parse.quote(name, '')}")
-        except urllib.error.HTTPError as exc:
-            if exc.code != 404:
-                raise
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.01)
-
-
-@pytest.fixture
-def mgmt(broker: Any) -> Mgmt:
-    return Mgmt(broker.management_url)
 
 
 @pytest.fixture

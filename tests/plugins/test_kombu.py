@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,82 +15,11 @@ from mqlab_kombu import KombuTransport
 from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, DriverError, OptionError
 from mqlab.transport import Target, TransportConfig
 
+from .kit import Mgmt, eventually
+
 pytestmark = pytest.mark.broker
 
 Make = Callable[..., Awaitable[KombuTransport]]
-
-
-class Mgmt:
-    """The management HTTP API, through the standard library only."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base.rstrip("/")
-        self.auth = "Basic " + base64.b64encode(b"guest:guest").decode()
-
-    def request(self, method: str, path: str) -> Any:
-        req = urllib.request.Request(
-            self.base + path, method=method, headers={"Authorization": self.auth}
-        )
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            data = resp.read()
-        return json.loads(data) if data else None
-
-    def entity(self, kind: str, name: str) -> dict[str, Any] | None:
-        try:
-            found: dict[str, Any] = self.request(
-                "GET", f"/api/{kind}/%2F/{urllib.parse.quote(name, '')}"
-            )
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise
-        return found
-
-    def names(self, kind: str, part: str) -> list[str]:
-        return [e["name"] for e in self.request("GET", f"/api/{kind}/%2F") if part in e["name"]]
-
-    def delete(self, kind: str, name: str) -> None:
-        try:
-            self.request("DELETE", f"/api/{kind}/%2F/{urllib.parse.quote(name, '')}")
-        except urllib.error.HTTPError as exc:
-            if exc.code != 404:
-                raise
-
-    def connections(self, worker: str) -> list[str]:
-        """Names of the connections whose client-provided name mentions ``worker``."""
-        found = []
-        for conn in self.request("GET", "/api/connections"):
-            label = (conn.get("client_properties") or {}).get("connection_name") or ""
-            if worker in label:
-                found.append(conn["name"])
-        return found
-
-    def consumed_queues(self, worker: str) -> set[str]:
-        """Queues consumed on the connections of ``worker``."""
-        mine = set(self.connections(worker))
-        found = set()
-        for consumer in self.request("GET", "/api/consumers/%2F"):
-            details = consumer.get("channel_details")
-            # the API sends [] instead of {} until it knows the channel
-            if isinstance(details, dict) and details.get("connection_name") in mine:
-                found.add(consumer["queue"]["name"])
-        return found
-
-    def close_connection(self, name: str) -> None:
-        self.request("DELETE", f"/api/connections/{urllib.parse.quote(name, '')}")
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.02)
-
-
-@pytest.fixture
-def mgmt(broker: Any) -> Mgmt:
-    return Mgmt(broker.management_url)
 
 
 @pytest.fixture

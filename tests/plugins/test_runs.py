@@ -18,6 +18,8 @@ import pytest
 from tests.conftest import BrokerHandle
 from tests.helpers import ROOT, mqlab, results, write_profile
 
+from .kit import Mgmt
+
 pytestmark = pytest.mark.broker
 
 
@@ -248,19 +250,8 @@ exchange = "{topic}x"
 """
 
 
-def _mgmt(broker: BrokerHandle, path: str, method: str = "GET") -> object:
-    import base64
-    import urllib.request
-
-    req = urllib.request.Request(f"{broker.management_url}/api/{path}", method=method)
-    req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
-    with urllib.request.urlopen(req, timeout=5) as resp:
-        body = resp.read()
-    return json.loads(body) if body else None
-
-
 def test_targets_declare_n_queues_and_each_receives_traffic(
-    tmp_path: Path, broker: BrokerHandle
+    tmp_path: Path, broker: BrokerHandle, mgmt: Mgmt
 ) -> None:
     topic = f"tgt{time.monotonic_ns()}"
     doc = _run(tmp_path, broker, TARGETS.format(topic=topic))
@@ -271,7 +262,7 @@ def test_targets_declare_n_queues_and_each_receives_traffic(
     try:
         deadline = time.monotonic() + 20
         while True:
-            queues = _mgmt(broker, "queues/%2F?columns=name,message_stats")
+            queues = mgmt.get("/api/queues/%2F?columns=name,message_stats")
             assert isinstance(queues, list)
             mine = [q for q in queues if q["name"].startswith(topic)]
             names = [q["name"] for q in mine]
@@ -287,9 +278,6 @@ def test_targets_declare_n_queues_and_each_receives_traffic(
         assert len(delivered) == 3, shared
     finally:
         for name in names:
-            _mgmt(broker, f"queues/%2F/{name}", method="DELETE")
-        exchanges = _mgmt(broker, "exchanges/%2F?columns=name")
-        assert isinstance(exchanges, list)
-        for ex in exchanges:
-            if ex["name"].startswith(topic):
-                _mgmt(broker, f"exchanges/%2F/{ex['name']}", method="DELETE")
+            mgmt.delete("queues", name)
+        for name in mgmt.names("exchanges", topic):
+            mgmt.delete("exchanges", name)
