@@ -17,7 +17,10 @@ Layout, as oslo.messaging's rabbit driver lays it out:
   routing key ``<topic>.<priority>``, one shared queue per listener pool.
 
 Durability follows ``target.durable``; what is not durable is auto-deleted so a
-run leaves nothing behind on a shared broker.
+run leaves nothing behind on a shared broker. RabbitMQ auto-deletes an exchange
+only when its last binding goes, never one that was never bound (a client that
+published to a topic nobody served): a plugin deletes, on close, the non-durable
+exchanges it declared that nothing binds (``if_unused``).
 """
 
 from __future__ import annotations

@@ -348,8 +348,16 @@ class AiormqTransport(Transport):
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Send without waiting for a reply; with ``confirm`` returns once the broker took it."""
+        await self._send(target, body, False, f"cast to {_describe(target)}")
+
+    async def notify(self, target: Target, body: bytes) -> None:
+        """Publish a notification to ``<topic>.<priority>`` on the notification exchange."""
+        await self._send(target, body, True, f"notify to {target.exchange}/{target.topic}")
+
+    async def _send(self, target: Target, body: bytes, notify: bool, what: str) -> None:
         try:
-            dest = self._rpc_dests.get(target) or await self._dest(target, False)
+            dests = self._notify_dests if notify else self._rpc_dests
+            dest = dests.get(target) or await self._dest(target, notify)
             channel = self._pub if self._pub is not None else await self._publisher()
             await channel.basic_publish(
                 body,
@@ -358,32 +366,14 @@ class AiormqTransport(Transport):
                 properties=_Properties(
                     delivery_mode=dest.delivery_mode, message_id=f"{self._prefix}{next(self._seq)}"
                 ),
+                # notification destinations are never mandatory (see _dest)
                 mandatory=dest.mandatory,
                 wait=not self._confirm,
             )
         except TransportError:
             raise
         except Exception as exc:
-            raise self._failed(exc, f"cast to {_describe(target)}") from exc
-
-    async def notify(self, target: Target, body: bytes) -> None:
-        """Publish a notification to ``<topic>.<priority>`` on the notification exchange."""
-        try:
-            dest = self._notify_dests.get(target) or await self._dest(target, True)
-            channel = self._pub if self._pub is not None else await self._publisher()
-            await channel.basic_publish(
-                body,
-                exchange=dest.exchange,
-                routing_key=dest.routing_key,
-                properties=_Properties(
-                    delivery_mode=dest.delivery_mode, message_id=f"{self._prefix}{next(self._seq)}"
-                ),
-                wait=not self._confirm,
-            )
-        except TransportError:
-            raise
-        except Exception as exc:
-            raise self._failed(exc, f"notify to {target.exchange}/{target.topic}") from exc
+            raise self._failed(exc, what) from exc
 
     def _failed(self, exc: Exception, what: str) -> TransportError:
         mapped = errors.runtime(exc, what, self._open())
