@@ -239,11 +239,15 @@ def latency_ms(hist: HdrHistogram) -> dict[str, float | None]:
     return out
 
 
-def throughput(per_second: list[int], first: int, last: int) -> dict[str, float]:
-    """Mean and standard deviation over the window's whole 1 s intervals [first, last)."""
+def throughput(per_second: list[int], first: int, last: int) -> dict[str, float | None]:
+    """Mean and standard deviation over the window's whole 1 s intervals [first, last).
+
+    None when not one whole second was measured (a step stopped at once): a rate
+    the code did not measure is not reported as zero.
+    """
     window = [per_second[i] if i < len(per_second) else 0 for i in range(first, max(first, last))]
     if not window:
-        return {"mean": 0.0, "stdev": 0.0}
+        return {"mean": None, "stdev": None}
     mean = sum(window) / len(window)
     stdev = statistics.pstdev(window) if len(window) > 1 else 0.0
     return {"mean": round(mean, 2), "stdev": round(stdev, 2)}

@@ -120,6 +120,7 @@ class Runner:
         self._port = 0
         self._broker_cpu: list[float] = []
         self._drain_s = 0.0
+        self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
 
     @staticmethod
     def _process(pid: int | None) -> psutil.Process | None:
@@ -334,9 +335,12 @@ class Runner:
         self._sample_cpu(workers, False)
         last_cpu = time.monotonic()
         interrupted = False
+        self._window = (window_start, window_end)
         while time.monotonic_ns() < window_end:
             if self.interrupt.is_set():
                 interrupted = True
+                # the window closed early: only its whole seconds so far are figures
+                self._window = (window_start, min(window_end, time.monotonic_ns()))
                 for w in clients:
                     await w.send({"type": "stop"})
                 break
@@ -399,7 +403,9 @@ class Runner:
         expected = sent * lay.groups if sc.servers else sent
         lost = max(0, expected - unique)
         first = math.ceil(run.warmup)
-        last = first + math.ceil(run.duration)
+        start_ns, end_ns = self._window
+        whole = math.ceil(run.duration) if not interrupted else (end_ns - start_ns) // 10**9
+        last = first + max(0, whole)
         completions = _series(snaps_c, 2) if sc.pattern == "call" else _series(snaps_s, 1)
         hist_from = snaps_c if sc.pattern == "call" else snaps_s
         hist = merge_histograms([s.get("hist", b"") for s in hist_from])

@@ -160,8 +160,8 @@ def comparison(steps: list[dict[str, Any]]) -> Table:
                 label if j == 0 or one_driver else "",
                 _load(s) if j == 0 else "",
                 s["driver"],
-                f"{s['throughput']['mean']:,.0f}",
-                f"{s['throughput']['stdev']:,.0f}",
+                _num(s["throughput"]["mean"], "{:,.0f}"),
+                _num(s["throughput"]["stdev"], "{:,.0f}"),
                 _ms(s["latency_ms"]["p99"]),
                 Text(f"{s['lost']:,}", style="bold red") if s["lost"] else "0",
                 Text(f"{s['duplicates']:,}", style="yellow") if s["duplicates"] else "0",
@@ -188,7 +188,8 @@ def comparison_markdown(steps: list[dict[str, Any]]) -> str:
             p99_ratio = _ratio(lat["p99"], base["latency_ms"]["p99"])
             rows.append(
                 f"| {s['scenario']} ({s['pattern']}) | {_load(s)} | {s['driver']} "
-                f"| {s['throughput']['mean']:,.0f} | {s['throughput']['stdev']:,.0f} "
+                f"| {_num(s['throughput']['mean'], '{:,.0f}')} "
+                f"| {_num(s['throughput']['stdev'], '{:,.0f}')} "
                 f"| {_ms(lat.get('p50'))} | {_ms(lat['p99'])} | {s['lost']:,} "
                 f"| {s['duplicates']:,} | {sum(s['errors'].values()):,} "
                 f"| {'1.00x' if j == 0 else rate_ratio} | {'1.00x' if j == 0 else p99_ratio} |"

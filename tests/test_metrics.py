@@ -95,6 +95,8 @@ def test_throughput_mean_and_variance_over_window_bins() -> None:
     t = throughput(series, 1, 4)
     assert t["mean"] == 20.0
     assert t["stdev"] == pytest.approx(8.16, abs=0.01)
+    # not one whole second measured: no figure rather than a false zero
+    assert throughput(series, 1, 1) == {"mean": None, "stdev": None}
 
 
 def test_recorder_excludes_warmup_from_latency(tmp_path: Path) -> None:
