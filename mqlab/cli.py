@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import shutil
 import signal
@@ -322,10 +323,13 @@ def _run(
                     main_task.cancel()
             else:
                 runner.interrupt.set()
-                err.print("\nstopping after this interval (Ctrl-C again to stop now)…")
+                with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+                    err.print("\nstopping after this interval (Ctrl-C again to stop now)…")
 
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-        loop.add_signal_handler(signal.SIGTERM, on_sigint)
+        # a closed terminal (SIGHUP) or a kill (SIGTERM) stops as cleanly as Ctrl-C:
+        # the measured steps are written and a managed broker is stopped
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, on_sigint)
         async with runner:
             await runner.run()
 
@@ -339,16 +343,19 @@ def _run(
     except (Interrupted, asyncio.CancelledError, KeyboardInterrupt):
         status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
     finally:
+        if runner.interrupt.is_set() and code == 0:
+            status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
+        # the results first: the terminal may be gone (SIGHUP), the figures must not be
+        results.finish(status, message)
         if live is not None:
-            live.stop()
-    if runner.interrupt.is_set() and code == 0:
-        status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
-    results.finish(status, message)
+            with contextlib.suppress(OSError):
+                live.stop()
     steps = results.doc["steps"]
     if steps:
-        console.print(view.comparison(steps))
-        costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())
-        console.print(f"codec cost per message (encode + decode, this machine): {costs}")
+        with contextlib.suppress(OSError):
+            console.print(view.comparison(steps))
+            costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())
+            console.print(f"codec cost per message (encode + decode, this machine): {costs}")
     if code == EXIT_FAILED:
         failed_at = len(steps) + 1
         step = plan.steps[failed_at - 1] if failed_at <= len(plan.steps) else None

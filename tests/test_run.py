@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from .helpers import ROOT, mqlab, results, write_profile
 
@@ -141,7 +142,9 @@ concurrency = [1, 2, 3, 4, 5, 6]
 """
 
 
-def test_ctrl_c_keeps_finished_steps_and_leaves_no_worker(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM])
+def test_ctrl_c_keeps_finished_steps_and_leaves_no_worker(tmp_path: Path, sig: int) -> None:
+    # a closed terminal (SIGHUP) or a kill (SIGTERM) must stop as cleanly as Ctrl-C
     proc, out = _start(tmp_path, LONG)
     workers: set[int] = set()
     deadline = time.monotonic() + 60
@@ -152,7 +155,7 @@ def test_ctrl_c_keeps_finished_steps_and_leaves_no_worker(tmp_path: Path) -> Non
         time.sleep(0.1)
     time.sleep(2.0)  # more than a whole second into the second step's window
     workers |= _children(proc.pid)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
