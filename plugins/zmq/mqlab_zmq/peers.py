@@ -17,7 +17,7 @@ import zmq.asyncio
 
 from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
 from mqlab_zmq.matchmaker import Record
-from mqlab_zmq.server import BATCH, raw
+from mqlab_zmq.server import pump, raw
 from mqlab_zmq.wire import FAILED, OK
 
 
@@ -73,22 +73,7 @@ class CallPeer:
             self.pending.pop(corr, None)
 
     async def _read(self) -> None:
-        recv = raw(self.sock).recv_multipart
-        again = zmq.Again
-        nowait = zmq.DONTWAIT
-        frames: list[bytes] | None = None
-        while True:
-            if frames is None:
-                frames = await self.sock.recv_multipart()
-            for _ in range(BATCH):
-                self._resolve(frames)
-                try:
-                    frames = recv(nowait)
-                except again:
-                    frames = None
-                    break
-            else:
-                await asyncio.sleep(0)
+        await pump(self.sock, self._resolve)
 
     def _resolve(self, frames: list[bytes]) -> None:
         if len(frames) != 3:

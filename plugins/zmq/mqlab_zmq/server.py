@@ -32,6 +32,30 @@ def raw(sock: zmq.asyncio.Socket) -> zmq.Socket[bytes]:
     return zmq.Socket.shadow(sock.underlying)
 
 
+async def pump(sock: zmq.asyncio.Socket, each: Callable[[list[bytes]], None]) -> None:
+    """Hand every multipart message read from ``sock`` to ``each``, forever.
+
+    One awaited recv, then up to ``BATCH`` non-blocking ones for what is already
+    queued, then a turn for the event loop: the receive loop of every socket here.
+    """
+    recv = raw(sock).recv_multipart
+    again = zmq.Again
+    nowait = zmq.DONTWAIT
+    frames: list[bytes] | None = None
+    while True:
+        if frames is None:
+            frames = await sock.recv_multipart()
+        for _ in range(BATCH):
+            each(frames)
+            try:
+                frames = recv(nowait)
+            except again:
+                frames = None
+                break
+        else:
+            await asyncio.sleep(0)
+
+
 async def serve_calls(
     sock: zmq.asyncio.Socket,
     token: bytes,
@@ -42,12 +66,9 @@ async def serve_calls(
 
     The identity frame is how the ROUTER routes the reply back to the caller's DEALER.
     """
-    plain = raw(sock)
-    recv = plain.recv_multipart
     # a ROUTER never blocks: at the caller's high-water mark, or once the caller
     # is gone, the reply is dropped and the caller times out
-    send = plain.send_multipart
-    again = zmq.Again
+    send = raw(sock).send_multipart
     nowait = zmq.DONTWAIT
 
     def handle(frames: list[bytes]) -> None:
@@ -66,22 +87,13 @@ async def serve_calls(
         if reply is not None:
             send((ident, corr, OK, reply), nowait)
 
-    frames: list[bytes] | None = None
-    while True:
-        if frames is None:
-            frames = await sock.recv_multipart()
-        for _ in range(BATCH):
-            try:  # noqa: SIM105 - in the hot loop a bare try is cheaper than suppress()
-                handle(frames)
-            except zmq.ZMQError:
-                pass  # the reply is lost, as it would be at the high-water mark
-            try:
-                frames = recv(nowait)
-            except again:
-                frames = None
-                break
-        else:
-            await asyncio.sleep(0)
+    def each(frames: list[bytes]) -> None:
+        try:  # noqa: SIM105 - in the hot loop a bare try is cheaper than suppress()
+            handle(frames)
+        except zmq.ZMQError:
+            pass  # the reply is lost, as it would be at the high-water mark
+
+    await pump(sock, each)
 
 
 async def serve_casts(
@@ -91,24 +103,13 @@ async def serve_casts(
     on_error: Callable[[BaseException], None],
 ) -> None:
     """Read ``[token, body]`` from a PULL and hand ``body`` to the handler."""
-    recv = raw(sock).recv_multipart
-    again = zmq.Again
-    nowait = zmq.DONTWAIT
-    frames: list[bytes] | None = None
-    while True:
-        if frames is None:
-            frames = await sock.recv_multipart()
-        for _ in range(BATCH):
-            if len(frames) == 2 and frames[0] == token:
-                try:
-                    handler(frames[1])
-                except Exception as exc:  # noqa: BLE001 - one bad message must not stop the server
-                    on_error(exc)
-            # else: meant for a previous owner of this port, nobody to tell
+
+    def each(frames: list[bytes]) -> None:
+        if len(frames) == 2 and frames[0] == token:
             try:
-                frames = recv(nowait)
-            except again:
-                frames = None
-                break
-        else:
-            await asyncio.sleep(0)
+                handler(frames[1])
+            except Exception as exc:  # noqa: BLE001 - one bad message must not stop the server
+                on_error(exc)
+        # else: meant for a previous owner of this port, nobody to tell
+
+    await pump(sock, each)
