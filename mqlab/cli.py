@@ -205,6 +205,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             managed = broker_mod.start(state)
         except BrokerError as exc:
+            if not args.state_dir:
+                shutil.rmtree(state, ignore_errors=True)
             raise CliError(f"managed broker: {exc}", EXIT_FAILED) from None
         urls = (managed.url,)
     try:
@@ -217,6 +219,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if managed is not None:
             from mqlab import broker as broker_mod
 
+            if not args.quiet:
+                with contextlib.suppress(OSError):
+                    err.print("stopping the private RabbitMQ node…")
             try:
                 broker_mod.stop(managed.state_dir)
             except BrokerError as exc:
