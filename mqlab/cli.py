@@ -254,10 +254,10 @@ def _broker_facts(urls: Sequence[str], managed: Any) -> tuple[dict[str, Any] | N
     from mqlab import environment
 
     if managed is not None:
-        info = environment.broker_version(managed.url, managed.management_port)
+        info = environment.broker_version(managed.url, managed.management_url)
         return ({"managed": True, **(info or {"product": "RabbitMQ", "version": managed.version})},
                 managed.pid)  # fmt: skip
-    info = environment.broker_version(urls[0])
+    info = environment.amqp_server(urls[0])
     pid = None
     host, port = host_port(urls[0])
     if host in ("127.0.0.1", "localhost", "::1"):

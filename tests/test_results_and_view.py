@@ -91,3 +91,42 @@ def test_show_reprints_a_results_file_and_refuses_a_bad_one(tmp_path: Path) -> N
     bad = mqlab("show", str(tmp_path / "bad.json"))
     assert bad.returncode == 2 and "cannot read the results file" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_broker_product_is_asked_of_the_broker_itself() -> None:
+    import socket
+    import struct
+    import threading
+
+    from mqlab.environment import amqp_server
+
+    # a fake AMQP 0-9-1 server: connection.start with a capabilities table and two strings
+    def table(entries: bytes) -> bytes:
+        return struct.pack("!I", len(entries)) + entries
+
+    def longstr(key: str, value: str) -> bytes:
+        v = value.encode()
+        return bytes([len(key)]) + key.encode() + b"S" + struct.pack("!I", len(v)) + v
+
+    caps = bytes([12]) + b"capabilities" + b"F" + table(bytes([9]) + b"publisher" + b"t\x01")
+    props = table(caps + longstr("product", "RabbitMQ") + longstr("version", "3.10.8"))
+    payload = b"\x00\x0a\x00\x0a\x00\x09" + props
+    frame = struct.pack("!BHI", 1, 0, len(payload)) + payload + b"\xce"
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            assert conn.recv(8) == b"AMQP\x00\x00\x09\x01"
+            conn.sendall(frame)
+
+    t = threading.Thread(target=serve)
+    t.start()
+    assert amqp_server(f"amqp://guest:guest@127.0.0.1:{port}/") == {
+        "product": "RabbitMQ",
+        "version": "3.10.8",
+    }
+    t.join()
+    srv.close()
+    assert amqp_server(f"amqp://127.0.0.1:{port}/") is None  # nobody listens any more
