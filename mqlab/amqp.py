@@ -108,10 +108,6 @@ def reply_queue(client: str | None = None) -> QueueDecl:
     return QueueDecl(f"reply_{client or new_id()}", False, True, True, ())
 
 
-def reply_route(reply_to: str) -> Route:
-    return Route(DEFAULT_EXCHANGE, reply_to, False)
-
-
 def notification_exchange(target: Target) -> ExchangeDecl:
     return ExchangeDecl(target.exchange, "topic", target.durable, not target.durable)
 

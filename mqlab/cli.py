@@ -214,7 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             problem = _reachable(urls)
             if problem:
                 raise CliError(problem, EXIT_FAILED)
-        return _run(args, profile, plan, classes, urls, managed, console, err)
+        return _run(args, profile, plan, needs_broker, urls, managed, console, err)
     finally:
         if managed is not None:
             from mqlab import broker as broker_mod
@@ -274,7 +274,7 @@ def _run(
     args: argparse.Namespace,
     profile: Profile,
     plan: Plan,
-    classes: dict[str, type[Transport]],
+    needs_broker: bool,
     urls: tuple[str, ...],
     managed: Any,
     console: Console,
@@ -283,7 +283,6 @@ def _run(
     from mqlab import environment, view
     from mqlab.runner import Interrupted, Runner, StepFailed
 
-    needs_broker = any(c.features.needs_broker for c in classes.values())
     broker_info, broker_pid = _broker_facts(urls, managed) if needs_broker else (None, None)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.output) if args.output else Path("results") / f"{profile.run.name}-{stamp}.json"

@@ -117,10 +117,6 @@ class Layout:
     groups: int  # copies of each message the servers should receive
     topics: tuple[str, ...] = field(default=())
 
-    @property
-    def workers(self) -> tuple[WorkerSpec, ...]:
-        return self.servers + self.clients
-
 
 def _split(total: int, parts: int) -> list[int]:
     base, extra = divmod(total, parts)

@@ -56,6 +56,7 @@ class _Worker:
     ready: asyncio.Future[dict[str, Any]] | None = None
     writer: asyncio.StreamWriter | None = None
     last: dict[str, Any] = field(default_factory=dict)
+    version: int = 0  # bumped with every new snapshot: the live view's cache key
     final: dict[str, Any] | None = None
     done: bool = False
     gone: bool = False  # its control connection closed
@@ -121,6 +122,9 @@ class Runner:
         self._broker_cpu: list[float] = []
         self._drain_s = 0.0
         self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
+        # the live view redraws several times a second, snapshots come once: decode
+        # and merge the workers' histograms only when one of them changed
+        self._live_latency: tuple[tuple[int, ...], dict[str, Any]] = ((), {})
 
     @staticmethod
     def _process(pid: int | None) -> psutil.Process | None:
@@ -152,10 +156,12 @@ class Runner:
                     w.ready.set_result({"type": kind, **msg})
                 elif kind == "snapshot":
                     w.last = msg
+                    w.version += 1
                 elif kind == "done":
                     w.done = True
                 elif kind == "final":
                     w.last = msg
+                    w.version += 1
                     w.final = msg
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             pass
@@ -502,6 +508,15 @@ class Runner:
             cpu_broker=record["cpu"]["broker_percent"],
         )
 
+    def _latency_now(self, step: Step, workers: list[_Worker], clients: set[str]) -> dict[str, Any]:
+        call = step.scenario.pattern == "call"
+        src = [w for w in workers if (w.spec.worker in clients if call else w.spec.servers)]
+        key = (step.index, *(w.version for w in src))
+        if key != self._live_latency[0]:
+            hist = merge_histograms([w.last.get("hist", b"") for w in src])
+            self._live_latency = (key, latency_ms(hist) if src else {})
+        return self._live_latency[1]
+
     def _show(
         self,
         step: Step,
@@ -522,8 +537,7 @@ class Runner:
             # the last complete second is the honest "now"
             now_i = (time.monotonic_ns() - t0) // 1_000_000_000 - 1 if t0 else -1
             rate_now = float(per_sec[now_i]) if 0 <= now_i < len(per_sec) else 0.0
-            hist = merge_histograms([s.get("hist", b"") for s in src]) if src else None
-            lat = latency_ms(hist) if hist is not None else {}
+            lat = self._latency_now(step, workers or [], clients)
             cpu_c = [w.cpu[-1] for w in workers or [] if w.cpu and w.spec.worker in clients]
             cpu_s = [w.cpu[-1] for w in workers or [] if w.cpu and w.spec.role == "server"]
             current = StepRow(

@@ -48,10 +48,6 @@ class SizeSpec:
             return self.bins[0][0]
         return None
 
-    @property
-    def largest(self) -> int:
-        return max(high for _, high, _ in self.bins)
-
 
 def parse_size(value: object) -> SizeSpec:
     """Parse a profile's ``message_size``; raises ValueError with what was expected."""

@@ -41,4 +41,3 @@ class RunSnapshot:
     broker: str  # masked URL(s) or "none"
     current: StepRow | None = None
     finished: tuple[StepRow, ...] = field(default=())
-    message: str = ""

@@ -93,8 +93,6 @@ def live(snap: RunSnapshot) -> RenderableType:
         parts.append(step_table("running", [snap.current], live=True))
     if snap.finished:
         parts.append(step_table("finished", snap.finished, live=False))
-    if snap.message:
-        parts.append(Text(snap.message, style="yellow"))
     return Group(*parts)
 
 

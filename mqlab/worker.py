@@ -95,7 +95,7 @@ async def serve(host: str, port: int, name: str) -> int:
     codec = Codec(spec.serializer, spec.envelope)
     try:
         transport = await _start(spec, rec, codec)
-    except (MqlabError, Exception) as exc:  # noqa: BLE001 - reported, never a traceback
+    except Exception as exc:  # noqa: BLE001 - reported as one line, never a traceback
         await control.send(writer, _error(exc))
         writer.close()
         return 1
