@@ -132,7 +132,7 @@ def _start(tmp_path: Path, text: str) -> tuple[subprocess.Popen[str], Path]:
 
 LONG = """
 [run]
-duration = "3s"
+duration = "5s"
 warmup = "0s"
 [drivers.lb]
 plugin = "loopback"
@@ -153,7 +153,9 @@ def test_ctrl_c_keeps_finished_steps_and_leaves_no_worker(tmp_path: Path, sig: i
         if out.exists() and json.loads(out.read_text())["steps"]:
             break
         time.sleep(0.1)
-    time.sleep(2.0)  # more than a whole second into the second step's window
+    # well over a whole second into the second step's 5 s window, even when its
+    # workers are slow to start on a loaded machine
+    time.sleep(3.0)
     workers |= _children(proc.pid)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=30)
@@ -174,7 +176,7 @@ def test_ctrl_c_keeps_finished_steps_and_leaves_no_worker(tmp_path: Path, sig: i
 
 
 def test_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
-    slow = LONG.replace('duration = "3s"', 'duration = "30s"')
+    slow = LONG.replace('duration = "5s"', 'duration = "30s"')
     proc, out = _start(tmp_path, slow)
     workers: set[int] = set()
     deadline = time.monotonic() + 30
