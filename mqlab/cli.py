@@ -280,7 +280,7 @@ def _run(
     console: Console,
     err: Console,
 ) -> int:
-    from mqlab import environment, view
+    from mqlab import backlog, environment, view
     from mqlab.runner import Interrupted, Runner, StepFailed
 
     broker_info, broker_pid = _broker_facts(urls, managed) if needs_broker else (None, None)
@@ -309,10 +309,15 @@ def _run(
             print(view.plain_line(row, len(plan.steps)), flush=True)
 
     run_id = uuid.uuid4().hex[:6]
+    depth = (
+        backlog.rabbit_depth_for(urls, managed.management_url if managed else None)
+        if needs_broker
+        else None
+    )
     runner = Runner(
         plan, urls, run_id, lambda p: registry.get(p).features.in_process,
         on_snapshot, on_step, broker_pid,
-        broker_label="" if needs_broker else "none needed",
+        broker_label="" if needs_broker else "none needed", queue_depth=depth,
     )  # fmt: skip
     status, message, code = "done", "", 0
 
@@ -381,17 +386,22 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"{args.results}: cannot read the results file: {exc}", EXIT_BAD_INPUT
         ) from None
     steps = doc.get("steps", [])
+    aggregates = doc.get("aggregates", [])
     env = doc.get("environment", {})
     name = doc.get("profile", {}).get("run", {}).get("name", "?")
     status = f"{len(steps)} step(s), {doc.get('status')}"
+    repeated = "across repeats: msg/s ± 95 % CI, latency from the merged histograms"
     if args.markdown:
-        print(f"{name}: {status}\n\n{view.comparison_markdown(steps)}\n\n"
+        agg = f"\n\n{repeated}\n\n{view.comparison_markdown(aggregates)}" if aggregates else ""
+        print(f"{name}: {status}\n\n{view.comparison_markdown(steps)}{agg}\n\n"
               f"Measured with {view.environment_line(env)}.")  # fmt: skip
         return 0
     console = _console()
     console.print(f"{name}: {status}")
     if steps:
         console.print(view.comparison(steps))
+    if aggregates:
+        console.print(view.comparison(aggregates, title=repeated))
     console.print(f"measured with {view.environment_line(env)}")
     return 0
 

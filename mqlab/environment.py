@@ -7,11 +7,15 @@ import os
 import platform
 import socket
 import struct
+import subprocess
 import urllib.request
 from base64 import b64encode
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import psutil
 
 from mqlab import __version__
 from mqlab.registry import PluginInfo
@@ -122,11 +126,54 @@ def _field_table(buf: bytes, at: int) -> dict[str, str]:
     return out
 
 
+#: the libraries mqlab's figures depend on: the drivers compared and the harness's own
+LIBRARIES = (
+    "pika", "aio-pika", "aiormq", "pamqp", "python-qpid-proton", "pyngus", "pyzmq", "kombu",
+    "amqp", "oslo.messaging", "nats-py", "aiomqtt", "redis", "msgpack", "uvloop",
+    "hdrhistogram", "rich", "psutil",
+)  # fmt: skip
+
+
+def libraries() -> dict[str, str]:
+    """Installed versions of the libraries that matter (absent ones left out), libzmq too."""
+    found = {name: v for name in LIBRARIES if (v := _pkg(name)) is not None}
+    if "pyzmq" in found:
+        try:
+            import zmq  # a library, not a plugin: its C core's version is a fact of the run
+
+            found["libzmq"] = zmq.zmq_version()
+        except ImportError:
+            pass
+    return found
+
+
+def mqlab_commit() -> str | None:
+    """The git commit mqlab runs from, when it runs from a checkout ("+dirty" if modified)."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5, check=False,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
 def gather(
     plugins: dict[str, PluginInfo], broker: dict[str, Any] | None, used: set[str]
 ) -> dict[str, Any]:
     return {
         "mqlab": __version__,
+        "mqlab_commit": mqlab_commit(),
+        "libraries": libraries(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
         "uvloop": _pkg("uvloop"),

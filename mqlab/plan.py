@@ -78,7 +78,9 @@ class ClientRole:
     concurrency: int
     rate: float
     topics: tuple[str, ...]
-    servers: tuple[str, ...] = ()  # targeted calls go round robin over these
+    #: targeted sends go round robin over these (topic, server) pairs: each server
+    #: only with the topic it serves, so no message goes to a server not listening
+    pairs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,7 @@ class Layout:
     clients: tuple[WorkerSpec, ...]
     groups: int  # copies of each message the servers should receive
     topics: tuple[str, ...] = field(default=())
+    marker: str = ""  # in every topic (and so queue) name of the step, and no other step's
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -169,20 +172,17 @@ def layout(
         size_bins=sc.message_size.bins,
         ledger_dir=ledger_dir,
     )
-    names = tuple(s.name for s in servers)
     if step.concurrency is not None:
         n = max(1, min(processes, step.concurrency))
         loads = [(c, 0.0) for c in _split(step.concurrency, n)]
     else:
         n = max(1, processes)
         loads = [(0, (step.rate or 0.0) / n) for _ in range(n)]
-    clients = [
-        ClientRole(i + 1, c, r, topics, names if sc.targeted else ())
-        for i, (c, r) in enumerate(loads)
-    ]
+    pairs = tuple((s.topic, s.name) for s in servers) if sc.targeted else ()
+    clients = [ClientRole(i + 1, c, r, topics, pairs) for i, (c, r) in enumerate(loads)]
     if in_process:
         one = WorkerSpec(worker="w0", servers=tuple(servers), clients=tuple(clients), **common)
-        return Layout((), (one,), groups, topics)
+        return Layout((), (one,), groups, topics, base)
     server_specs = tuple(
         WorkerSpec(worker=s.name, servers=(s,), seed=step.index * 1000 + i, **common)
         for i, s in enumerate(servers)
@@ -193,4 +193,4 @@ def layout(
         )
         for i, c in enumerate(clients)
     )
-    return Layout(server_specs, client_specs, groups, topics)
+    return Layout(server_specs, client_specs, groups, topics, base)

@@ -326,6 +326,17 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str]) -> Sce
     pools = r.count("pools", 1, 1)
     if pools != 1 and pattern != "notify":
         raise r.fail("pools", "pools apply to notify scenarios only")
+    servers = r.count("servers", 1, 0)
+    if servers and pools > servers:
+        # a pool without a listener would count every notification to it as lost
+        raise r.fail(
+            "pools",
+            f"pools = {pools} needs at least {pools} servers per target (servers = {servers}); "
+            "raise servers or lower pools",
+        )
+    targeted = r.boolean("targeted", False)
+    if targeted and not servers:
+        raise r.fail("targeted", "targeted sends need servers to target; set servers >= 1")
     default_exchange = "notifications" if pattern == "notify" else "openstack"
     default_topic = "notifications" if pattern == "notify" else "mqlab"
     return Scenario(
@@ -336,10 +347,10 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str]) -> Sce
         topic=r.string("topic", default_topic),
         durable=r.boolean("durable", False),
         timeout=r.duration("timeout", 10.0),
-        servers=r.count("servers", 1, 0),
+        servers=servers,
         pools=pools,
         fanout=fanout,
-        targeted=r.boolean("targeted", False),
+        targeted=targeted,
         targets=r.count("targets", 1, 1),
         serializer=codec["serializer"],
         envelope=codec["envelope"],

@@ -13,7 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 1
+from mqlab.aggregate import aggregate
+
+SCHEMA = 2
 
 
 class ResultsFile:
@@ -29,6 +31,9 @@ class ResultsFile:
 
     def add_step(self, record: dict[str, Any]) -> None:
         self.doc["steps"].append(record)
+        aggregates = aggregate(self.doc["steps"])
+        if aggregates:
+            self.doc["aggregates"] = aggregates
         self.write()
 
     def finish(self, status: str, message: str = "") -> None:

@@ -2,92 +2,42 @@
 
 Per step: start the server workers and wait until they serve, start the client
 workers, open one shared window after the warm-up, close it, drain late
-messages, collect every worker's final figures, merge them. It never touches a
-transport and never draws: it hands :class:`RunSnapshot` values to a view
-callback and finished step records to a results callback.
+messages on evidence, collect every worker's final figures, reap. It does no
+arithmetic on figures (:mod:`mqlab.figures` merges, :mod:`mqlab.stepresult`
+computes), never touches a transport and never draws: it hands
+:class:`RunSnapshot` values to a view callback and finished step records to a
+results callback.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
 
-from mqlab import control
-from mqlab.errors import MqlabError
-from mqlab.metrics import count_ledgers, latency_ms, merge_histograms, throughput
-from mqlab.plan import Layout, Plan, Step, WorkerSpec, layout
+from mqlab import stepresult
+from mqlab.backlog import QueueDepth
+from mqlab.figures import WorkerFigures
+from mqlab.ledger import count_ledgers
+from mqlab.plan import Layout, Plan, Step, layout
 from mqlab.snapshot import RunSnapshot, StepRow
 from mqlab.urls import mask
-from mqlab.worker import spec_to_dict
+from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool, process
 
-#: a worker must connect, start its transport and serve within this many seconds
-START_TIMEOUT = 30.0
+__all__ = ["Interrupted", "Runner", "StepFailed"]
+
 #: workers get this long to send their final figures and exit
 FINISH_TIMEOUT = 10.0
-#: a drain with no new receipt for this long is over
+#: a drain is over when every server's own clock shows no receipt for this long
 DRAIN_IDLE = 1.0
 _TICK = 0.25
-
-
-class StepFailed(MqlabError):
-    """A step could not run (a worker refused to start); the message says why."""
-
-
-class Interrupted(MqlabError):
-    """The user asked twice to stop: stop now."""
-
-
-@dataclass
-class _Worker:
-    spec: WorkerSpec
-    proc: asyncio.subprocess.Process | None = None
-    stderr_path: str = ""
-    ready: asyncio.Future[dict[str, Any]] | None = None
-    writer: asyncio.StreamWriter | None = None
-    last: dict[str, Any] = field(default_factory=dict)
-    version: int = 0  # bumped with every new snapshot: the live view's cache key
-    final: dict[str, Any] | None = None
-    done: bool = False
-    gone: bool = False  # its control connection closed
-    cpu: list[float] = field(default_factory=list)
-    peak_rss: int = 0
-    ps: psutil.Process | None = None
-
-    async def send(self, msg: dict[str, Any]) -> None:
-        if self.writer is not None and not self.gone:
-            with contextlib.suppress(ConnectionError, RuntimeError):
-                await control.send(self.writer, msg)
-
-
-def _sum_errors(snaps: list[dict[str, Any]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for s in snaps:
-        for k, v in s.get("errors", {}).items():
-            out[k] = out.get(k, 0) + v
-    return out
-
-
-def _series(snaps: list[dict[str, Any]], k: int) -> list[int]:
-    out: list[int] = []
-    for s in snaps:
-        series = s.get("series") or [[], [], [], []]
-        src = series[k]
-        if len(out) < len(src):
-            out.extend([0] * (len(src) - len(out)))
-        for i, v in enumerate(src):
-            out[i] += v
-    return out
+_NS = 1_000_000_000
 
 
 class Runner:
@@ -103,6 +53,7 @@ class Runner:
         on_step: Callable[[dict[str, Any]], None],
         broker_pid: int | None = None,
         broker_label: str = "",
+        queue_depth: QueueDepth | None = None,
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -110,157 +61,31 @@ class Runner:
         self.in_process = in_process
         self.on_snapshot = on_snapshot
         self.on_step = on_step
-        self.broker_ps = self._process(broker_pid)
+        self.broker_ps = process(broker_pid)
         self.broker_label = broker_label or ", ".join(mask(u) for u in urls)
         self.interrupt = asyncio.Event()  # first Ctrl-C: finish this interval, keep results
         self.force = asyncio.Event()  # second Ctrl-C: stop now
         self.finished_rows: list[StepRow] = []
         self.started = time.monotonic()
-        self._workers: dict[str, _Worker] = {}
-        self._server: asyncio.Server | None = None
-        self._port = 0
+        self.pool = WorkerPool(self.force)
+        self.queue_depth = queue_depth
         self._broker_cpu: list[float] = []
-        self._drain_s = 0.0
         self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
-        # the live view redraws several times a second, snapshots come once: decode
-        # and merge the workers' histograms only when one of them changed
-        self._live_latency: tuple[tuple[int, ...], dict[str, Any]] = ((), {})
-
-    @staticmethod
-    def _process(pid: int | None) -> psutil.Process | None:
-        if pid is None:
-            return None
-        try:
-            ps = psutil.Process(pid)
-            ps.cpu_percent(None)
-            return ps
-        except psutil.Error:
-            return None
-
-    # -- control channel ---------------------------------------------------
-
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        w: _Worker | None = None
-        try:
-            hello = await control.recv(reader)
-            w = self._workers.get(hello.get("worker", ""))
-            if w is None or w.ready is None:
-                writer.close()
-                return
-            w.writer = writer
-            await control.send(writer, {"type": "spec", "spec": spec_to_dict(w.spec)})
-            while True:
-                msg = await control.recv(reader)
-                kind = msg.pop("type")
-                if kind in ("ready", "error") and not w.ready.done():
-                    w.ready.set_result({"type": kind, **msg})
-                elif kind == "snapshot":
-                    w.last = msg
-                    w.version += 1
-                elif kind == "done":
-                    w.done = True
-                elif kind == "final":
-                    w.last = msg
-                    w.version += 1
-                    w.final = msg
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
-            pass
-        finally:
-            if w is not None:
-                w.gone = True
-                if w.ready is not None and not w.ready.done():
-                    w.ready.set_result(
-                        {"type": "error", "kind": "WorkerDied", "message": self._stderr_tail(w)}
-                    )
-            writer.close()
-
-    @staticmethod
-    def _stderr_tail(w: _Worker) -> str:
-        try:
-            with open(w.stderr_path, encoding="utf-8", errors="replace") as f:
-                lines = [ln.strip() for ln in f if ln.strip()]
-        except OSError:
-            lines = []
-        return lines[-1] if lines else f"worker {w.spec.worker} exited before it was ready"
+        self._drain: dict[str, Any] = {}
+        # the live view redraws several times a second, snapshots come once: merge
+        # the workers' figures only when one of them changed
+        self._live: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
 
     async def __aenter__(self) -> Runner:
-        self._server = await asyncio.start_server(self._on_connect, "127.0.0.1", 0)
-        self._port = self._server.sockets[0].getsockname()[1]
+        await self.pool.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._reap(list(self._workers.values()))
-        if self._server is not None:
-            self._server.close()
+        await self.pool.close()
 
-    # -- processes ---------------------------------------------------------
-
-    async def _spawn(self, specs: tuple[WorkerSpec, ...], tmp: str) -> list[_Worker]:
-        started = []
-        loop = asyncio.get_running_loop()
-        for spec in specs:
-            w = _Worker(spec, ready=loop.create_future())
-            w.stderr_path = os.path.join(tmp, f"{spec.worker}.stderr")
-            self._workers[spec.worker] = w
-            with open(w.stderr_path, "wb") as err:
-                # its own session: a Ctrl-C reaches the controller only, which
-                # then stops the workers in order and keeps what they measured
-                w.proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "mqlab.worker",
-                    "--control", f"127.0.0.1:{self._port}", "--name", spec.worker,
-                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                    stderr=err, start_new_session=True,
-                )  # fmt: skip
-            w.ps = self._process(w.proc.pid)
-            started.append(w)
-        return started
-
-    async def _await_ready(self, workers: list[_Worker]) -> None:
-        futures = [w.ready for w in workers if w.ready is not None]
-        waiter = asyncio.ensure_future(asyncio.gather(*futures))
-        force = asyncio.ensure_future(self.force.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {waiter, force}, timeout=START_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            force.cancel()
-        if force in done or self.force.is_set():
-            waiter.cancel()
-            raise Interrupted("stopped by the user")
-        if waiter not in done:
-            waiter.cancel()
-            late = [w.spec.worker for w in workers if w.ready is not None and not w.ready.done()]
-            raise StepFailed(f"worker(s) {', '.join(late)} did not start within {START_TIMEOUT:g}s")
-        for w, answer in zip(workers, waiter.result(), strict=True):
-            if answer["type"] == "error":
-                raise StepFailed(answer.get("message") or f"worker {w.spec.worker} failed")
-
-    async def _reap(self, workers: list[_Worker], grace: float = 0.0) -> None:
-        """Wait up to ``grace`` for each worker to exit, then kill it; no child is left."""
-        for w in workers:
-            if w.proc is None or w.proc.returncode is not None:
-                continue
-            try:
-                await asyncio.wait_for(w.proc.wait(), grace)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    w.proc.kill()
-                await w.proc.wait()
-        for w in workers:
-            self._workers.pop(w.spec.worker, None)
-
-    def _sample_cpu(self, workers: list[_Worker], measuring: bool) -> None:
-        for w in workers:
-            if w.ps is None:
-                continue
-            try:
-                cpu = w.ps.cpu_percent(None)
-                w.peak_rss = max(w.peak_rss, w.ps.memory_info().rss)
-            except psutil.Error:
-                continue
-            if measuring:
-                w.cpu.append(cpu)
+    def _sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
+        """One CPU sample per worker and the broker: the share since the previous call."""
+        self.pool.sample_cpu(workers, measuring)
         if self.broker_ps is not None:
             try:
                 cpu = self.broker_ps.cpu_percent(None)
@@ -290,16 +115,17 @@ class Runner:
             self.in_process(step.driver.plugin), ledger_dir=tmp,
         )  # fmt: skip
         self._broker_cpu = []
-        workers: list[_Worker] = []
+        self._drain = {}
+        workers: list[Worker] = []
         try:
             self._show(step, "starting")
-            servers = await self._spawn(lay.servers, tmp)
+            servers = await self.pool.spawn(lay.servers, tmp)
             workers += servers
-            await self._await_ready(servers)
-            clients = await self._spawn(lay.clients, tmp)
+            await self.pool.await_ready(servers)
+            clients = await self.pool.spawn(lay.clients, tmp)
             workers += clients
-            await self._await_ready(clients)
-            interrupted = await self._measure(step, lay, workers, clients, servers)
+            await self.pool.await_ready(clients)
+            interrupted = await self._measure(step, lay, workers, clients)
             for w in workers:
                 await w.send({"type": "finish"})
             deadline = time.monotonic() + FINISH_TIMEOUT
@@ -307,24 +133,19 @@ class Runner:
                 if time.monotonic() > deadline or self.force.is_set():
                     break
                 await asyncio.sleep(0.05)
-            await self._reap(workers, grace=2.0)
-            record = self._merge(step, lay, workers, tmp, interrupted)
+            await self.pool.reap(workers, grace=2.0)
+            record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted))
         except BaseException:
-            await self._reap(workers)
+            await self.pool.reap(workers)
             raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        self.finished_rows.append(self._row(step, record))
+        self.finished_rows.append(stepresult.row(record, record["status"]))
         self._show(step, record["status"], done=True)
         return record
 
     async def _measure(
-        self,
-        step: Step,
-        lay: Layout,
-        workers: list[_Worker],
-        clients: list[_Worker],
-        servers: list[_Worker],
+        self, step: Step, lay: Layout, workers: list[Worker], clients: list[Worker]
     ) -> bool:
         """Warm-up, window, drain. True if the user interrupted the step."""
         run = self.plan.profile.run
@@ -333,29 +154,32 @@ class Runner:
         window_start = start + int(run.warmup * 1e9)
         window_end = window_start + int(run.duration * 1e9)
         # whole seconds of warm-up before the window, so 1 s bins align with it
-        t0 = window_start - math.ceil(run.warmup) * 1_000_000_000
+        t0 = window_start - math.ceil(run.warmup) * _NS
         go = {"type": "go", "t0": t0, "start": start,
               "window_start": window_start, "window_end": window_end}  # fmt: skip
         for w in workers:
             await w.send(go)
-        self._sample_cpu(workers, False)
-        last_cpu = time.monotonic()
         interrupted = False
         self._window = (window_start, window_end)
-        while time.monotonic_ns() < window_end:
+        # CPU samples on the window's own seconds: primed at its start, then each second
+        self._sample_cpu(workers, False)
+        next_cpu = window_start
+        while (now := time.monotonic_ns()) < window_end:
             if self.interrupt.is_set():
                 interrupted = True
                 # the window closed early: only its whole seconds so far are figures
-                self._window = (window_start, min(window_end, time.monotonic_ns()))
+                self._window = (window_start, min(window_end, now))
                 for w in clients:
                     await w.send({"type": "stop"})
                 break
-            await asyncio.sleep(_TICK)
-            if time.monotonic() - last_cpu >= 1.0:
-                self._sample_cpu(workers, window_start <= time.monotonic_ns() < window_end)
-                last_cpu = time.monotonic()
+            if now >= next_cpu:
+                self._sample_cpu(workers, now > window_start)
+                next_cpu += _NS
+            await asyncio.sleep(max(0.0, min(_TICK, (min(next_cpu, window_end) - now) / 1e9)))
             phase = "warm-up" if time.monotonic_ns() < window_start else "measuring"
             self._show(step, phase, workers=workers, lay=lay, t0=t0)
+        if not interrupted:
+            self._sample_cpu(workers, True)  # the window's last (partial) second
         # clients finish what is in flight (a call may wait for its timeout)
         deadline = time.monotonic() + step.scenario.timeout + 5.0
         while not all(w.done or w.gone for w in clients):
@@ -363,60 +187,82 @@ class Runner:
                 break
             await asyncio.sleep(0.05)
             self._show(step, "draining", workers=workers, lay=lay, t0=t0)
-        # drain: late messages still count as received, not lost; it goes on while
-        # deliveries keep arriving (a backlog draining), up to the profile's bound
-        drain_start = time.monotonic()
-        drain_end = drain_start + run.drain
-        last_seen = -1
-        idle_since = time.monotonic()
-        for w in workers:
-            await w.send({"type": "snap"})
-        while time.monotonic() < drain_end and not self.force.is_set():
-            await asyncio.sleep(0.1)
+        await self._drain_step(step, lay, workers, clients, t0)
+        return interrupted or self.interrupt.is_set()
+
+    async def _drain_step(
+        self, step: Step, lay: Layout, workers: list[Worker], clients: list[Worker], t0: int
+    ) -> None:
+        """Wait for late messages while there is evidence they are still coming.
+
+        Evidence: a server's own clock shows a receipt within DRAIN_IDLE (taken from a
+        snapshot newer than the drain's start, so a busy server that answers late
+        is never read as idle), or the broker still holds the step's messages.
+        Ends when every expected delivery arrived, when neither holds, at ``[run]
+        drain``, or on a second Ctrl-C.
+        """
+        run = self.plan.profile.run
+        servers = [w for w in workers if w.spec.servers]
+        began = time.monotonic()
+        began_ns = time.monotonic_ns()
+        limit = began + run.drain
+        marker = lay.marker
+        end = "complete"
+        depth: int | None = None
+        while servers:
             for w in workers:
                 await w.send({"type": "snap"})
-            sent = sum(w.last.get("sent", 0) for w in clients)
-            got = sum(w.last.get("received", 0) - w.last.get("duplicates", 0) for w in workers)
-            if step.scenario.servers == 0 or got >= sent * lay.groups:
+            await asyncio.sleep(0.1)
+            sent = sum(w.last.sent for w in clients)
+            got = sum(w.last.received for w in servers)
+            if got >= sent * lay.groups:
+                end = "complete"
                 break
-            if got != last_seen:
-                last_seen, idle_since = got, time.monotonic()
-            elif time.monotonic() - idle_since > DRAIN_IDLE:
+            if self.force.is_set():
+                end = "user"
                 break
+            if time.monotonic() > limit:
+                end = "limit"
+                break
+            fresh = all(w.gone or w.last.at >= began_ns for w in servers)
+            quiet = all(w.gone or w.last.at - w.last.last_rx >= DRAIN_IDLE * _NS for w in servers)
+            if fresh and quiet:
+                depth = await self.queue_depth.depth(marker) if self.queue_depth else None
+                if not depth:
+                    end = "idle"
+                    break
             self._show(step, "draining", workers=workers, lay=lay, t0=t0)
-        self._drain_s = round(time.monotonic() - drain_start, 2)
-        return interrupted or self.interrupt.is_set()
+        if end != "complete" and self.queue_depth is not None and depth is None:
+            depth = await self.queue_depth.depth(marker)
+        self._drain = {
+            "drain_s": round(time.monotonic() - began, 2),
+            "drain_end": end,
+            "still_queued": depth if end != "complete" else 0 if self.queue_depth else None,
+        }
 
     # -- figures -----------------------------------------------------------
 
-    def _merge(
-        self, step: Step, lay: Layout, workers: list[_Worker], tmp: str, interrupted: bool
-    ) -> dict[str, Any]:
+    def _outcome(
+        self,
+        step: Step,
+        lay: Layout,
+        workers: list[Worker],
+        tmp: str | None,
+        interrupted: bool,
+        live: bool = False,
+    ) -> stepresult.Outcome:
         run = self.plan.profile.run
-        sc = step.scenario
-        client_specs = {s.worker for s in lay.clients}
-        snaps_c = [w.last for w in workers if w.spec.worker in client_specs]
-        snaps_s = [w.last for w in workers if w.spec.servers]
-        all_snaps = [w.last for w in workers]
-        sent_by_client: dict[int, int] = {}
-        for s in snaps_c:
-            for client, n in s.get("sent_by_client", []):
-                sent_by_client[client] = sent_by_client.get(client, 0) + n
-        sent = sum(sent_by_client.values())
-        unique, cross_dup = count_ledgers(tmp, sent_by_client)
-        within_dup = sum(s.get("duplicates", 0) for s in snaps_s)
-        round_trip = sum(s.get("round_trip", 0) for s in snaps_c)
-        expected = sent * lay.groups if sc.servers else sent
-        lost = max(0, expected - unique)
-        first = math.ceil(run.warmup)
+        client_names = {s.worker for s in lay.clients}
+        figs_c = WorkerFigures.total(w.last for w in workers if w.spec.worker in client_names)
+        figs_s = WorkerFigures.total(w.last for w in workers if w.spec.servers)
+        if any(w.spec.role == "both" for w in workers):
+            figs_s = figs_c  # in-process: one worker holds both sides
+        unique: int | None = None
+        cross = 0
+        if tmp is not None and not live:
+            unique, cross = count_ledgers(tmp, figs_c.sent_by_client)
         start_ns, end_ns = self._window
-        whole = math.ceil(run.duration) if not interrupted else (end_ns - start_ns) // 10**9
-        last = first + max(0, whole)
-        completions = _series(snaps_c, 2) if sc.pattern == "call" else _series(snaps_s, 1)
-        hist_from = snaps_c if sc.pattern == "call" else snaps_s
-        hist = merge_histograms([s.get("hist", b"") for s in hist_from])
-        died = [w.spec.worker for w in workers if w.final is None]
-        status = "interrupted" if interrupted else "done"
+        window_s = (end_ns - start_ns) / 1e9 if not live else 0.0
         cpu_workers: list[dict[str, Any]] = [
             {
                 "worker": w.spec.worker,
@@ -427,137 +273,87 @@ class Runner:
             for w in workers
         ]
 
-        def role_cpu(role: set[str]) -> float | None:
-            vals = [c["cpu_percent"] for c in cpu_workers if c["role"] in role]
-            known: list[float] = [v for v in vals if v is not None]
+        def role_cpu(roles: set[str], last: bool) -> float | None:
+            vals = [
+                (w.cpu[-1] if last else c["cpu_percent"]) if w.cpu else None
+                for w, c in zip(workers, cpu_workers, strict=True)
+                if w.spec.role in roles
+            ]
+            known = [v for v in vals if v is not None]
             return round(sum(known), 1) if known else None
 
-        return {
-            "step": step.index,
-            "driver": step.driver.name,
-            "plugin": step.driver.plugin,
-            "scenario": sc.name,
-            "pattern": sc.pattern,
-            "concurrency": step.concurrency,
-            "rate": step.rate,
-            "repeat": step.repeat,
-            "servers": sc.servers,
-            "targets": sc.targets,
-            "groups": lay.groups,
-            "serializer": sc.serializer,
-            "envelope": sc.envelope,
-            "message_size": sc.message_size.text,
-            "durable": sc.durable,
-            "status": status,
-            "workers_lost": died,
-            "sent": sent,
-            "expected": expected,
-            "received": unique,
-            "round_trip": round_trip,
-            "lost": lost,
-            "drain_s": self._drain_s,
-            "duplicates": within_dup + cross_dup,
-            "out_of_order": sum(s.get("out_of_order", 0) for s in snaps_s),
-            "errors": _sum_errors(all_snaps),
-            "throughput": throughput(completions, first, last),
-            "latency_ms": latency_ms(hist),
-            "cpu": {
-                "clients_percent": role_cpu({"client", "both"}),
-                "servers_percent": role_cpu({"server"}),
-                "broker_percent": (
-                    round(sum(self._broker_cpu) / len(self._broker_cpu), 1)
-                    if self._broker_cpu
-                    else None
-                ),
-                "workers": cpu_workers,
-            },
-            "series": {
-                "t0_offset_s": -first,
-                "sent": _series(snaps_c, 0),
-                "received": _series(snaps_s, 1),
-                "round_trip": _series(snaps_c, 2),
-                "errors": _series(all_snaps, 3),
-            },
+        broker = self._broker_cpu
+        cpu = {
+            "clients_percent": role_cpu({"client", "both"}, live),
+            "servers_percent": role_cpu({"server"}, live),
+            "broker_percent": (
+                (broker[-1] if live else round(sum(broker) / len(broker), 1)) if broker else None
+            ),
+            "broker_process": self.broker_process(),
+            "samples": len(broker) if broker else max((len(w.cpu) for w in workers), default=0),
+            "workers": cpu_workers,
         }
-
-    # -- live view ---------------------------------------------------------
-
-    @staticmethod
-    def _load_label(step: Step) -> str:
-        return f"c={step.concurrency}" if step.concurrency is not None else f"{step.rate:g}/s"
-
-    def _row(self, step: Step, record: dict[str, Any]) -> StepRow:
-        lat = record["latency_ms"]
-        return StepRow(
-            index=step.index,
-            driver=step.driver.name,
-            pattern=step.scenario.pattern,
-            load=self._load_label(step),
-            phase=record["status"],
-            sent=record["sent"],
-            received=record["received"],
-            round_trip=record["round_trip"],
-            lost=record["lost"],
-            duplicates=record["duplicates"],
-            errors=sum(record["errors"].values()),
-            rate_mean=record["throughput"]["mean"],
-            p50_ms=lat["p50"],
-            p99_ms=lat["p99"],
-            cpu_clients=record["cpu"]["clients_percent"],
-            cpu_servers=record["cpu"]["servers_percent"],
-            cpu_broker=record["cpu"]["broker_percent"],
+        return stepresult.Outcome(
+            step=step,
+            layout=lay,
+            clients=figs_c,
+            servers=figs_s,
+            first_s=math.ceil(run.warmup),
+            window_s=window_s,
+            interrupted=interrupted,
+            unique=unique,
+            cross_duplicates=cross,
+            drain_s=self._drain.get("drain_s", 0.0),
+            drain_end=self._drain.get("drain_end", ""),
+            still_queued=self._drain.get("still_queued"),
+            workers_lost=tuple(w.spec.worker for w in workers if w.final is None and not live),
+            cpu=cpu,
         )
 
-    def _latency_now(self, step: Step, workers: list[_Worker], clients: set[str]) -> dict[str, Any]:
-        call = step.scenario.pattern == "call"
-        src = [w for w in workers if (w.spec.worker in clients if call else w.spec.servers)]
-        key = (step.index, *(w.version for w in src))
-        if key != self._live_latency[0]:
-            hist = merge_histograms([w.last.get("hist", b"") for w in src])
-            self._live_latency = (key, latency_ms(hist) if src else {})
-        return self._live_latency[1]
+    def broker_process(self) -> dict[str, Any] | None:
+        """Which process was sampled as the broker, so a reader can check the CPU figure."""
+        if self.broker_ps is None:
+            return None
+        try:
+            return {"pid": self.broker_ps.pid, "name": self.broker_ps.name()}
+        except psutil.Error:
+            return {"pid": self.broker_ps.pid, "name": None}
+
+    # -- live view ---------------------------------------------------------
 
     def _show(
         self,
         step: Step,
         phase: str,
-        workers: list[_Worker] | None = None,
+        workers: list[Worker] | None = None,
         lay: Layout | None = None,
         t0: int = 0,
         done: bool = False,
     ) -> None:
         current = None
         if not done:
-            snaps = [w.last for w in workers or []]
-            clients = {s.worker for s in lay.clients} if lay else set()
-            snaps_c = [w.last for w in workers or [] if w.spec.worker in clients]
-            snaps_s = [w.last for w in workers or [] if w.spec.servers]
-            k, src = (2, snaps_c) if step.scenario.pattern == "call" else (1, snaps_s)
-            per_sec = _series(src, k)
-            # the last complete second is the honest "now"
-            now_i = (time.monotonic_ns() - t0) // 1_000_000_000 - 1 if t0 else -1
-            rate_now = float(per_sec[now_i]) if 0 <= now_i < len(per_sec) else 0.0
-            lat = self._latency_now(step, workers or [], clients)
-            cpu_c = [w.cpu[-1] for w in workers or [] if w.cpu and w.spec.worker in clients]
-            cpu_s = [w.cpu[-1] for w in workers or [] if w.cpu and w.spec.role == "server"]
-            current = StepRow(
-                index=step.index,
-                driver=step.driver.name,
-                pattern=step.scenario.pattern,
-                load=self._load_label(step),
-                phase=phase,
-                sent=sum(s.get("sent", 0) for s in snaps_c),
-                received=sum(s.get("received", 0) for s in snaps_s),
-                round_trip=sum(s.get("round_trip", 0) for s in snaps_c),
-                duplicates=sum(s.get("duplicates", 0) for s in snaps_s),
-                errors=sum(sum(s.get("errors", {}).values()) for s in snaps),
-                rate_now=rate_now,
-                p50_ms=lat.get("p50"),
-                p99_ms=lat.get("p99"),
-                cpu_clients=round(sum(cpu_c), 1) if cpu_c else None,
-                cpu_servers=round(sum(cpu_s), 1) if cpu_s else None,
-                cpu_broker=self._broker_cpu[-1] if self._broker_cpu else None,
-            )
+            if workers and lay is not None:
+                key = (step.index, *(w.version for w in workers))
+                if key != self._live[0] or self._live[1] is None:
+                    outcome = self._outcome(step, lay, workers, None, False, live=True)
+                    self._live = (key, stepresult.build(outcome))
+                record = self._live[1]
+                assert record is not None
+                # the last complete second is the honest "now"
+                series = record["series"][
+                    "round_trip" if step.scenario.pattern == "call" else "received"
+                ]
+                now_i = (time.monotonic_ns() - t0) // _NS - 1 if t0 else -1
+                rate_now = float(series[now_i]) if 0 <= now_i < len(series) else 0.0
+                current = stepresult.row(record, phase, rate_now=rate_now)
+            else:
+                current = StepRow(
+                    index=step.index,
+                    driver=step.driver.name,
+                    pattern=step.scenario.pattern,
+                    load=stepresult.load_label(step.concurrency, step.rate),
+                    phase=phase,
+                )
         self.on_snapshot(
             RunSnapshot(
                 profile=self.plan.profile.run.name,

@@ -19,16 +19,19 @@ class StepRow:
     received: int = 0
     round_trip: int = 0
     lost: int | None = None  # known after the drain
+    unaccounted: int = 0  # still queued at the broker when the drain ended
     duplicates: int = 0
     errors: int = 0
     rate_now: float = 0.0
     rate_mean: float | None = None
     p50_ms: float | None = None
     p99_ms: float | None = None
+    p99_lower_bound: bool = False  # p99 falls among failed messages: shown as ">= value"
+    failed_percent: float = 0.0
     cpu_clients: float | None = None
     cpu_servers: float | None = None
     cpu_broker: float | None = None
-    note: str = ""
+    flags: tuple[str, ...] = ()  # could_not_keep_up | backlog_growing | unaccounted
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from mqlab.aggregate import within_noise
 from mqlab.snapshot import RunSnapshot, StepRow
 
 
@@ -25,6 +26,34 @@ def _ms(v: float | None) -> str:
     if v is None:
         return "-"
     return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def _p99(v: float | None, lower_bound: bool) -> str:
+    """A percentile inside the failed fraction is only a lower bound: never a plain number."""
+    return f"≥{_ms(v)}" if lower_bound and v is not None else _ms(v)
+
+
+_FLAG_LABEL = {
+    "could_not_keep_up": "behind schedule",
+    "backlog_growing": "backlog growing",
+    "unaccounted": "still queued",
+}
+
+
+def _flags(codes: Iterable[str]) -> Text | str:
+    labels = [_FLAG_LABEL.get(c, c) for c in codes]
+    return Text("; ".join(labels), style="bold yellow") if labels else ""
+
+
+def _lost(lost: int | None, unaccounted: int) -> Text | str:
+    text = _num(lost)
+    if unaccounted:
+        text += f" +{unaccounted:,}?"
+    return Text(text, style="bold red") if lost or unaccounted else text
+
+
+def _failed(pct: float) -> str:
+    return f"{pct:.2g}%" if pct else "0"
 
 
 def _clock(s: float) -> str:
@@ -46,13 +75,12 @@ def step_table(title: str, rows: Iterable[StepRow], live: bool) -> Table:
     for name, justify in (
         ("#", "right"), ("driver", "left"), ("pattern", "left"), ("load", "right"),
         ("phase", "left"), ("sent", "right"), ("received", "right"), ("round-trip", "right"),
-        ("lost", "right"), ("dup", "right"), ("errors", "right"),
+        ("lost", "right"), ("dup", "right"), ("errors", "right"), ("failed", "right"),
         ("msg/s now" if live else "msg/s mean", "right"), ("p50 ms", "right"),
-        ("p99 ms", "right"), ("cpu", "right"),
+        ("p99 ms", "right"), ("cpu", "right"), ("note", "left"),
     ):  # fmt: skip
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for r in rows:
-        lost = _num(r.lost)
         table.add_row(
             str(r.index + 1),
             r.driver,
@@ -62,13 +90,15 @@ def step_table(title: str, rows: Iterable[StepRow], live: bool) -> Table:
             _num(r.sent),
             _num(r.received),
             _num(r.round_trip) if r.pattern == "call" else "-",
-            Text(lost, style="bold red") if r.lost else lost,
+            _lost(r.lost, r.unaccounted),
             Text(str(r.duplicates), style="bold yellow") if r.duplicates else "0",
             Text(_num(r.errors), style="bold red") if r.errors else "0",
+            _failed(r.failed_percent),
             _num(r.rate_now if live else r.rate_mean, "{:,.0f}"),
             _ms(r.p50_ms),
-            _ms(r.p99_ms),
+            _p99(r.p99_ms, r.p99_lower_bound),
             _cpu(r),
+            _flags(r.flags),
         )
     return table
 
@@ -99,11 +129,15 @@ def live(snap: RunSnapshot) -> RenderableType:
 def plain_line(row: StepRow, total: int) -> str:
     """One line per finished step, for pipes and CI (nothing animated)."""
     rt = f" round-trip={row.round_trip:,}" if row.pattern == "call" else ""
+    unacc = f" unaccounted={row.unaccounted:,}" if row.unaccounted else ""
+    flags = "".join(f" [{_FLAG_LABEL.get(c, c)}]" for c in row.flags)
     return (
         f"[{row.index + 1}/{total}] {row.driver} {row.pattern} {row.load} {row.phase}: "
-        f"sent={row.sent:,} received={row.received:,}{rt} lost={_num(row.lost)} "
-        f"dup={row.duplicates} errors={row.errors} msg/s={_num(row.rate_mean, '{:,.0f}')} "
-        f"p50={_ms(row.p50_ms)}ms p99={_ms(row.p99_ms)}ms cpu={_cpu(row)}"
+        f"sent={row.sent:,} received={row.received:,}{rt} lost={_num(row.lost)}{unacc} "
+        f"dup={row.duplicates} errors={row.errors} failed={_failed(row.failed_percent)} "
+        f"msg/s={_num(row.rate_mean, '{:,.0f}')} "
+        f"p50={_ms(row.p50_ms)}ms p99={_p99(row.p99_ms, row.p99_lower_bound)}ms "
+        f"cpu={_cpu(row)}{flags}"
     )
 
 
@@ -137,61 +171,86 @@ def _groups(steps: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str,
     return by_pattern
 
 
-def comparison(steps: list[dict[str, Any]]) -> Table:
+_COLUMNS = (
+    ("scenario", "left"), ("load", "right"), ("driver", "left"), ("msg/s", "right"),
+    ("± noise", "right"), ("p50 ms", "right"), ("p99 ms", "right"), ("failed", "right"),
+    ("lost", "right"), ("dup", "right"), ("errors", "right"), ("msg/s ratio", "right"),
+    ("p99 ratio", "right"), ("note", "left"),
+)  # fmt: skip
+
+
+def _count(v: int | dict[str, int]) -> int:
+    return sum(v.values()) if isinstance(v, dict) else v
+
+
+def _cells(s: dict[str, Any], base: dict[str, Any], first: bool) -> list[str]:
+    """One comparison row as text: a step (± stdev over seconds) or an aggregate (± 95 % CI)."""
+    lat = s["latency_ms"]
+    tp = s["throughput"]
+    noise = tp.get("ci95", tp.get("stdev"))
+    censored = lat.get("censored", ())
+    if first:
+        rate_ratio, p99_ratio = "1.00x", "1.00x"
+    else:
+        rate_ratio = _ratio(tp["mean"], base["throughput"]["mean"])
+        p99_ratio = _ratio(lat["p99"], base["latency_ms"]["p99"])
+        if "repeats" in s and within_noise(s, base):
+            rate_ratio = f"≈{rate_ratio} (noise)"
+    flags = s.get("flags", [])
+    codes = [f["code"] if isinstance(f, dict) else f for f in flags]
+    lost = f"{s['lost']:,}" + (f" +{s['unaccounted']:,}?" if s.get("unaccounted") else "")
+    return [
+        f"{s['scenario']} ({s['pattern']})",
+        _load(s),
+        s["driver"],
+        _num(tp["mean"], "{:,.0f}"),
+        _num(noise, "{:,.0f}"),
+        _ms(lat.get("p50")),
+        _p99(lat["p99"], "p99" in censored),
+        _failed(lat.get("failed_percent", 0.0)),
+        lost,
+        f"{s['duplicates']:,}",
+        f"{_count(s['errors']):,}",
+        rate_ratio,
+        p99_ratio,
+        "; ".join(_FLAG_LABEL.get(c, c) for c in codes),
+    ]
+
+
+def comparison(steps: list[dict[str, Any]], title: str = "") -> Table:
     """Drivers side by side per pattern and load level, as ratios to the first row of each."""
-    table = Table(title="comparison (ratios to the first row of each group)",
+    table = Table(title=title or "comparison (ratios to the first row of each group)",
                   title_justify="left")  # fmt: skip
-    for name, justify in (
-        ("scenario", "left"), ("load", "right"), ("driver", "left"), ("msg/s", "right"),
-        ("± stdev", "right"), ("p99 ms", "right"), ("lost", "right"), ("dup", "right"),
-        ("errors", "right"), ("msg/s ratio", "right"), ("p99 ratio", "right"),
-    ):  # fmt: skip
+    for name, justify in _COLUMNS:
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     groups = _groups(steps)
     for i, members in enumerate(groups.values()):
-        base = members[0]
         one_driver = len({s["driver"] for s in members}) == 1 and len(members) > 1
         for j, s in enumerate(members):
-            errors = sum(s["errors"].values())
-            label = f"{s['scenario']} ({s['pattern']})"
-            table.add_row(
-                label if j == 0 or one_driver else "",
-                _load(s) if j == 0 else "",
-                s["driver"],
-                _num(s["throughput"]["mean"], "{:,.0f}"),
-                _num(s["throughput"]["stdev"], "{:,.0f}"),
-                _ms(s["latency_ms"]["p99"]),
-                Text(f"{s['lost']:,}", style="bold red") if s["lost"] else "0",
-                Text(f"{s['duplicates']:,}", style="yellow") if s["duplicates"] else "0",
-                Text(f"{errors:,}", style="red") if errors else "0",
-                "1.00x" if j == 0 else _ratio(s["throughput"]["mean"], base["throughput"]["mean"]),
-                "1.00x" if j == 0 else _ratio(s["latency_ms"]["p99"], base["latency_ms"]["p99"]),
-                end_section=(j == len(members) - 1 and i < len(groups) - 1),
-            )
+            cells = _cells(s, members[0], j == 0)
+            styled: list[Text | str] = list(cells)
+            if j and not one_driver:
+                styled[0] = ""
+            if j:
+                styled[1] = ""
+            if s["lost"] or s.get("unaccounted"):
+                styled[8] = Text(cells[8], style="bold red")
+            if s["duplicates"]:
+                styled[9] = Text(cells[9], style="yellow")
+            if _count(s["errors"]):
+                styled[10] = Text(cells[10], style="red")
+            if cells[13]:
+                styled[13] = Text(cells[13], style="bold yellow")
+            table.add_row(*styled, end_section=(j == len(members) - 1 and i < len(groups) - 1))
     return table
 
 
 def comparison_markdown(steps: list[dict[str, Any]]) -> str:
     """The comparison as a Markdown table, for publishing."""
-    head = (
-        "| scenario | load | driver | msg/s | ± stdev | p50 ms | p99 ms | lost | dup | errors "
-        "| msg/s ratio | p99 ratio |"
-    )
-    rows = [head, "|" + "---|" * 12]
+    rows = ["| " + " | ".join(name for name, _ in _COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
     for members in _groups(steps).values():
-        base = members[0]
         for j, s in enumerate(members):
-            lat = s["latency_ms"]
-            rate_ratio = _ratio(s["throughput"]["mean"], base["throughput"]["mean"])
-            p99_ratio = _ratio(lat["p99"], base["latency_ms"]["p99"])
-            rows.append(
-                f"| {s['scenario']} ({s['pattern']}) | {_load(s)} | {s['driver']} "
-                f"| {_num(s['throughput']['mean'], '{:,.0f}')} "
-                f"| {_num(s['throughput']['stdev'], '{:,.0f}')} "
-                f"| {_ms(lat.get('p50'))} | {_ms(lat['p99'])} | {s['lost']:,} "
-                f"| {s['duplicates']:,} | {sum(s['errors'].values()):,} "
-                f"| {'1.00x' if j == 0 else rate_ratio} | {'1.00x' if j == 0 else p99_ratio} |"
-            )
+            rows.append("| " + " | ".join(_cells(s, members[0], j == 0)) + " |")
     return "\n".join(rows)
 
 

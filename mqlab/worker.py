@@ -20,8 +20,8 @@ from mqlab import control, registry
 from mqlab.codec import Codec
 from mqlab.errors import MqlabError, TransportError
 from mqlab.eventloop import run
-from mqlab.metrics import Recorder
 from mqlab.plan import ClientRole, ServerRole, WorkerSpec
+from mqlab.recorder import Recorder
 from mqlab.sizes import SizeSampler, SizeSpec
 from mqlab.transport import Target, Transport, TransportConfig
 from mqlab.workload import ClientLoad, server_handler
@@ -36,7 +36,9 @@ def spec_from_dict(d: dict[str, Any]) -> WorkerSpec:
     d["size_bins"] = tuple(tuple(b) for b in d["size_bins"])
     d["servers"] = tuple(ServerRole(**s) for s in d["servers"])
     d["clients"] = tuple(
-        ClientRole(**{**c, "topics": tuple(c["topics"]), "servers": tuple(c["servers"])})
+        ClientRole(
+            **{**c, "topics": tuple(c["topics"]), "pairs": tuple(tuple(p) for p in c["pairs"])}
+        )
         for c in d["clients"]
     )
     return WorkerSpec(**d)
@@ -78,12 +80,8 @@ async def _close(transport: Transport) -> None:
 
 
 def _client_targets(spec: WorkerSpec, role: ClientRole) -> list[Target]:
-    if spec.targeted and role.servers:
-        return [
-            Target(spec.exchange, t, s, False, spec.durable)
-            for t in role.topics
-            for s in role.servers
-        ]
+    if spec.targeted and role.pairs:
+        return [Target(spec.exchange, t, s, False, spec.durable) for t, s in role.pairs]
     return [Target(spec.exchange, t, None, spec.fanout, spec.durable) for t in role.topics]
 
 
@@ -136,13 +134,13 @@ async def serve(host: str, port: int, name: str) -> int:
                     for load in loads:
                         load.stop.set()
                 elif msg["type"] == "snap":
-                    await control.send(writer, {"type": "snapshot", **rec.snapshot()})
+                    await control.send(writer, {"type": "snapshot", **rec.figures().to_wire()})
                 elif msg["type"] == "finish":
                     break
             ticker.cancel()
             for t in runs:
                 t.cancel()
-        await control.send(writer, {"type": "final", **rec.snapshot()})
+        await control.send(writer, {"type": "final", **rec.figures(final=True).to_wire()})
     except (asyncio.IncompleteReadError, ConnectionError):
         pass  # the controller went away: nothing to report to, just clean up
     finally:
@@ -155,7 +153,7 @@ async def serve(host: str, port: int, name: str) -> int:
 async def _snapshots(writer: asyncio.StreamWriter, rec: Recorder) -> None:
     while True:
         await asyncio.sleep(1.0)
-        await control.send(writer, {"type": "snapshot", **rec.snapshot()})
+        await control.send(writer, {"type": "snapshot", **rec.figures().to_wire()})
 
 
 async def _report_done(writer: asyncio.StreamWriter, runs: list[asyncio.Task[None]]) -> None:

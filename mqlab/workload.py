@@ -10,11 +10,15 @@ omission corrected).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
+from asyncio import FIRST_COMPLETED
 
 from mqlab.codec import Codec
 from mqlab.errors import TransportError
-from mqlab.metrics import Recorder
+from mqlab.figures import OpenLoop
+from mqlab.pacer import Pacer
+from mqlab.recorder import Recorder
 from mqlab.sizes import SizeSampler
 from mqlab.transport import Handler, Target, Transport
 
@@ -23,7 +27,6 @@ MAX_IN_FLIGHT = 10_000
 #: a closed-loop sender yields to the loop at least this often, in case a
 #: transport completes sends without ever suspending
 _YIELD_EVERY = 64
-_MIN_SLEEP = 0.001
 
 
 def server_handler(codec: Codec, rec: Recorder, group: int, reply: bool) -> Handler:
@@ -67,8 +70,18 @@ class ClientLoad:
         self.timeout = timeout
         self.seq = 0
         self.stop = asyncio.Event()
+        self.paced = 0  # open loop: messages handed to the driver
+        self.behind = 0  # open loop: the latest hand-off after its intended time (ns)
 
-    async def one(self, intended: int) -> None:
+    async def one(self, intended: int, deadline: int = 0) -> None:
+        if deadline:
+            # open loop: a message that falls due before the window's end but whose
+            # turn comes after it is not sent late; the schedule accounts for it
+            now = time.monotonic_ns()
+            if now >= deadline:
+                return
+            self.behind = max(self.behind, now - intended)
+            self.paced += 1
         seq = self.seq
         self.seq = seq + 1
         target = self.targets[seq % len(self.targets)]
@@ -78,15 +91,20 @@ class ClientLoad:
         try:
             if self.pattern == "call":
                 reply = await self.transport.call(target, body, self.timeout)
-                rec.on_reply(self.codec.decode(reply)[2])
+                client, rseq, ts = self.codec.decode(reply)
+                if client != self.client_id or rseq != seq:
+                    # an answer to another call is not this call's answer
+                    rec.on_error("ReplyMismatch", intended)
+                    return
+                rec.on_reply(ts)
             elif self.pattern == "cast":
                 await self.transport.cast(target, body)
             else:
                 await self.transport.notify(target, body)
         except TransportError as exc:
-            rec.on_error(exc.kind)
+            rec.on_error(exc.kind, intended)
         except Exception as exc:  # noqa: BLE001 - an unmapped library error is still counted
-            rec.on_error(f"Unmapped:{type(exc).__name__}")
+            rec.on_error(f"Unmapped:{type(exc).__name__}", intended)
 
     async def closed_loop(self, concurrency: int, start: int, end: int) -> None:
         await _sleep_until(start)
@@ -107,27 +125,45 @@ class ClientLoad:
                 await asyncio.sleep(0)
 
     async def open_loop(self, rate: float, start: int, end: int) -> None:
+        """Send on a fixed schedule in [start, end); never after ``end``; account for the rest."""
         interval = 1e9 / rate
-        intended = float(start)
+        total = max(0, math.ceil((end - start) / interval))
         in_flight: set[asyncio.Task[None]] = set()
         clock = time.monotonic_ns
-        await _sleep_until(start)
-        while intended < end and not self.stop.is_set():
-            now = clock()
-            while intended <= now and intended < end and len(in_flight) < MAX_IN_FLIGHT:
-                task = asyncio.create_task(self.one(int(intended)))
-                in_flight.add(task)
-                task.add_done_callback(in_flight.discard)
-                intended += interval
-            # Sleep at least 1 ms: event-loop timers have millisecond resolution,
-            # so a shorter sleep would spin and steal CPU from the driver being
-            # measured. Messages that fall due meanwhile go out together, with
-            # their intended times, so the wait is in their latency. With the
-            # in-flight cap reached, wait for room the same way.
-            delay = max(_MIN_SLEEP, (intended - clock()) / 1e9)
-            await asyncio.sleep(min(delay, 0.05) if len(in_flight) >= MAX_IN_FLIGHT else delay)
+        k = 0
+        pacer = Pacer(start, interval, end)
+        try:
+            while k < total and not self.stop.is_set():
+                if len(in_flight) >= MAX_IN_FLIGHT:
+                    # no room: the schedule falls behind, and that shows in latency
+                    await asyncio.wait(in_flight, timeout=0.05, return_when=FIRST_COMPLETED)
+                else:
+                    await pacer.wait()
+                now = clock()
+                if now >= end:
+                    break
+                while k < total and len(in_flight) < MAX_IN_FLIGHT:
+                    intended = start + int(k * interval)
+                    if intended > now:
+                        break
+                    task = asyncio.create_task(self.one(intended, end))
+                    in_flight.add(task)
+                    task.add_done_callback(in_flight.discard)
+                    k += 1
+        finally:
+            pacer.close()
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
+        # a stop from the user ends the schedule where it stood, not at the window's end
+        until = min(end, clock()) if self.stop.is_set() else end
+        due = min(total, max(k, math.ceil((until - start) / interval)))
+        sent = self.paced
+        rec = self.rec
+        # unsent ones are the schedule's last: created too late, or never created
+        first_in = math.ceil((rec.window_start - start) / interval)
+        end_in = math.ceil((rec.window_end - start) / interval)
+        in_window = max(0, min(due, end_in) - max(sent, first_in))
+        rec.on_open_loop(OpenLoop(due, sent, due - sent, self.behind, end - start), in_window)
 
 
 async def _sleep_until(t: int) -> None:

@@ -83,3 +83,18 @@ def test_fanout_expects_one_copy_per_server_and_targets_spread_topics() -> None:
     assert fan.groups == 3
     spread = layout(plan.steps[1], ("x://",), {}, "r", 1, False)
     assert len(spread.topics) == 4 and len(spread.servers) == 4
+
+
+def test_targeted_sends_pair_each_topic_only_with_its_own_servers() -> None:
+    import tomllib
+
+    data = tomllib.loads(
+        '[drivers.a]\nplugin = "loopback"\n[[scenario]]\npattern = "call"\nconcurrency = 2\n'
+        "targeted = true\ntargets = 3\nservers = 2\n"
+    )
+    step = make_plan(parse_profile(data)).steps[0]
+    lay = layout(step, ("x://",), {}, "r", 1, False)
+    serves = {(s.servers[0].topic, s.servers[0].name) for s in lay.servers}
+    pairs = set(lay.clients[0].clients[0].pairs)
+    # a call to a server on a topic it does not listen to could never arrive
+    assert pairs == serves and len(pairs) == 6

@@ -28,7 +28,7 @@ def test_results_round_trip_and_survive_each_step(tmp_path: Path) -> None:
     assert load_results(out)["steps"][0]["driver"] == "a"
     res.finish("done")
     doc = load_results(out)
-    assert doc["schema"] == 1 and doc["status"] == "done" and len(doc["steps"]) == 1
+    assert doc["schema"] == 2 and doc["status"] == "done" and len(doc["steps"]) == 1
 
 
 def _render(renderable: Any, width: int = 200) -> str:
@@ -130,3 +130,20 @@ def test_broker_product_is_asked_of_the_broker_itself() -> None:
     t.join()
     srv.close()
     assert amqp_server(f"amqp://127.0.0.1:{port}/") is None  # nobody listens any more
+
+
+def test_failures_flags_and_unaccounted_are_shown_never_hidden() -> None:
+    timed_out = _step("kombu", 300.0, 2000.0)
+    timed_out["latency_ms"].update(censored=["p99", "max"], failed_percent=3.0, p50=1.0)
+    timed_out["unaccounted"] = 40
+    timed_out["flags"] = [{"code": "backlog_growing", "message": "backlog growing: ..."}]
+    text = _render(view.comparison([_step("pika", 250.0, 900.0), timed_out]))
+    # the p99 that falls among timed-out calls is a lower bound, not a figure
+    assert "≥2,000" in text and "3%" in text
+    assert "+40?" in text and "backlog growing" in text
+    row = StepRow(0, "kombu", "call", "c=5", "done", lost=0, unaccounted=40,
+                  p99_ms=2000.0, p99_lower_bound=True, failed_percent=3.0,
+                  flags=("could_not_keep_up",))  # fmt: skip
+    line = view.plain_line(row, 1)
+    assert "p99=≥2,000ms" in line and "unaccounted=40" in line and "behind schedule" in line
+    assert "≥2,000" in _render(view.step_table("t", [row], live=False))

@@ -13,12 +13,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from mqlab import latency
+
 from .helpers import ROOT, mqlab, results, write_profile
 
 PROFILE = """
 [run]
 name = "e2e"
-duration = "2s"
+duration = "2.5s"
 warmup = "500ms"
 drain = "2s"
 
@@ -53,9 +55,11 @@ def test_run_writes_results_every_step_accounted(tmp_path: Path) -> None:
     proc = mqlab("run", str(write_profile(tmp_path / "p.toml", PROFILE)), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = results(out)
-    assert doc["schema"] == 1 and doc["status"] == "done"
+    assert doc["schema"] == 2 and doc["status"] == "done"
     env = doc["environment"]
     assert env["python"] and env["mqlab"] and env["cpu_count"] and env["plugins"]["loopback"]
+    # the libraries actually compared and the harness's own are named with their versions
+    assert env["libraries"]["msgpack"] and env["libraries"]["hdrhistogram"] and env["memory_gb"]
     # what the codec costs per message is measured and stated beside the figures
     assert env["codec_cost_us"]["msgpack+envelope openstack"] > 0
     assert "codec cost per message" in proc.stdout
@@ -67,14 +71,29 @@ def test_run_writes_results_every_step_accounted(tmp_path: Path) -> None:
         lat = s["latency_ms"]
         assert lat["p50"] is not None and lat["p50"] <= lat["p99"] <= lat["max"]
         assert s["throughput"]["mean"] > 0
+        # a 2.5 s window has 2 whole seconds: a rate over a part-second would be a guess
+        assert s["throughput"]["seconds"] == 2
         assert s["cpu"]["workers"][0]["peak_rss_mb"] > 0
+        # the figures can be recomputed: the merged histogram is stored and decodes
+        kind = lat["kind"]
+        stored = latency.decode(s["histograms"][kind])
+        assert stored.get_total_count() == lat["count"] > 0
+        series = s["series"]
+        assert len(series["p99_ms"]) == len(series["p50_ms"]) and any(series["p99_ms"])
         assert 0 <= s["drain_s"] < 5  # every message arrived: the drain ended early
     call, cast, notify = steps
     assert call["round_trip"] == call["sent"] == call["received"]
+    # a call reports its round trip; its one-way figure is kept apart, never mixed in
+    assert call["latency_ms"]["kind"] == "round_trip"
+    assert call["latency_ms"]["count"] <= call["round_trip"]
+    assert call["latency"]["one_way"]["count"] <= call["received"]
+    assert cast["latency_ms"]["kind"] == "one_way"
     assert cast["received"] == 2 * cast["sent"]  # fanout: both servers got each
     assert notify["received"] == 2 * notify["sent"]  # two pools: each got each
-    # open loop at 500 msg/s for 2.5 s (warm-up included)
-    assert 1100 <= notify["sent"] <= 1300
+    # open loop at 500 msg/s for 3 s (warm-up included), on schedule
+    assert notify["open_loop"]["intended"] == 1500
+    assert notify["open_loop"]["kept_up"] and notify["flags"] == []
+    assert 1450 <= notify["sent"] <= 1500
     # not a terminal: one plain line per step, then the comparison table
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
     assert len(lines) == 3 and "lost=0" in lines[0]
@@ -194,3 +213,61 @@ def test_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
     assert proc.returncode == 130
     assert results(out)["status"] == "interrupted"
     assert not _alive(workers)
+
+
+OVERLOAD = """
+[run]
+name = "overload"
+duration = "1s"
+warmup = "0s"
+repeat = 2
+[drivers.lb]
+plugin = "loopback"
+[defaults]
+serializer = "msgpack"
+envelope = false
+message_size = 64
+[[scenario]]
+pattern = "cast"
+rate = [2000000]
+"""
+
+
+def test_open_loop_beyond_capacity_is_flagged_and_repeats_aggregate(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = mqlab("run", str(write_profile(tmp_path / "p.toml", OVERLOAD)), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    doc = results(out)
+    for s in doc["steps"]:
+        ol = s["open_loop"]
+        # two million a second is beyond any machine here: it says so, with the shortfall
+        assert not ol["kept_up"] and ol["not_sent"] > 0 and ol["sent"] == s["sent"]
+        assert ol["achieved_rate"] < 2_000_000
+        assert [f["code"] for f in s["flags"]] == ["could_not_keep_up"]
+        # the messages never sent are failures inside the percentiles
+        assert s["latency_ms"]["failed"] > 0 and "max" in s["latency_ms"]["censored"]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
+    assert all("behind schedule" in ln for ln in lines)
+    # two repeats of one cell: one aggregate with a 95 % interval and merged latency
+    (agg,) = doc["aggregates"]
+    assert agg["repeats"] == 2 and agg["throughput"]["ci95"] is not None
+    assert agg["latency_ms"]["count"] == sum(s["latency_ms"]["count"] for s in doc["steps"])
+    shown = mqlab("show", str(out))
+    assert shown.returncode == 0 and "across repeats" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("scenario", "field"),
+    [
+        ('pattern = "notify"\nconcurrency = 1\nservers = 1\npools = 2', "pools"),
+        ('pattern = "call"\nconcurrency = 1\nservers = 0\ntargeted = true', "targeted"),
+    ],
+)
+def test_layouts_that_would_invent_losses_are_refused(
+    tmp_path: Path, scenario: str, field: str
+) -> None:
+    profile = PROFILE.split("[[scenario]]")[0] + "[[scenario]]\n" + scenario + "\n"
+    proc = mqlab("validate", str(write_profile(tmp_path / "p.toml", profile)))
+    assert proc.returncode == 2
+    assert field in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

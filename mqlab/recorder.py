@@ -1,0 +1,150 @@
+"""What a worker records during a step: counts, per-second series, ledger, histograms.
+
+Every event is binned into 1 s intervals from the step's ``t0`` by the worker's
+own clock (CLOCK_MONOTONIC is one clock for every process on the host), so a
+busy worker that reports late still reports *when* things happened. Latency is
+counted only for unique deliveries and replies whose intended send time falls in
+the window; one-way (server receipt) and round trip (caller's reply) each have
+their own histogram. The recorder hands out :class:`~mqlab.figures.WorkerFigures`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from hdrh.histogram import HdrHistogram
+
+from mqlab import latency
+from mqlab.figures import SERIES, OpenLoop, WorkerFigures
+from mqlab.ledger import Ledger
+
+_NS = 1_000_000_000
+
+
+class Recorder:
+    def __init__(self, ledger_dir: str, worker: str) -> None:
+        self.t0 = 0
+        self.window_start = 0
+        self.window_end = 1 << 62
+        self.sent = 0
+        self.round_trip = 0
+        self.failed = 0  # in-window messages that never completed
+        self.over_range = 0
+        self.last_rx = 0
+        self.errors: dict[str, int] = {}
+        self.sent_by_client: dict[int, int] = {}
+        self.open_loop: OpenLoop | None = None
+        self.ledger = Ledger(ledger_dir, worker)
+        self.series: dict[str, list[int]] = {name: [] for name in SERIES}
+        self._s_sent = self.series["sent"]
+        self._s_recv = self.series["received"]
+        self._s_rt = self.series["round_trip"]
+        self._s_err = self.series["errors"]
+        self.hist = {kind: latency.new_histogram() for kind in latency.KINDS}
+        self.per_second: dict[str, dict[int, HdrHistogram]] = {k: {} for k in latency.KINDS}
+        # latencies wait here, as (second, us, in window), until a snapshot folds them in:
+        # hdrh's record_value costs microseconds in Python, a list append does not
+        self._pending: dict[str, list[tuple[int, int, bool]]] = {k: [] for k in latency.KINDS}
+
+    def open(self, t0: int, window_start: int, window_end: int) -> None:
+        self.t0, self.window_start, self.window_end = t0, window_start, window_end
+
+    def in_window(self, intended: int) -> bool:
+        return self.window_start <= intended < self.window_end
+
+    def _bin(self, series: list[int], now: int) -> int:
+        i = (now - self.t0) // _NS
+        if i < 0:
+            i = 0
+        while len(series) <= i:
+            series.append(0)
+        series[i] += 1
+        return i
+
+    def on_sent(self, client: int) -> None:
+        self.sent += 1
+        self.sent_by_client[client] = self.sent_by_client.get(client, 0) + 1
+        self._bin(self._s_sent, time.monotonic_ns())
+
+    def on_received(self, group: int, client: int, seq: int, ts: int) -> None:
+        """A server got a message; only the first delivery of it counts in series and latency."""
+        now = time.monotonic_ns()
+        if not self.ledger.record(group, client, seq):
+            return
+        self.last_rx = now
+        sec = self._bin(self._s_recv, now)
+        self._pending["one_way"].append((sec, (now - ts) // 1000, self.in_window(ts)))
+
+    def on_reply(self, ts: int) -> None:
+        """A call's own reply arrived: round-trip latency from its intended send."""
+        now = time.monotonic_ns()
+        self.round_trip += 1
+        self.last_rx = now
+        sec = self._bin(self._s_rt, now)
+        self._pending["round_trip"].append((sec, (now - ts) // 1000, self.in_window(ts)))
+
+    def on_error(self, kind: str, intended: int | None = None) -> None:
+        """An error; a send whose intended time is in the window also counts as failed."""
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        self._bin(self._s_err, time.monotonic_ns())
+        if intended is not None and self.in_window(intended):
+            self.failed += 1
+
+    def on_open_loop(self, figures: OpenLoop, not_sent_in_window: int) -> None:
+        """The open-loop generator's account: what it meant to send and what it managed."""
+        self.open_loop = figures
+        # the messages never sent are the ones with the worst latency
+        self.failed += not_sent_in_window
+
+    def fold(self) -> None:
+        for kind, pending in self._pending.items():
+            if not pending:
+                continue
+            self._pending[kind] = []
+            by_sec: dict[int, Counter[int]] = {}
+            window: Counter[int] = Counter()
+            for (sec, us, inside), count in Counter(pending).items():
+                by_sec.setdefault(sec, Counter())[us] += count
+                if inside:
+                    window[us] += count
+            per_second = self.per_second[kind]
+            for sec, counts in by_sec.items():
+                hist = per_second.get(sec)
+                if hist is None:
+                    hist = per_second[sec] = latency.new_histogram(latency.SECOND_DIGITS)
+                latency.record(hist, counts)
+            self.over_range += latency.record(self.hist[kind], window)
+
+    def figures(self, final: bool = False) -> WorkerFigures:
+        """What this worker has measured so far; ``final`` adds the per-second histograms."""
+        self.fold()
+        self.ledger.look_for_siblings()
+        errors = dict(self.errors)
+        if self.ledger.overflow:
+            errors["LedgerOverflow"] = self.ledger.overflow
+        per_second: dict[str, list[str]] = {}
+        if final:
+            for kind, by_sec in self.per_second.items():
+                if by_sec:
+                    per_second[kind] = [
+                        latency.encode(by_sec[i]) if i in by_sec else ""
+                        for i in range(max(by_sec) + 1)
+                    ]
+        return WorkerFigures(
+            at=time.monotonic_ns(),
+            sent=self.sent,
+            sent_by_client=dict(self.sent_by_client),
+            received=self.ledger.unique,
+            duplicates=self.ledger.duplicates,
+            out_of_order=self.ledger.out_of_order,
+            round_trip=self.round_trip,
+            failed=self.failed,
+            over_range=self.over_range,
+            last_rx=self.last_rx,
+            errors=errors,
+            series={k: list(v) for k, v in self.series.items()},
+            hist={k: latency.encode(h) for k, h in self.hist.items() if h.get_total_count()},
+            per_second=per_second,
+            open_loop=self.open_loop,
+        )
