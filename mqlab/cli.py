@@ -29,13 +29,15 @@ from rich.live import Live
 from rich.table import Table
 
 from mqlab import __version__, registry
-from mqlab.errors import BrokerError, MqlabError, OptionError, PluginError, ProfileError
+from mqlab.check import check_profile
+from mqlab.errors import BrokerError, MqlabError, PluginError, ProfileError
 from mqlab.eventloop import run as run_loop
 from mqlab.plan import Plan, make_plan
 from mqlab.profile import Profile, load_profile, parse_duration
+from mqlab.registry import LoadedPlugin
 from mqlab.results import ResultsFile
 from mqlab.snapshot import RunSnapshot
-from mqlab.transport import Transport
+from mqlab.transport import PATTERNS
 from mqlab.urls import host_port, mask
 
 EXIT_BAD_INPUT = 2
@@ -69,40 +71,6 @@ def _positive_int(text: str) -> int:
 # -- checking a profile --------------------------------------------------------
 
 
-def check(profile: Profile) -> dict[str, type[Transport]]:
-    """Load every driver's plugin and check its options and patterns; exit 2 on a problem."""
-    plugins = registry.discover()
-    classes: dict[str, type[Transport]] = {}
-    for d in profile.drivers:
-        where = f"{profile.path}: drivers.{d.name}"
-        try:
-            cls = registry.get(d.plugin, plugins)
-            cls.check_options(d.plugin, d.options_dict)
-        except PluginError as exc:
-            raise CliError(f"{where}.plugin: {exc}", EXIT_BAD_INPUT) from None
-        except OptionError as exc:
-            raise CliError(f"{where}.{exc.option}: {exc.problem}", EXIT_BAD_INPUT) from None
-        classes[d.name] = cls
-    for i, sc in enumerate(profile.scenarios):
-        for d in profile.drivers:
-            if sc.drivers and d.name not in sc.drivers:
-                continue
-            feats = classes[d.name].features
-            if sc.pattern not in feats.patterns:
-                raise CliError(
-                    f"{profile.path}: scenario[{i}].pattern: driver {d.name!r} (plugin "
-                    f"{d.plugin!r}) does not support {sc.pattern!r}; limit the scenario with "
-                    f"drivers = [...]",
-                    EXIT_BAD_INPUT,
-                )
-            if sc.fanout and not feats.fanout:
-                raise CliError(
-                    f"{profile.path}: scenario[{i}].fanout: plugin {d.plugin!r} has no fanout",
-                    EXIT_BAD_INPUT,
-                )
-    return classes
-
-
 def _load(path: str, args: argparse.Namespace | None = None) -> Profile:
     try:
         profile = load_profile(path)
@@ -113,9 +81,16 @@ def _load(path: str, args: argparse.Namespace | None = None) -> Profile:
     return profile
 
 
+def _check(profile: Profile) -> dict[str, LoadedPlugin]:
+    try:
+        return check_profile(profile)
+    except ProfileError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     profile = _load(args.profile)
-    check(profile)
+    _check(profile)
     plan = make_plan(profile)
     print(
         f"{profile.path}: ok: {len(profile.drivers)} driver(s), {len(profile.scenarios)} "
@@ -137,17 +112,17 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         table.add_column(col)
     for name, info in registry.discover().items():
         try:
-            cls = registry.load(info)
+            cls = registry.load(info).cls
         except PluginError as exc:
             table.add_row(name, info.package, info.version, "-", f"[red]{exc}[/red]", "")
             continue
         f = cls.features
         feats = ", ".join(
-            [*sorted(f.patterns)]
+            [p for p in PATTERNS if p in cls.patterns()]
             + [k for k in ("at_most_once", "mandatory", "durable", "fanout") if getattr(f, k)]
-            + ([] if f.needs_broker else ["no broker"])
+            + [f"server: {f.server}" if f.server else "no server"]
         )
-        opts = ", ".join(f"{k}={v.default!r}" for k, v in cls.options.items())
+        opts = ", ".join(f"{k}={v.default!r}" for k, v in cls.option_specs.items())
         table.add_row(name, info.package, info.version, cls.wire, feats, opts)
     console.print(table)
     return 0
@@ -185,13 +160,13 @@ def _profile_record(profile: Profile, urls: Sequence[str]) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     profile = _load(args.profile, args)
-    classes = check(profile)
+    plugins = _check(profile)
     plan = make_plan(profile)
     console = _console()
     err = _console(stderr=True)
     managed = None
     urls = profile.broker.urls
-    needs_broker = any(c.features.needs_broker for c in classes.values())
+    needs_broker = any(p.cls.features.needs_server for p in plugins.values())
     if profile.broker.managed and needs_broker:
         from mqlab import broker as broker_mod
 
@@ -310,7 +285,7 @@ def _run(
 
     run_id = uuid.uuid4().hex[:6]
     runner = Runner(
-        plan, urls, run_id, lambda p: registry.get(p).features.in_process,
+        plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
         on_snapshot, on_step, broker_pid,
         broker_label="" if needs_broker else "none needed",
     )  # fmt: skip

@@ -9,12 +9,13 @@ import socket
 import struct
 import urllib.request
 from base64 import b64encode
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import urlsplit
 
 from mqlab import __version__
-from mqlab.registry import PluginInfo
+from mqlab.registry import Plugin
 
 
 def _pkg(name: str) -> str | None:
@@ -123,7 +124,7 @@ def _field_table(buf: bytes, at: int) -> dict[str, str]:
 
 
 def gather(
-    plugins: dict[str, PluginInfo], broker: dict[str, Any] | None, used: set[str]
+    plugins: Mapping[str, Plugin], broker: dict[str, Any] | None, used: set[str]
 ) -> dict[str, Any]:
     return {
         "mqlab": __version__,

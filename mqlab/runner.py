@@ -28,11 +28,12 @@ from mqlab.errors import MqlabError
 from mqlab.metrics import count_ledgers, latency_ms, merge_histograms, throughput
 from mqlab.plan import Layout, Plan, Step, WorkerSpec, layout
 from mqlab.snapshot import RunSnapshot, StepRow
+from mqlab.transport import START_LIMIT
 from mqlab.urls import mask
 from mqlab.worker import spec_to_dict
 
 #: a worker must connect, start its transport and serve within this many seconds
-START_TIMEOUT = 30.0
+START_TIMEOUT = START_LIMIT
 #: workers get this long to send their final figures and exit
 FINISH_TIMEOUT = 10.0
 #: a drain with no new receipt for this long is over

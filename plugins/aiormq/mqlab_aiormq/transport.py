@@ -23,15 +23,13 @@ from mqlab.transport import (
     Target,
     Transport,
     TransportConfig,
-    parse_options,
 )
 
 from . import errors
 from .consumer import Consumer
-from .options import OPTIONS, validate
+from .options import OPTIONS, check_combinations
 from .topology import declare_exchange, declare_queue, open_channel
 
-PLUGIN = "aiormq"
 #: start() gives up on a broker after this long (a black-holed host never refuses)
 CONNECT_TIMEOUT = 10.0
 #: bound on every step of aclose()
@@ -75,16 +73,13 @@ class AiormqTransport(Transport):
 
     wire: ClassVar[str] = amqp.WIRE
     features: ClassVar[Features] = Features(
-        at_most_once=True, mandatory=True, durable=True, fanout=True
+        at_most_once=True, mandatory=True, durable=True, fanout=True, server="rabbitmq"
     )
-    options: ClassVar[Mapping[str, Option]] = OPTIONS
+    option_specs: ClassVar[Mapping[str, Option]] = OPTIONS
 
     @classmethod
-    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Check option types, then values and combinations (``OptionError`` on a bad one)."""
-        opts = parse_options(plugin, cls.options, raw)
-        validate(plugin, opts)
-        return opts
+    def check_combinations(cls, options: Mapping[str, Any]) -> None:
+        check_combinations(options)
 
     def __init__(self, config: TransportConfig) -> None:
         super().__init__(config)
@@ -112,7 +107,7 @@ class AiormqTransport(Transport):
 
     async def start(self) -> None:
         """Connect to the first broker URL that answers; ``ConnectFailed`` if none does."""
-        self.opts = opts = self.check_options(PLUGIN, self.config.options)
+        opts = self.options
         self._confirm = opts["confirm"]
         self._mandatory = opts["mandatory"]
         urls = list(self.urls)
@@ -204,7 +199,7 @@ class AiormqTransport(Transport):
     async def _consumer_channel(self, handler: Handler) -> Consumer:
         conn = self._connection()
         channel = await open_channel(conn, confirms=False)
-        opts = self.opts
+        opts = self.options
         if not opts["no_ack"] and opts["prefetch"]:
             await channel.basic_qos(prefetch_count=opts["prefetch"])
         return Consumer(channel, handler, no_ack=opts["no_ack"], multi_ack=opts["multi_ack"])

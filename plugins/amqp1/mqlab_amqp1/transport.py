@@ -45,10 +45,17 @@ from mqlab.errors import (
     ConnectFailed,
     ConnectionLost,
     DriverError,
-    OptionError,
     TransportError,
 )
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.transport import (
+    Features,
+    Handler,
+    Option,
+    OptionConflict,
+    Target,
+    Transport,
+    TransportConfig,
+)
 from mqlab_amqp1.codec import Encoded, encode
 from mqlab_amqp1.connection import Amqp1Connection, OnMessage, Outgoing, Receiver, Sender
 from mqlab_amqp1.topology import Topology
@@ -97,16 +104,22 @@ class Amqp1Transport(Transport):
 
     wire: ClassVar[str] = "amqp10"
     features: ClassVar[Features] = Features(
-        at_most_once=True, mandatory=False, durable=True, fanout=True, needs_broker=True
+        at_most_once=True, mandatory=False, durable=True, fanout=True, server="rabbitmq"
     )
-    options: ClassVar[Mapping[str, Option]] = {
+    option_specs: ClassVar[Mapping[str, Option]] = {
         "presettled": Option(
             (list, tuple),
             (),
             "patterns sent pre-settled, i.e. at most once (any of call, cast, notify); "
             "the others wait for the broker's accepted outcome",
         ),
-        "credit": Option((int,), 100, "receiver credit window: most unsettled messages per link"),
+        "credit": Option(
+            (int,),
+            100,
+            "receiver credit window: most unsettled messages per link",
+            minimum=1,
+            maximum=0xFFFF_FFFF,
+        ),
         "container_id": Option(
             (str,), None, "AMQP container id (default: mqlab-<worker>-<random>)", allow_none=True
         ),
@@ -135,18 +148,24 @@ class Amqp1Transport(Transport):
     # -- options --------------------------------------------------------------
 
     @classmethod
-    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Check types (the core's rules), then values."""
-        opts = super().check_options(plugin, raw)
-        _check_values(plugin, opts)
-        return opts
+    def check_combinations(cls, options: Mapping[str, Any]) -> None:
+        """Values the types alone cannot check: pattern names, non-empty strings."""
+        for pattern in options["presettled"]:
+            if pattern not in PATTERNS:
+                raise OptionConflict(
+                    "presettled", f"unknown pattern {pattern!r} (expected any of {PATTERNS})"
+                )
+        container = options["container_id"]
+        if container is not None and not container.strip():
+            raise OptionConflict("container_id", "must not be empty (omit it for a generated id)")
+        if not options["sasl_mechanisms"].split():
+            raise OptionConflict("sasl_mechanisms", "must name at least one mechanism, e.g. PLAIN")
 
     # -- life cycle ---------------------------------------------------------
 
     async def start(self) -> None:
         """Connect to the first URL that answers; ConnectFailed with the reason otherwise."""
-        opts = {name: self.opts.get(name, opt.default) for name, opt in self.options.items()}
-        _check_values("amqp1", opts)
+        opts = self.options
         self._presettled = frozenset(opts["presettled"])
         self._credit = opts["credit"]
         container = opts["container_id"] or f"mqlab-{self.config.worker}-{uuid.uuid4().hex[:8]}"
@@ -420,21 +439,3 @@ def _fail_with(fut: asyncio.Future[bytes], outcome: asyncio.Future[None]) -> Non
     exc = outcome.exception()
     if exc is not None and not fut.done():
         fut.set_exception(exc)
-
-
-def _check_values(plugin: str, opts: Mapping[str, Any]) -> None:
-    presettled = opts.get("presettled", ())
-    for pattern in presettled:
-        if pattern not in PATTERNS:
-            raise OptionError(
-                plugin, "presettled", f"unknown pattern {pattern!r} (expected any of {PATTERNS})"
-            )
-    credit = opts.get("credit", 100)
-    if not 1 <= credit <= 0xFFFF_FFFF:
-        raise OptionError(plugin, "credit", f"must be between 1 and 4294967295, got {credit}")
-    container = opts.get("container_id")
-    if container is not None and not container.strip():
-        raise OptionError(plugin, "container_id", "must not be empty (omit it for a generated id)")
-    mechs = opts.get("sasl_mechanisms", "PLAIN")
-    if not mechs.split():
-        raise OptionError(plugin, "sasl_mechanisms", "must name at least one mechanism, e.g. PLAIN")

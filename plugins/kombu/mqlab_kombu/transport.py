@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import aio_pika
 import aiormq.exceptions as amqp_exc
@@ -24,7 +24,6 @@ from mqlab.errors import (
     ConnectFailed,
     ConnectionLost,
     DriverError,
-    OptionError,
     TransportError,
 )
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
@@ -57,15 +56,16 @@ class KombuTransport(Transport):
     # at_most_once: consumers always ack, and a republish may duplicate, so
     # at-most-once cannot be configured (as oslo says of the kombu driver)
     features = Features(
-        at_most_once=False, mandatory=False, durable=True, fanout=True, needs_broker=True
+        at_most_once=False, mandatory=False, durable=True, fanout=True, server="rabbitmq"
     )
-    options: ClassVar[Mapping[str, Option]] = {
+    option_specs: ClassVar[Mapping[str, Option]] = {
         "retry": Option(
             (int,),
             None,
             "republish attempts after a connection failure: None or -1 forever, 0 never, "
             "N at most N",
             allow_none=True,
+            minimum=-1,
         ),
         "confirm": Option(
             (bool,), True, "publisher confirms: a send returns once the broker has it"
@@ -76,8 +76,16 @@ class KombuTransport(Transport):
             "consumers ack after the handler (at-least-once) or before it",
             choices=("after", "before"),
         ),
-        "prefetch": Option((int,), 64, "basic.qos prefetch count per consumer (0 = unlimited)"),
-        "heartbeat": Option((int,), 60, "AMQP heartbeat timeout in seconds (0 = off)"),
+        "prefetch": Option(
+            (int,),
+            64,
+            "basic.qos prefetch count per consumer (0 = unlimited)",
+            minimum=0,
+            maximum=65535,  # an AMQP short
+        ),
+        "heartbeat": Option(
+            (int,), 60, "AMQP heartbeat timeout in seconds (0 = off)", minimum=0, maximum=65535
+        ),
         "connections": Option(
             (str,),
             "pool",
@@ -86,19 +94,6 @@ class KombuTransport(Transport):
             choices=("pool", "single"),
         ),
     }
-
-    @classmethod
-    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Check types, then the values: ``retry >= -1``, counts within AMQP's 16 bits."""
-        opts = super().check_options(plugin, raw)
-        if opts["retry"] is not None and opts["retry"] < -1:
-            raise OptionError(
-                plugin, "retry", f"expected None, -1, 0 or N > 0, got {opts['retry']}"
-            )
-        for name in ("prefetch", "heartbeat"):
-            if not 0 <= opts[name] <= 65535:
-                raise OptionError(plugin, name, f"expected 0..65535, got {opts[name]}")
-        return opts
 
     def __init__(self, config: TransportConfig) -> None:
         super().__init__(config)
@@ -115,8 +110,7 @@ class KombuTransport(Transport):
 
     async def start(self) -> None:
         """Connect to the first broker URL that works; :class:`ConnectFailed` within ~10 s."""
-        opts = self.check_options("kombu", self.opts)
-        self.opts = opts
+        opts = self.options
         if not self.urls:
             raise ConnectFailed("no broker URL given (set broker.url in the profile)")
         self._ack_before = opts["ack"] == "before"

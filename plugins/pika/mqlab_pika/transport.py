@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pika.spec
 from pika.channel import Channel
@@ -23,7 +22,7 @@ from mqlab.errors import (
 from mqlab.transport import Features, Handler, Target, Transport, TransportConfig
 from mqlab_pika.bridge import Gone
 from mqlab_pika.link import ConsumerSpec, Link, OnMessage
-from mqlab_pika.options import OPTIONS, Settings, check, make_settings
+from mqlab_pika.options import OPTIONS, Settings, make_settings
 from mqlab_pika.publisher import Nacked, Returned
 
 LOG = logging.getLogger(__name__)
@@ -54,9 +53,9 @@ class PikaTransport(Transport):
 
     wire: ClassVar[str] = amqp.WIRE
     features: ClassVar[Features] = Features(
-        at_most_once=True, mandatory=True, durable=True, fanout=True
+        at_most_once=True, mandatory=True, durable=True, fanout=True, server="rabbitmq"
     )
-    options = OPTIONS
+    option_specs = OPTIONS
 
     def __init__(self, config: TransportConfig) -> None:
         super().__init__(config)
@@ -69,16 +68,11 @@ class PikaTransport(Transport):
         self._prefix = f"{amqp.new_id()[:16]}."
         self._ids = itertools.count(1)
 
-    @classmethod
-    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Check option types and values (e.g. ``retry`` >= -1, ``prefetch`` <= 65535)."""
-        return check(raw, plugin)
-
     # -- lifecycle -----------------------------------------------------------
 
     async def start(self) -> None:
         """Connect to the first URL that works, or raise :class:`ConnectFailed` in time."""
-        self._settings = settings = make_settings(self.opts)
+        self._settings = settings = make_settings(self.options)
         link = Link(self.urls, settings, f"mqlab-pika {self.config.worker}")
         link.on_down = self._on_down
         await link.start()
