@@ -85,6 +85,13 @@ class Target:
     def to_server(self, server: str) -> Target:
         return Target(self.exchange, self.topic, server, False, self.durable, self.priority)
 
+    def describe(self) -> str:
+        """How messages name this target: ``'exchange/topic.server'``, ``(fanout)`` added."""
+        where = f"{self.exchange}/{self.topic}"
+        if self.server:
+            where = f"{where}.{self.server}"
+        return f"{where!r} (fanout)" if self.fanout else repr(where)
+
 
 @dataclass(frozen=True, slots=True)
 class Features:
