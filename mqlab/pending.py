@@ -26,7 +26,8 @@ class PendingCalls:
     """Futures of the calls waiting for a reply, by correlation id."""
 
     def __init__(self) -> None:
-        self._futures: dict[str, asyncio.Future[bytes]] = {}
+        # keys are whatever the driver correlates by: str ids, or bytes off the wire
+        self._futures: dict[object, asyncio.Future[bytes]] = {}
 
     def __len__(self) -> int:
         return len(self._futures)
@@ -34,27 +35,27 @@ class PendingCalls:
     def __contains__(self, corr_id: object) -> bool:
         return corr_id in self._futures
 
-    def expect(self, corr_id: str) -> asyncio.Future[bytes]:
+    def expect(self, corr_id: object) -> asyncio.Future[bytes]:
         """Register a call before its request is sent (a fast reply must find it)."""
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._futures[corr_id] = fut
         return fut
 
-    def resolve(self, corr_id: str | None, body: bytes) -> bool:
+    def resolve(self, corr_id: object, body: bytes) -> bool:
         """Hand a reply to its call; False for a late or foreign reply (it is dropped)."""
-        fut = self._futures.pop(corr_id or "", None)
+        fut = self._futures.pop(corr_id, None)
         if fut is None or fut.done():
             return False
         fut.set_result(body)
         return True
 
-    def fail(self, corr_id: str, exc: BaseException) -> None:
+    def fail(self, corr_id: object, exc: BaseException) -> None:
         """Fail one call (e.g. its request came back undeliverable)."""
         fut = self._futures.pop(corr_id, None)
         if fut is not None and not fut.done():
             fut.set_exception(exc)
 
-    def forget(self, corr_id: str) -> None:
+    def forget(self, corr_id: object) -> None:
         """Drop a finished call; an exception set meanwhile counts as seen."""
         fut = self._futures.pop(corr_id, None)
         if fut is not None and fut.done() and not fut.cancelled():
