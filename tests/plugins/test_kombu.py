@@ -256,7 +256,7 @@ async def test_connect_errors_name_the_problem_without_the_password(broker: Any)
         (f"amqp://guest:guest@{host}/nope", f"virtual host 'nope' does not exist on {host}"),
         (
             "amqp://guest:s3cret-pw@127.0.0.1:5999/",
-            "cannot connect to 127.0.0.1:5999: connection refused",
+            "cannot connect to amqp://guest:***@127.0.0.1:5999/: connection refused",
         ),
     ]
     for url, expected in cases:

@@ -20,12 +20,11 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from mqlab import amqp
 from mqlab.errors import (
-    CallTimeout,
-    ConnectFailed,
     ConnectionLost,
     DriverError,
     TransportError,
 )
+from mqlab.pending import PendingCalls
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_kombu.consumer import Callback, Consumers, Subscription
 from mqlab_kombu.link import Link
@@ -101,7 +100,7 @@ class KombuTransport(Transport):
         self._publisher: Publisher | None = None
         self._consumers: Consumers | None = None
         self._ack_before = False
-        self._pending: dict[str, asyncio.Future[bytes]] = {}
+        self._calls = PendingCalls()
         self._reply_to: str | None = None
         self._reply_lock = asyncio.Lock()
         self._closed = False
@@ -111,8 +110,6 @@ class KombuTransport(Transport):
     async def start(self) -> None:
         """Connect to the first broker URL that works; :class:`ConnectFailed` within ~10 s."""
         opts = self.options
-        if not self.urls:
-            raise ConnectFailed("no broker URL given (set broker.url in the profile)")
         self._ack_before = opts["ack"] == "before"
         name = f"mqlab-kombu {self.config.worker}"
         heartbeat = opts["heartbeat"]
@@ -140,9 +137,7 @@ class KombuTransport(Transport):
         if self._closed:
             return
         self._closed = True
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.set_exception(ConnectionLost("the transport closed while waiting for a reply"))
+        self._calls.reject_all(ConnectionLost("the transport closed while waiting for a reply"))
         try:
             if self._consumers is not None:
                 await self._consumers.close()
@@ -231,9 +226,7 @@ class KombuTransport(Transport):
     async def _on_reply(self, message: AbstractIncomingMessage) -> None:
         if self._ack_before:
             await _ack(message)
-        fut = self._pending.pop(message.correlation_id or "", None)
-        if fut is not None and not fut.done():
-            fut.set_result(message.body)
+        self._calls.resolve(message.correlation_id, message.body)
         if not self._ack_before:
             await _ack(message)
 
@@ -245,12 +238,9 @@ class KombuTransport(Transport):
         """
         publisher, _ = self._parts()
         msg_id = amqp.new_id()
-        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._pending[msg_id] = fut
         route = amqp.rpc_route(target)
-        deadline = asyncio.timeout(timeout)
         try:
-            async with deadline:
+            async with self._calls.waiting(msg_id, target, timeout) as fut:
                 reply_to = await self._reply_queue()
                 request = aio_pika.Message(
                     body,
@@ -262,18 +252,10 @@ class KombuTransport(Transport):
                 await publisher.publish(_rpc_exchange(target), route.routing_key, request)
                 return await fut
         except TimeoutError as exc:
-            if not deadline.expired():
-                if isinstance(exc, TransportError):
-                    raise
-                raise DriverError(f"call failed: {exc or type(exc).__name__}") from exc
-            where = f"{target.topic}.{target.server}" if target.server else target.topic
-            raise CallTimeout(
-                f"no reply from {where!r} within {timeout:g}s (is a server running for it?)"
-            ) from exc
-        finally:
-            self._pending.pop(msg_id, None)
-            if fut.done() and not fut.cancelled():
-                fut.exception()  # set by aclose() while we were still publishing: seen
+            if isinstance(exc, TransportError):
+                raise
+            # a library's own timeout before the call's deadline
+            raise DriverError(f"call failed: {exc or type(exc).__name__}") from exc
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Publish to the topic, one server, or every server (``target.fanout``)."""
