@@ -15,7 +15,9 @@ from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
 from mqlab import amqp
-from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, TransportError
+from mqlab.connect import connect_first
+from mqlab.errors import ConnectionLost, TransportError
+from mqlab.pending import PendingCalls
 from mqlab.transport import (
     Features,
     Handler,
@@ -56,13 +58,6 @@ def _with_heartbeat(url: str, heartbeat: int) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-def _describe(target: Target) -> str:
-    where = f"{target.exchange}/{target.topic}"
-    if target.fanout:
-        return f"{where} (fanout)"
-    return f"{where}.{target.server}" if target.server else where
-
-
 class AiormqTransport(Transport):
     """AMQP 0-9-1 on aiormq: one connection, one publishing channel, one channel per server.
 
@@ -95,7 +90,7 @@ class AiormqTransport(Transport):
         self._reply_lock = asyncio.Lock()
         self._reply_to: str | None = None
         self._reply_channel: aiormq.Channel | None = None
-        self._waiting: dict[str, asyncio.Future[bytes]] = {}
+        self._calls = PendingCalls()
         # ids: a random prefix per transport and a counter, far cheaper than a uuid each
         self._prefix = f"{amqp.new_id()[:12]}."
         self._seq = itertools.count(1)
@@ -110,26 +105,21 @@ class AiormqTransport(Transport):
         opts = self.options
         self._confirm = opts["confirm"]
         self._mandatory = opts["mandatory"]
-        urls = list(self.urls)
-        if not urls:
-            raise ConnectFailed("no broker URL given (set the profile's broker url)")
-        failures: list[str] = []
-        last: BaseException | None = None
-        for url in urls:
-            try:
-                async with asyncio.timeout(CONNECT_TIMEOUT):
-                    conn = await aiormq.connect(
-                        _with_heartbeat(url, opts["heartbeat"]),
-                        client_properties={"connection_name": f"mqlab {self.config.worker}"},
-                    )
-            except Exception as exc:  # noqa: BLE001 - each failure becomes one line below
-                failures.append(errors.connect_failure(url, exc, CONNECT_TIMEOUT))
-                last = exc
-                continue
-            self._conn = conn
-            break
-        else:
-            raise errors.connect_failed(urls, failures) from last
+
+        async def open_url(url: str, timeout: float) -> aiormq.Connection:
+            return await aiormq.connect(
+                _with_heartbeat(url, opts["heartbeat"]),
+                client_properties={"connection_name": f"mqlab {self.config.worker}"},
+            )
+
+        _, conn = await connect_first(
+            self.urls,
+            open_url,
+            errors.connect_failure,
+            per_url=CONNECT_TIMEOUT,
+            budget=CONNECT_TIMEOUT * len(self.urls),
+        )
+        self._conn = conn
         conn.closing.add_done_callback(self._on_connection_closed)
         try:
             self._pub = await open_channel(conn, confirms=self._confirm)
@@ -141,11 +131,9 @@ class AiormqTransport(Transport):
         if self._closing:
             return
         # callers would otherwise wait for replies that can no longer come
-        lost = ConnectionLost("the connection to the broker was lost; check the broker")
-        for fut in self._waiting.values():
-            if not fut.done():
-                fut.set_exception(lost)
-        self._waiting.clear()
+        self._calls.reject_all(
+            ConnectionLost("the connection to the broker was lost; check the broker")
+        )
 
     def _open(self) -> bool:
         return self._conn is not None and not self._conn.is_closed
@@ -163,11 +151,7 @@ class AiormqTransport(Transport):
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(CLOSE_TIMEOUT):
                         await self._delete_unused_exchanges()
-            stopped = ConnectionLost("the transport was closed while the call waited")
-            for fut in self._waiting.values():
-                if not fut.done():
-                    fut.set_exception(stopped)
-            self._waiting.clear()
+            self._calls.reject_all(ConnectionLost("the transport was closed while the call waited"))
             if self._conn is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._conn.close(), CLOSE_TIMEOUT)
@@ -221,7 +205,7 @@ class AiormqTransport(Transport):
         except Exception as exc:
             if consumer is not None:
                 await consumer.stop()
-            raise errors.runtime(exc, f"serving {_describe(target)}", self._open()) from exc
+            raise errors.runtime(exc, f"serving {target.describe()}", self._open()) from exc
         self._consumers.append(consumer)
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
@@ -300,21 +284,16 @@ class AiormqTransport(Transport):
 
     async def _on_reply(self, message: DeliveredMessage) -> None:
         # a reply that comes after its call timed out finds nobody: dropped
-        fut = self._waiting.pop(message.header.properties.correlation_id or "", None)
-        if fut is not None and not fut.done():
-            fut.set_result(message.body)
+        self._calls.resolve(message.header.properties.correlation_id, message.body)
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         """Send a request and wait for its reply; ``CallTimeout`` after ``timeout`` s."""
         cid = f"{self._prefix}{next(self._seq)}"
-        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        waiting = self._waiting
         try:
-            async with asyncio.timeout(timeout):
+            async with self._calls.waiting(cid, target, timeout) as fut:
                 reply_to = self._reply_to or await self._setup_replies()
                 dest = self._rpc_dests.get(target) or await self._dest(target, False)
                 channel = self._pub if self._pub is not None else await self._publisher()
-                waiting[cid] = fut
                 await channel.basic_publish(
                     body,
                     exchange=dest.exchange,
@@ -329,21 +308,14 @@ class AiormqTransport(Transport):
                     wait=False,
                 )
                 return await fut
-        except TimeoutError as exc:
-            raise CallTimeout(
-                f"no reply from {_describe(target)} within {timeout:g}s "
-                "(is a server running for this target?)"
-            ) from exc
         except TransportError:
             raise
         except Exception as exc:
-            raise self._failed(exc, f"call to {_describe(target)}") from exc
-        finally:
-            waiting.pop(cid, None)
+            raise self._failed(exc, f"call to {target.describe()}") from exc
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Send without waiting for a reply; with ``confirm`` returns once the broker took it."""
-        await self._send(target, body, False, f"cast to {_describe(target)}")
+        await self._send(target, body, False, f"cast to {target.describe()}")
 
     async def notify(self, target: Target, body: bytes) -> None:
         """Publish a notification to ``<topic>.<priority>`` on the notification exchange."""
