@@ -13,12 +13,12 @@ from pika.channel import Channel
 from mqlab import amqp
 from mqlab.amqp import ExchangeDecl, Route
 from mqlab.errors import (
-    CallTimeout,
     ConnectionLost,
     DriverError,
     TransportError,
     Undeliverable,
 )
+from mqlab.pending import PendingCalls
 from mqlab.transport import Features, Handler, Target, Transport, TransportConfig
 from mqlab_pika.bridge import Gone
 from mqlab_pika.link import ConsumerSpec, Link, OnMessage
@@ -30,15 +30,6 @@ LOG = logging.getLogger(__name__)
 _PERSISTENT = 2
 _PLAIN = pika.spec.BasicProperties()
 _DURABLE = pika.spec.BasicProperties(delivery_mode=_PERSISTENT)
-
-
-def _where(target: Target) -> str:
-    where = f"{target.exchange}/{target.topic}"
-    if target.server:
-        where += f".{target.server}"
-    if target.fanout:
-        where += " (fanout)"
-    return where
 
 
 class PikaTransport(Transport):
@@ -61,7 +52,7 @@ class PikaTransport(Transport):
         super().__init__(config)
         self._settings: Settings | None = None
         self._link: Link | None = None
-        self._calls: dict[str, asyncio.Future[bytes]] = {}
+        self._calls = PendingCalls()
         self._reply_to: str | None = None
         self._reply_lock = asyncio.Lock()
         # ids only need to be unique per client: a random prefix and a counter
@@ -100,12 +91,7 @@ class PikaTransport(Transport):
             self._fail_calls(ConnectionLost(f"{reason} while waiting for a reply"))
 
     def _fail_calls(self, exc: TransportError) -> None:
-        # in place: the reply consumer holds this very dict
-        pending = list(self._calls.values())
-        self._calls.clear()
-        for fut in pending:
-            if not fut.done():
-                fut.set_exception(exc)
+        self._calls.reject_all(exc)
 
     # -- server side ---------------------------------------------------------
 
@@ -169,9 +155,7 @@ class PikaTransport(Transport):
                     props: pika.spec.BasicProperties,
                     body: bytes,
                 ) -> None:
-                    fut = calls.get(props.correlation_id)
-                    if fut is not None and not fut.done():
-                        fut.set_result(body)
+                    calls.resolve(props.correlation_id, body)
 
                 # replies are consumed no-ack whatever `retry` says: a reply for a
                 # caller that gave up is worthless, and this keeps replies cheap
@@ -270,23 +254,11 @@ class PikaTransport(Transport):
             correlation_id=cid,
             delivery_mode=_PERSISTENT if route.persistent else None,
         )
-        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._calls[cid] = fut
-        try:
-            async with asyncio.timeout(timeout):
-                await self._send(
-                    route, exchange, body, props, _where(target), settings.mandatory, cid
-                )
-                return await fut
-        except TimeoutError as exc:
-            if isinstance(exc, TransportError):
-                raise
-            raise CallTimeout(f"no reply from {_where(target)} within {timeout:g}s") from exc
-        finally:
-            self._calls.pop(cid, None)
-            if fut.done() and not fut.cancelled():
-                # a send failure may leave a failed reply future nobody awaited
-                fut.exception()
+        async with self._calls.waiting(cid, target, timeout) as fut:
+            await self._send(
+                route, exchange, body, props, target.describe(), settings.mandatory, cid
+            )
+            return await fut
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Send without a reply; with confirms on, returns once the broker took it."""
@@ -298,11 +270,11 @@ class PikaTransport(Transport):
             props = pika.spec.BasicProperties(
                 message_id=key, delivery_mode=_PERSISTENT if route.persistent else None
             )
-            await self._send(route, exchange, body, props, _where(target), True, key)
+            await self._send(route, exchange, body, props, target.describe(), True, key)
         else:
             props = _DURABLE if route.persistent else _PLAIN
             await self._send(
-                route, exchange, body, props, _where(target), wait_confirm=settings.resends
+                route, exchange, body, props, target.describe(), wait_confirm=settings.resends
             )
 
     async def notify(self, target: Target, body: bytes) -> None:
