@@ -40,13 +40,14 @@ from mqlab.amqp import (
     rpc_route,
     rpc_server_queues,
 )
+from mqlab.connect import connect_first
 from mqlab.errors import (
-    CallTimeout,
     ConnectFailed,
     ConnectionLost,
     DriverError,
     TransportError,
 )
+from mqlab.pending import PendingCalls
 from mqlab.transport import (
     Features,
     Handler,
@@ -138,7 +139,7 @@ class Amqp1Transport(Transport):
         self._senders: dict[str, Sender] = {}
         self._reply_sender: Sender | None = None
         self._receivers: list[Receiver] = []
-        self._calls: dict[str, asyncio.Future[bytes]] = {}
+        self._calls = PendingCalls()
         self._ids = itertools.count()
         #: ``/queue/reply_<id>`` once the reply queue is consumed
         self._reply_address = ""
@@ -169,42 +170,35 @@ class Amqp1Transport(Transport):
         self._presettled = frozenset(opts["presettled"])
         self._credit = opts["credit"]
         container = opts["container_id"] or f"mqlab-{self.config.worker}-{uuid.uuid4().hex[:8]}"
-        if not self.urls:
-            raise ConnectFailed("no broker URL given (expected amqp://user:pass@host:port/)")
-        errors: list[str] = []
-        for raw in self.urls:
+
+        async def open_url(raw: str, timeout: float) -> tuple[BrokerUrl, Amqp1Connection, Sender]:
             url = parse_url(raw)
             conn = Amqp1Connection(url, container, opts["sasl_mechanisms"], self._lost)
             try:
-                await conn.connect(CONNECT_TIMEOUT)
+                await conn.connect(timeout)
                 # RabbitMQ opens the connection whatever the vhost and refuses at
                 # the first link: attach the reply link now to fail here, not later
                 reply = conn.sender("/queue")
                 await self._attached(reply)
-            except TransportError as exc:
+            except BaseException:
                 await conn.close(CLOSE_TIMEOUT)
-                error = (
-                    exc
-                    if isinstance(exc, ConnectFailed)
-                    else ConnectFailed(f"{exc} (check the vhost and the user's permissions)")
-                )
-                if len(self.urls) == 1:
-                    raise error from exc
-                errors.append(str(exc))
-                continue
-            self._conn, self._url, self._reply_sender = conn, url, reply
-            self._topology = Topology(url)
-            return
-        raise ConnectFailed(f"cannot connect to any of {len(self.urls)} brokers: {errors[-1]}")
+                raise
+            return url, conn, reply
+
+        _, (url, conn, reply) = await connect_first(
+            self.urls,
+            open_url,
+            _explain,
+            per_url=CONNECT_TIMEOUT,
+            budget=CONNECT_TIMEOUT * len(self.urls),
+        )
+        self._conn, self._url, self._reply_sender = conn, url, reply
+        self._topology = Topology(url)
 
     async def aclose(self) -> None:
         """Close the AMQP 1.0 and the 0-9-1 topology connections; never raises, never hangs."""
         conn, self._conn = self._conn, None
-        closed = ConnectionLost("transport closed")
-        for fut in self._calls.values():
-            if not fut.done():
-                fut.set_exception(closed)
-        self._calls.clear()
+        self._calls.reject_all(ConnectionLost("transport closed"))
         if self._reply_ready is not None and not self._reply_ready.done():
             self._reply_ready.cancel()
         try:
@@ -232,10 +226,7 @@ class Amqp1Transport(Transport):
     def _lost(self, error: TransportError) -> None:
         # servers and listeners have no caller to raise to: say it once here
         LOG.warning("amqp1 transport %s: %s (no reconnection)", self.config.worker, error)
-        for fut in self._calls.values():
-            if not fut.done():
-                fut.set_exception(error)
-        self._calls.clear()
+        self._calls.reject_all(error)
 
     def _connection(self) -> Amqp1Connection:
         conn = self._conn
@@ -378,9 +369,8 @@ class Amqp1Transport(Transport):
 
     def _on_reply(self, message: proton.Message) -> None:
         corr = message.correlation_id
-        fut = self._calls.pop(corr, None) if isinstance(corr, str) else None
-        if fut is not None and not fut.done():
-            fut.set_result(_body(message))
+        if isinstance(corr, str):
+            self._calls.resolve(corr, _body(message))
 
     async def _send(self, route: Route, body: bytes, pattern: str) -> None:
         sender = await self._sender(route.exchange)
@@ -393,35 +383,24 @@ class Amqp1Transport(Transport):
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         """Send a request and wait for its reply; CallTimeout after ``timeout`` seconds."""
         route = rpc_route(target)
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bytes] = loop.create_future()
         corr = f"{next(self._ids):x}"
-        try:
-            async with asyncio.timeout(timeout):
-                if not self._reply_address:
-                    await self._ensure_replies()
-                sender = await self._sender(route.exchange)
-                await sender.wait_credit()
-                message = encode(
-                    body,
-                    subject=route.routing_key,
-                    message_id=corr,
-                    correlation_id=corr,
-                    reply_to=self._reply_address,
-                    durable=route.persistent,
-                )
-                self._calls[corr] = fut
-                outcome = sender.send(Encoded(message), "call" in self._presettled)
-                if outcome is not None:
-                    outcome.add_done_callback(lambda o: _fail_with(fut, o))
-                return await fut
-        except TimeoutError as exc:
-            raise CallTimeout(
-                f"no reply from {target.exchange}/{route.routing_key or target.topic} "
-                f"within {timeout:g}s (is a server running for this topic?)"
-            ) from exc
-        finally:
-            self._calls.pop(corr, None)
+        async with self._calls.waiting(corr, target, timeout) as fut:
+            if not self._reply_address:
+                await self._ensure_replies()
+            sender = await self._sender(route.exchange)
+            await sender.wait_credit()
+            message = encode(
+                body,
+                subject=route.routing_key,
+                message_id=corr,
+                correlation_id=corr,
+                reply_to=self._reply_address,
+                durable=route.persistent,
+            )
+            outcome = sender.send(Encoded(message), "call" in self._presettled)
+            if outcome is not None:
+                outcome.add_done_callback(lambda o: _fail_with(fut, o))
+            return await fut
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Send without a reply; returns once the broker accepted it (or at once, pre-settled)."""
@@ -439,3 +418,12 @@ def _fail_with(fut: asyncio.Future[bytes], outcome: asyncio.Future[None]) -> Non
     exc = outcome.exception()
     if exc is not None and not fut.done():
         fut.set_exception(exc)
+
+
+def _explain(url: str, exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no AMQP 1.0 answer within {timeout:g}s (is this an AMQP 1.0 listener?)"
+    if isinstance(exc, ConnectFailed):
+        return str(exc)
+    # refused at the first link: the vhost or the user's rights
+    return f"{exc} (check the vhost and the user's permissions)"
