@@ -11,8 +11,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 
-#: one row of an error table: a library's exception type and how to turn it into ours
-ErrorRule = tuple[type[BaseException], Callable[[BaseException], "TransportError"]]
+#: one row of an error table: a library's exception type(s) and how to turn one into ours
+ErrorRule = tuple[
+    type[BaseException] | tuple[type[BaseException], ...],
+    Callable[[BaseException], "TransportError"],
+]
 
 
 class MqlabError(Exception):

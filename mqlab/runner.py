@@ -17,7 +17,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,7 +97,7 @@ class Runner:
     def __init__(
         self,
         plan: Plan,
-        urls: tuple[str, ...],
+        urls: Mapping[str, tuple[str, ...]],
         run_id: str,
         in_process: Callable[[str], bool],
         on_snapshot: Callable[[RunSnapshot], None],
@@ -112,7 +112,9 @@ class Runner:
         self.on_snapshot = on_snapshot
         self.on_step = on_step
         self.broker_ps = self._process(broker_pid)
-        self.broker_label = broker_label or ", ".join(mask(u) for u in urls)
+        # every URL once, in driver order: what the live view names as the broker
+        shown = dict.fromkeys(u for driver_urls in urls.values() for u in driver_urls)
+        self.broker_label = broker_label or ", ".join(mask(u) for u in shown)
         self.interrupt = asyncio.Event()  # first Ctrl-C: finish this interval, keep results
         self.force = asyncio.Event()  # second Ctrl-C: stop now
         self.finished_rows: list[StepRow] = []
@@ -287,7 +289,7 @@ class Runner:
         run = self.plan.profile.run
         tmp = tempfile.mkdtemp(prefix="mqlab-step-")
         lay = layout(
-            step, self.urls, step.driver.options_dict, self.run_id, run.processes,
+            step, self.urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp,
         )  # fmt: skip
         self._broker_cpu = []
