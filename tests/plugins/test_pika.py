@@ -504,7 +504,7 @@ def test_bad_option_values_are_refused_by_name(option: str, value: object) -> No
         registry.get("pika").check({option: value})
 
 
-def test_check_options_fills_oslo_defaults() -> None:
+def test_checked_options_fill_oslo_defaults() -> None:
     opts = registry.get("pika").check({})
     assert opts["retry"] is None
     assert opts["mandatory"] is True
