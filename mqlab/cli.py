@@ -12,14 +12,11 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import shutil
 import signal
-import socket
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,15 +25,18 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from mqlab import __version__, registry
-from mqlab.errors import BrokerError, MqlabError, OptionError, PluginError, ProfileError
+from mqlab import __version__, registry, servers
+from mqlab.calibration import codec_costs
+from mqlab.check import check_profile
+from mqlab.errors import BrokerError, MqlabError, PluginError, ProfileError
 from mqlab.eventloop import run as run_loop
 from mqlab.plan import Plan, make_plan
 from mqlab.profile import Profile, load_profile, parse_duration
+from mqlab.registry import LoadedPlugin
 from mqlab.results import ResultsFile
 from mqlab.snapshot import RunSnapshot
-from mqlab.transport import Transport
-from mqlab.urls import host_port, mask
+from mqlab.transport import PATTERNS
+from mqlab.urls import mask
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -69,40 +69,6 @@ def _positive_int(text: str) -> int:
 # -- checking a profile --------------------------------------------------------
 
 
-def check(profile: Profile) -> dict[str, type[Transport]]:
-    """Load every driver's plugin and check its options and patterns; exit 2 on a problem."""
-    plugins = registry.discover()
-    classes: dict[str, type[Transport]] = {}
-    for d in profile.drivers:
-        where = f"{profile.path}: drivers.{d.name}"
-        try:
-            cls = registry.get(d.plugin, plugins)
-            cls.check_options(d.plugin, d.options_dict)
-        except PluginError as exc:
-            raise CliError(f"{where}.plugin: {exc}", EXIT_BAD_INPUT) from None
-        except OptionError as exc:
-            raise CliError(f"{where}.{exc.option}: {exc.problem}", EXIT_BAD_INPUT) from None
-        classes[d.name] = cls
-    for i, sc in enumerate(profile.scenarios):
-        for d in profile.drivers:
-            if sc.drivers and d.name not in sc.drivers:
-                continue
-            feats = classes[d.name].features
-            if sc.pattern not in feats.patterns:
-                raise CliError(
-                    f"{profile.path}: scenario[{i}].pattern: driver {d.name!r} (plugin "
-                    f"{d.plugin!r}) does not support {sc.pattern!r}; limit the scenario with "
-                    f"drivers = [...]",
-                    EXIT_BAD_INPUT,
-                )
-            if sc.fanout and not feats.fanout:
-                raise CliError(
-                    f"{profile.path}: scenario[{i}].fanout: plugin {d.plugin!r} has no fanout",
-                    EXIT_BAD_INPUT,
-                )
-    return classes
-
-
 def _load(path: str, args: argparse.Namespace | None = None) -> Profile:
     try:
         profile = load_profile(path)
@@ -113,9 +79,16 @@ def _load(path: str, args: argparse.Namespace | None = None) -> Profile:
     return profile
 
 
+def _check(profile: Profile) -> dict[str, LoadedPlugin]:
+    try:
+        return check_profile(profile)
+    except ProfileError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     profile = _load(args.profile)
-    check(profile)
+    _check(profile)
     plan = make_plan(profile)
     print(
         f"{profile.path}: ok: {len(profile.drivers)} driver(s), {len(profile.scenarios)} "
@@ -137,17 +110,17 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         table.add_column(col)
     for name, info in registry.discover().items():
         try:
-            cls = registry.load(info)
+            cls = registry.load(info).cls
         except PluginError as exc:
             table.add_row(name, info.package, info.version, "-", f"[red]{exc}[/red]", "")
             continue
         f = cls.features
         feats = ", ".join(
-            [*sorted(f.patterns)]
+            [p for p in PATTERNS if p in cls.patterns()]
             + [k for k in ("at_most_once", "mandatory", "durable", "fanout") if getattr(f, k)]
-            + ([] if f.needs_broker else ["no broker"])
+            + [f"server: {f.server}" if f.server else "no server"]
         )
-        opts = ", ".join(f"{k}={v.default!r}" for k, v in cls.options.items())
+        opts = ", ".join(f"{k}={v.default!r}" for k, v in cls.option_specs.items())
         table.add_row(name, info.package, info.version, cls.wire, feats, opts)
     console.print(table)
     return 0
@@ -156,25 +129,12 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 # -- running -------------------------------------------------------------------
 
 
-def _reachable(urls: Sequence[str]) -> str | None:
-    """None if one broker URL accepts TCP connections, else why not (one line)."""
-    reasons = []
-    for url in urls:
-        host, port = host_port(url)
-        try:
-            with socket.create_connection((host, port), timeout=3):
-                return None
-        except OSError as exc:
-            reasons.append(f"{host}:{port} ({exc.strerror or exc})")
-    return (
-        f"cannot reach the broker at {', '.join(reasons)}: start one with `mqlab broker start`, "
-        "set [broker] managed = true in the profile, or pass --broker URL"
-    )
-
-
-def _profile_record(profile: Profile, urls: Sequence[str]) -> dict[str, Any]:
+def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
     doc = dataclasses.asdict(profile)
-    doc["broker"]["urls"] = [mask(u) for u in urls]
+    # every URL as the drivers used it, never with its password
+    doc["broker"]["urls"] = [mask(u) for u in dict.fromkeys(u for us in urls.values() for u in us)]
+    for driver in doc["drivers"]:
+        driver["urls"] = [mask(u) for u in urls.get(driver["name"], ())]
     doc["defaults"] = {
         k: (v.text if hasattr(v, "text") else v) for k, v in profile.defaults.items()
     }
@@ -184,106 +144,47 @@ def _profile_record(profile: Profile, urls: Sequence[str]) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """The pipeline: profile, check, plan, servers, run, record."""
     profile = _load(args.profile, args)
-    classes = check(profile)
+    plugins = _check(profile)
     plan = make_plan(profile)
     console = _console()
     err = _console(stderr=True)
-    managed = None
-    urls = profile.broker.urls
-    needs_broker = any(c.features.needs_broker for c in classes.values())
-    if profile.broker.managed and needs_broker:
-        from mqlab import broker as broker_mod
+    server_of = {name: p.cls.features.server for name, p in plugins.items()}
+    kinds = servers.needed(server_of) if profile.broker.managed else []
 
-        problem = broker_mod.installed()
-        if problem:
-            raise CliError(problem, EXIT_FAILED)
-        if not args.quiet:
-            err.print("starting a private RabbitMQ node for this run…")
-        # a run's node lives in its own state dir: never collides with `mqlab broker start`
-        state = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="mqlab-"))
-        try:
-            managed = broker_mod.start(state)
-        except BrokerError as exc:
-            if not args.state_dir:
-                shutil.rmtree(state, ignore_errors=True)
-            raise CliError(f"managed broker: {exc}", EXIT_FAILED) from None
-        urls = (managed.url,)
+    def say(line: str) -> None:
+        if not args.quiet or line.startswith("mqlab:"):
+            with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+                err.print(line)
+
+    state = Path(args.state_dir) if args.state_dir else None
     try:
-        if needs_broker:
-            problem = _reachable(urls)
+        with servers.managed(kinds, state, say) as handles:
+            urls = servers.endpoints(profile, server_of, handles)
+            problem = servers.unreachable(urls, server_of)
             if problem:
                 raise CliError(problem, EXIT_FAILED)
-        return _run(args, profile, plan, needs_broker, urls, managed, console, err)
-    finally:
-        if managed is not None:
-            from mqlab import broker as broker_mod
-
-            if not args.quiet:
-                with contextlib.suppress(OSError):
-                    err.print("stopping the private RabbitMQ node…")
-            try:
-                broker_mod.stop(managed.state_dir)
-            except BrokerError as exc:
-                err.print(f"mqlab: could not stop the managed broker: {exc}")
-            else:
-                if not args.state_dir:
-                    shutil.rmtree(managed.state_dir, ignore_errors=True)
-
-
-def codec_costs(profile: Profile) -> dict[str, float]:
-    """Encode + decode microseconds per message for each codec setting the profile uses."""
-    from mqlab.codec import Codec, cost_us
-    from mqlab.sizes import SizeSampler
-
-    out: dict[str, float] = {}
-    for sc in profile.scenarios:
-        key = codec_key(sc.serializer, sc.envelope, sc.message_size.text)
-        if key not in out:
-            sampler = SizeSampler(sc.message_size, seed=1)
-            sizes = [sampler.next() for _ in range(2000)]
-            out[key] = round(cost_us(Codec(sc.serializer, sc.envelope), sizes), 2)
-    return out
-
-
-def codec_key(serializer: str, envelope: bool, size: str) -> str:
-    return f"{serializer}{'+envelope' if envelope else ''} {size}"
-
-
-def _broker_facts(urls: Sequence[str], managed: Any) -> tuple[dict[str, Any] | None, int | None]:
-    from mqlab import environment
-
-    if managed is not None:
-        info = environment.broker_version(managed.url, managed.management_url)
-        return ({"managed": True, **(info or {"product": "RabbitMQ", "version": managed.version})},
-                managed.pid)  # fmt: skip
-    info = environment.amqp_server(urls[0])
-    pid = None
-    host, port = host_port(urls[0])
-    if host in ("127.0.0.1", "localhost", "::1"):
-        try:
-            from mqlab import broker as broker_mod
-
-            pid = broker_mod.find_pid(port)
-        except Exception:  # noqa: BLE001 - CPU sampling is best effort; said in the results
-            pid = None
-    return ({"managed": False, **info} if info else None), pid
+            return _run(args, profile, plan, plugins, urls, handles, console, err)
+    except BrokerError as exc:
+        raise CliError(f"managed broker: {exc}", EXIT_FAILED) from None
 
 
 def _run(
     args: argparse.Namespace,
     profile: Profile,
     plan: Plan,
-    needs_broker: bool,
-    urls: tuple[str, ...],
-    managed: Any,
+    plugins: Mapping[str, LoadedPlugin],
+    urls: Mapping[str, tuple[str, ...]],
+    handles: Mapping[str, servers.ServerHandle],
     console: Console,
     err: Console,
 ) -> int:
-    from mqlab import backlog, environment, view
+    from mqlab import environment, view
     from mqlab.runner import Interrupted, Runner, StepFailed
 
-    broker_info, broker_pid = _broker_facts(urls, managed) if needs_broker else (None, None)
+    server_of = {name: p.cls.features.server for name, p in plugins.items()}
+    broker_info, broker_pid = servers.facts(urls, server_of, handles)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.output) if args.output else Path("results") / f"{profile.run.name}-{stamp}.json"
     env = environment.gather(registry.discover(), broker_info, {d.plugin for d in profile.drivers})
@@ -309,15 +210,11 @@ def _run(
             print(view.plain_line(row, len(plan.steps)), flush=True)
 
     run_id = uuid.uuid4().hex[:6]
-    depth = (
-        backlog.rabbit_depth_for(urls, managed.management_url if managed else None)
-        if needs_broker
-        else None
-    )
     runner = Runner(
-        plan, urls, run_id, lambda p: registry.get(p).features.in_process,
+        plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
         on_snapshot, on_step, broker_pid,
-        broker_label="" if needs_broker else "none needed", queue_depth=depth,
+        broker_label=servers.label(urls, server_of),
+        queue_depth=servers.queue_depth(urls, server_of, handles),
     )  # fmt: skip
     status, message, code = "done", "", 0
 

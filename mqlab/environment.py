@@ -10,6 +10,7 @@ import struct
 import subprocess
 import urllib.request
 from base64 import b64encode
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from mqlab import __version__
-from mqlab.registry import PluginInfo
+from mqlab.registry import Plugin
 
 
 def _pkg(name: str) -> str | None:
@@ -167,7 +168,7 @@ def mqlab_commit() -> str | None:
 
 
 def gather(
-    plugins: dict[str, PluginInfo], broker: dict[str, Any] | None, used: set[str]
+    plugins: Mapping[str, Plugin], broker: dict[str, Any] | None, used: set[str]
 ) -> dict[str, Any]:
     return {
         "mqlab": __version__,

@@ -8,6 +8,15 @@ so generic ``except ConnectionError`` code keeps working.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+#: one row of an error table: a library's exception type(s) and how to turn one into ours
+ErrorRule = tuple[
+    type[BaseException] | tuple[type[BaseException], ...],
+    Callable[[BaseException], "TransportError"],
+]
+
 
 class MqlabError(Exception):
     """Root of every error mqlab raises on purpose."""
@@ -84,3 +93,28 @@ class DriverError(TransportError):
     """Any other failure inside a driver."""
 
     kind = "DriverError"
+
+
+@contextlib.contextmanager
+def map_errors(rules: Sequence[ErrorRule]) -> Iterator[None]:
+    """Turn a library's exceptions into mqlab's at a plugin boundary.
+
+    ``rules`` is a table, most specific type first; the first row whose type
+    matches builds the mqlab error, raised ``from`` the original. mqlab's own
+    errors pass through; anything the table does not name is re-raised as it
+    is (the core counts it as ``Unmapped:<Type>``, which shows what to add).
+    Model: httpx's ``map_httpcore_exceptions``.
+
+    >>> rules = [(ConnectionRefusedError, lambda e: ConnectFailed(f"refused: {e}"))]
+    >>> with map_errors(rules):  # doctest: +SKIP
+    ...     await library.connect()
+    """
+    try:
+        yield
+    except TransportError:
+        raise
+    except Exception as exc:
+        for kind, make in rules:
+            if isinstance(exc, kind):
+                raise make(exc) from exc
+        raise

@@ -58,9 +58,9 @@ class LoopbackTransport(Transport):
     """In-process queues between coroutines of one worker."""
 
     wire = "loopback"
-    features = Features(fanout=True, durable=False, needs_broker=False, in_process=True)
-    options: ClassVar[Mapping[str, Option]] = {
-        "queue_size": Option((int,), 1024, "bounded queue per consumer (back-pressure)"),
+    features = Features(fanout=True, durable=False, server=None, in_process=True)
+    option_specs: ClassVar[Mapping[str, Option]] = {
+        "queue_size": Option((int,), 1024, "bounded queue per consumer (back-pressure)", minimum=1),
     }
 
     def __init__(self, config: TransportConfig) -> None:
@@ -91,7 +91,7 @@ class LoopbackTransport(Transport):
         self._consumers.clear()
 
     def _consumer(self, handler: Handler) -> _Consumer:
-        cons = _Consumer(asyncio.Queue(self.opts.get("queue_size", 1024)))
+        cons = _Consumer(asyncio.Queue(self.options["queue_size"]))
         cons.task = asyncio.get_running_loop().create_task(self._consume(cons.queue, handler))
         self._consumers.append(cons)
         return cons

@@ -61,6 +61,8 @@ class DriverSpec:
     name: str
     plugin: str
     options: tuple[tuple[str, Any], ...] = ()
+    #: the driver's own server URL(s) (``url``/``urls``); empty: the profile's [broker] url
+    urls: tuple[str, ...] = ()
 
     @property
     def options_dict(self) -> dict[str, Any]:
@@ -104,6 +106,10 @@ class Profile:
     scenarios: tuple[Scenario, ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
+    def urls_of(self, driver: DriverSpec) -> tuple[str, ...]:
+        """The URLs ``driver`` connects to: its own, else the profile's [broker] url."""
+        return driver.urls or self.broker.urls
+
     def with_overrides(
         self,
         duration: float | None = None,
@@ -129,6 +135,9 @@ class Profile:
 
 _RUN_KEYS = {"name", "duration", "warmup", "repeat", "drain", "processes"}
 _BROKER_KEYS = {"url", "managed"}
+#: keys of a [drivers.NAME] table that are not the plugin's options
+_DRIVER_KEYS = {"plugin", "url", "urls"}
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 _DEFAULT_KEYS = {"serializer", "envelope", "message_size"}
 _SCENARIO_KEYS = {
     "pattern", "concurrency", "rate", "exchange", "topic", "durable", "timeout", "servers",
@@ -211,6 +220,17 @@ def _levels(r: _Reader, key: str, number: type, minimum: float) -> tuple[Any, ..
     return tuple(out)
 
 
+def _urls(r: _Reader, key: str, raw: object) -> tuple[str, ...]:
+    """One URL or a list of them (a cluster), each with a scheme."""
+    urls = [raw] if isinstance(raw, str) else raw
+    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) and u for u in urls):
+        raise r.fail(key, "expected a URL string or a list of URL strings")
+    for u in urls:
+        if "://" not in u:
+            raise r.fail(key, f"expected a URL like amqp://user:pass@host:5672/, got {u!r}")
+    return tuple(urls)
+
+
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile file."""
     p = str(path)
@@ -244,16 +264,8 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         raise run_r.fail("duration", "expected a duration > 0")
 
     broker_r = _Reader(path, "broker", top.table.get("broker", {}), _BROKER_KEYS)
-    raw_url = broker_r.table.get("url", "amqp://guest:guest@127.0.0.1:5672/")
-    urls = [raw_url] if isinstance(raw_url, str) else raw_url
-    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) and u for u in urls):
-        raise broker_r.fail("url", "expected a URL string or a list of URL strings")
-    for u in urls:
-        if "://" not in u:
-            raise broker_r.fail(
-                "url", f"expected a URL like amqp://user:pass@host:5672/, got {u!r}"
-            )
-    broker = BrokerSettings(tuple(urls), broker_r.boolean("managed", False))
+    raw_url = broker_r.table.get("url", DEFAULT_URL)
+    broker = BrokerSettings(_urls(broker_r, "url", raw_url), broker_r.boolean("managed", False))
 
     drivers_t = top.table.get("drivers")
     if not isinstance(drivers_t, dict) or not drivers_t:
@@ -268,8 +280,14 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         plugin = table.get("plugin")
         if not isinstance(plugin, str) or not plugin:
             raise ProfileError(path, f"{where}.plugin", "expected the plugin's name, a string")
-        opts = tuple(sorted((k, v) for k, v in table.items() if k != "plugin"))
-        drivers.append(DriverSpec(name, plugin, opts))
+        if "url" in table and "urls" in table:
+            raise ProfileError(path, f"{where}.urls", "give url or urls, not both")
+        key = "urls" if "urls" in table else "url"
+        own = (
+            _urls(_Reader(path, where, table, set(table)), key, table[key]) if key in table else ()
+        )
+        opts = tuple(sorted((k, v) for k, v in table.items() if k not in _DRIVER_KEYS))
+        drivers.append(DriverSpec(name, plugin, opts, own))
 
     defaults_r = _Reader(path, "defaults", top.table.get("defaults", {}), _DEFAULT_KEYS)
     defaults = _codec_settings(defaults_r, "json", True, parse_size("openstack"))

@@ -16,7 +16,7 @@ import math
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psutil
@@ -46,7 +46,7 @@ class Runner:
     def __init__(
         self,
         plan: Plan,
-        urls: tuple[str, ...],
+        urls: Mapping[str, tuple[str, ...]],
         run_id: str,
         in_process: Callable[[str], bool],
         on_snapshot: Callable[[RunSnapshot], None],
@@ -62,7 +62,9 @@ class Runner:
         self.on_snapshot = on_snapshot
         self.on_step = on_step
         self.broker_ps = process(broker_pid)
-        self.broker_label = broker_label or ", ".join(mask(u) for u in urls)
+        # every URL once, in driver order: what the live view names as the broker
+        shown = dict.fromkeys(u for driver_urls in urls.values() for u in driver_urls)
+        self.broker_label = broker_label or ", ".join(mask(u) for u in shown)
         self.interrupt = asyncio.Event()  # first Ctrl-C: finish this interval, keep results
         self.force = asyncio.Event()  # second Ctrl-C: stop now
         self.finished_rows: list[StepRow] = []
@@ -111,7 +113,7 @@ class Runner:
         run = self.plan.profile.run
         tmp = tempfile.mkdtemp(prefix="mqlab-step-")
         lay = layout(
-            step, self.urls, step.driver.options_dict, self.run_id, run.processes,
+            step, self.urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp,
         )  # fmt: skip
         self._broker_cpu = []

@@ -21,8 +21,23 @@ with or without the oslo envelope) so every driver carries identical payloads.
 
 Errors: raise only :mod:`mqlab.errors` types (``Undeliverable``, ``CallTimeout``,
 ``ConnectionLost``, ``ConnectFailed``, ``DriverError``), chained with ``from``.
-A pattern the plugin does not support is refused at start-up by the core, from
-:attr:`Transport.features`.
+The patterns a plugin supports follow from what it overrides: ``call`` and
+``cast`` need ``serve_rpc`` and the client method, ``notify`` needs
+``serve_notifications`` and ``notify``; the core refuses any other pattern
+before a worker starts, as it refuses what :attr:`Transport.features` does not
+declare.
+
+Options: :attr:`Transport.option_specs` is the schema (class level: types,
+default, bounds, choices); ``self.options`` / ``config.options`` are the values
+(instance level), checked once by the core before any worker starts, defaults
+filled. Value combinations go in :meth:`Transport.check_combinations`; nothing
+is checked again in ``start()``.
+
+Timing rules (the core enforces them, the kit tests them):
+
+- ``start()`` returns or raises within :data:`START_LIMIT` seconds;
+- ``aclose()`` returns within :data:`CLOSE_LIMIT` seconds (the worker exits anyway);
+- ``call()`` raises :class:`CallTimeout` within ``timeout + CALL_TIMEOUT_SLACK``.
 """
 
 from __future__ import annotations
@@ -34,6 +49,16 @@ from types import TracebackType
 from typing import Any, ClassVar, Self
 
 from mqlab.errors import OptionError
+
+#: seconds ``start()`` may take (connect, declare); the runner gives up on a worker after it
+START_LIMIT = 30.0
+#: seconds ``aclose()`` may take; the worker exits anyway after it
+CLOSE_LIMIT = 5.0
+#: a call raises CallTimeout within its timeout plus this many seconds
+CALL_TIMEOUT_SLACK = 1.0
+
+#: the three workload patterns, in the order mqlab lists them
+PATTERNS = ("call", "cast", "notify")
 
 #: A server handler: takes the request body, returns the reply body for a call
 #: and ``None`` for a cast or a notification. Synchronous on purpose: the core's
@@ -60,61 +85,110 @@ class Target:
     def to_server(self, server: str) -> Target:
         return Target(self.exchange, self.topic, server, False, self.durable, self.priority)
 
+    def describe(self) -> str:
+        """How messages name this target: ``'exchange/topic.server'``, ``(fanout)`` added."""
+        where = f"{self.exchange}/{self.topic}"
+        if self.server:
+            where = f"{where}.{self.server}"
+        return f"{where!r} (fanout)" if self.fanout else repr(where)
+
 
 @dataclass(frozen=True, slots=True)
 class Features:
-    """Facts a plugin declares about itself; the core refuses what is not declared."""
+    """Facts a plugin declares about itself; the core refuses what is not declared.
 
-    patterns: frozenset[str] = frozenset({"call", "cast", "notify"})
+    The patterns are not declared here: they follow from the methods a plugin
+    overrides (see :meth:`Transport.patterns`).
+    """
+
     at_most_once: bool = False  # can be configured for pure at-most-once delivery
     mandatory: bool = False  # can fail fast when nobody listens
     durable: bool = False  # honours Target.durable
     fanout: bool = False  # supports Target.fanout casts
-    needs_broker: bool = True  # False: brokerless (zmq) or in-process
+    #: the managed server this plugin talks to ("rabbitmq"; None: brokerless or in-process);
+    #: with ``[broker] managed = true`` the core starts one of these for the run
+    server: str | None = None
     in_process: bool = False  # True: servers and clients must share one process
+
+    @property
+    def needs_server(self) -> bool:
+        return self.server is not None
 
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One driver option a plugin accepts: its type(s), default and meaning."""
+    """The schema of one driver option: its type(s), default, meaning and allowed values.
+
+    ``minimum``/``maximum`` bound a number (inclusive); ``choices`` lists the
+    values allowed; ``allow_none`` lets ``None`` through whatever the bounds.
+    """
 
     types: tuple[type, ...]
     default: Any
     help: str
     choices: tuple[Any, ...] = ()
     allow_none: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with ``value`` for this option, or None."""
+        if value is None and self.allow_none:
+            return None
+        # bool is an int subclass; an int option must not silently take true/false
+        ok = isinstance(value, self.types) and not (
+            isinstance(value, bool) and bool not in self.types
+        )
+        if not ok:
+            expected = " or ".join(t.__name__ for t in self.types)
+            return f"expected {expected}, got {value!r}"
+        if self.choices and value not in self.choices:
+            choices = ", ".join(repr(c) for c in self.choices)
+            return f"expected one of {choices}, got {value!r}"
+        low, high = self.minimum, self.maximum
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not (
+            (low is not None and value < low) or (high is not None and value > high)
+        ):
+            return None
+        if low is not None and high is not None:
+            return f"expected {low:g}..{high:g}, got {value!r}"
+        if low is not None:
+            return f"expected a number >= {low:g}, got {value!r}"
+        return f"expected a number <= {high:g}, got {value!r}"
+
+
+class OptionConflict(ValueError):
+    """Raised by :meth:`Transport.check_combinations`: names the option and the problem.
+
+    The core turns it into an :class:`OptionError` naming the plugin too.
+    """
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"{option}: {problem}")
+        self.option = option
+        self.problem = problem
 
 
 def parse_options(
-    plugin: str, spec: Mapping[str, Option], raw: Mapping[str, Any]
+    plugin: str, specs: Mapping[str, Option], raw: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Check ``raw`` driver options against ``spec``; return them with defaults filled.
+    """Check ``raw`` driver options against ``specs``; return them with defaults filled.
 
-    Raises :class:`OptionError` naming the option for anything unknown or ill-typed.
+    Raises :class:`OptionError` naming the option for anything unknown, ill-typed,
+    out of bounds or not among the choices.
     """
-    unknown = sorted(set(raw) - set(spec))
+    unknown = sorted(set(raw) - set(specs))
     if unknown:
-        known = ", ".join(sorted(spec)) or "none"
+        known = ", ".join(sorted(specs)) or "none"
         raise OptionError(plugin, unknown[0], f"not supported (this plugin's options: {known})")
     out: dict[str, Any] = {}
-    for name, opt in spec.items():
-        if name not in raw:
-            out[name] = opt.default
-            continue
-        value = raw[name]
-        if value is None and opt.allow_none:
-            out[name] = None
-            continue
-        # bool is an int subclass; an int option must not silently take true/false
-        ok = isinstance(value, opt.types) and not (
-            isinstance(value, bool) and bool not in opt.types
-        )
-        if not ok:
-            expected = " or ".join(t.__name__ for t in opt.types)
-            raise OptionError(plugin, name, f"expected {expected}, got {value!r}")
-        if opt.choices and value not in opt.choices:
-            choices = ", ".join(repr(c) for c in opt.choices)
-            raise OptionError(plugin, name, f"expected one of {choices}, got {value!r}")
+    for name, spec in specs.items():
+        value = raw.get(name, spec.default)
+        if name in raw:
+            problem = spec.problem(value)
+            if problem:
+                raise OptionError(plugin, name, problem)
         out[name] = value
     return out
 
@@ -134,18 +208,37 @@ class Transport(abc.ABC):
     #: wire family; drivers of one family interoperate (e.g. ``amqp091-oslo``)
     wire: ClassVar[str] = "unknown"
     features: ClassVar[Features] = Features()
-    #: the options this plugin accepts beyond ``plugin``
-    options: ClassVar[Mapping[str, Option]] = {}
+    #: the schema of the options this plugin accepts beyond ``plugin``
+    option_specs: ClassVar[Mapping[str, Option]] = {}
 
     def __init__(self, config: TransportConfig) -> None:
         self.config = config
         self.urls: Sequence[str] = config.urls
-        self.opts: Mapping[str, Any] = config.options
+        #: this driver's option values; defaults filled for what the config leaves out
+        self.options: Mapping[str, Any] = {
+            **{name: spec.default for name, spec in self.option_specs.items()},
+            **config.options,
+        }
+
+    @classmethod  # noqa: B027 - an optional hook
+    def check_combinations(cls, options: Mapping[str, Any]) -> None:
+        """Refuse option values that are fine alone but not together.
+
+        ``options`` are already checked one by one, defaults filled. Raise
+        :class:`OptionConflict` naming the option to change. Called once, by the
+        core, before any worker starts.
+        """
 
     @classmethod
-    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate options before any worker starts (``mqlab validate`` calls this)."""
-        return parse_options(plugin, cls.options, raw)
+    def patterns(cls) -> frozenset[str]:
+        """The patterns this plugin supports: those whose methods it overrides."""
+        rpc = _overrides(cls, "serve_rpc")
+        found = {
+            "call": rpc and _overrides(cls, "call"),
+            "cast": rpc and _overrides(cls, "cast"),
+            "notify": _overrides(cls, "serve_notifications") and _overrides(cls, "notify"),
+        }
+        return frozenset(p for p, ok in found.items() if ok)
 
     async def start(self) -> None:  # noqa: B027 - optional hook
         """Connect. Raise :class:`ConnectFailed` with a clear message when you cannot."""
@@ -180,3 +273,7 @@ class Transport(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _overrides(cls: type[Transport], method: str) -> bool:
+    return getattr(cls, method) is not getattr(Transport, method)

@@ -23,11 +23,8 @@ from mqlab.eventloop import run
 from mqlab.plan import ClientRole, ServerRole, WorkerSpec
 from mqlab.recorder import Recorder
 from mqlab.sizes import SizeSampler, SizeSpec
-from mqlab.transport import Target, Transport, TransportConfig
+from mqlab.transport import CLOSE_LIMIT, Target, Transport
 from mqlab.workload import ClientLoad, server_handler
-
-#: how long a transport gets to close before the worker exits anyway
-CLOSE_TIMEOUT = 5.0
 
 
 def spec_from_dict(d: dict[str, Any]) -> WorkerSpec:
@@ -54,11 +51,10 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec) -> Transport:
-    cls = registry.get(spec.plugin)
-    if spec.pattern not in cls.features.patterns:
+    plugin = registry.get(spec.plugin)
+    if spec.pattern not in plugin.cls.patterns():
         raise MqlabError(f"plugin {spec.plugin!r} does not support the {spec.pattern} pattern")
-    options = cls.check_options(spec.plugin, spec.options)
-    transport = cls(TransportConfig(spec.urls, options, spec.worker))
+    transport = plugin.build(spec.urls, spec.options, spec.worker)
     await transport.start()
     try:
         for srv in spec.servers:
@@ -76,7 +72,7 @@ async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec) -> Transport:
 
 async def _close(transport: Transport) -> None:
     with contextlib.suppress(Exception, asyncio.TimeoutError):
-        await asyncio.wait_for(transport.aclose(), CLOSE_TIMEOUT)
+        await asyncio.wait_for(transport.aclose(), CLOSE_LIMIT)
 
 
 def _client_targets(spec: WorkerSpec, role: ClientRole) -> list[Target]:

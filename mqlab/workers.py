@@ -15,10 +15,11 @@ from mqlab import control
 from mqlab.errors import MqlabError
 from mqlab.figures import WorkerFigures
 from mqlab.plan import WorkerSpec
+from mqlab.transport import START_LIMIT
 from mqlab.worker import spec_to_dict
 
 #: a worker must connect, start its transport and serve within this many seconds
-START_TIMEOUT = 30.0
+START_TIMEOUT = START_LIMIT
 
 
 class StepFailed(MqlabError):

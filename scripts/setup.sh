@@ -50,10 +50,20 @@ if [[ ! -x .venv/bin/python ]]; then
   "$py" -m venv .venv
 fi
 say "installing mqlab and its plugins into .venv"
-.venv/bin/python -m pip install -q --upgrade pip
+# pip and setuptools talk a lot (setuptools warns about every editable install):
+# their output goes to a log, shown only when pip fails
+log=.venv/setup-pip.log
+pip_quietly() {
+  if ! .venv/bin/python -m pip install --disable-pip-version-check "$@" >"$log" 2>&1; then
+    say "pip failed (its output, also in $log):"
+    cat "$log" >&2
+    exit 1
+  fi
+}
+pip_quietly --upgrade pip
 plugins=()
 for d in plugins/*/; do [[ -f $d/pyproject.toml ]] && plugins+=(-e "$d"); done
-.venv/bin/python -m pip install -q -e ".[dev]" "${plugins[@]}"
+pip_quietly -e ".[dev]" "${plugins[@]}"
 
 if [[ $mode == run ]]; then
   exec .venv/bin/mqlab run profiles/pika-vs-kombu.toml "$@"

@@ -25,6 +25,7 @@ from typing import Any
 import uvloop
 from mqlab_aiormq import AiormqTransport
 
+from mqlab import registry
 from mqlab.errors import OptionError
 from mqlab.transport import Target, TransportConfig
 
@@ -129,7 +130,7 @@ def main() -> None:
         opts = {"confirm": confirm, "prefetch": prefetch, "multi_ack": multi_ack}
         row = f"{confirm!s:>7} {prefetch:>8} {multi_ack:>9}"
         try:
-            AiormqTransport.check_options("aiormq", opts)
+            registry.get("aiormq").check(opts)
         except OptionError as exc:
             print(f"{row}  refused: {exc.problem}")
             continue

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from mqlab_aiormq import AiormqTransport
 
+from mqlab import registry
 from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, OptionError, Undeliverable
 from mqlab.transport import Target, Transport, TransportConfig
 
@@ -309,17 +310,13 @@ async def test_heartbeat_option_is_negotiated(make: Make, uid: str, mgmt: Mgmt) 
 )
 def test_bad_options_are_refused_by_name(options: dict[str, Any], name: str) -> None:
     with pytest.raises(OptionError) as info:
-        AiormqTransport.check_options("aiormq", options)
+        registry.get("aiormq").check(options)
     assert info.value.option == name
 
 
-async def test_start_refuses_bad_options_before_connecting() -> None:
-    transport = AiormqTransport(
-        TransportConfig(("amqp://guest:guest@127.0.0.1:1/",), {"multi_ack": 9, "prefetch": 4})
-    )
-    with pytest.raises(OptionError, match="multi_ack"):
-        await transport.start()
-    await transport.aclose()
+def test_building_refuses_a_bad_combination_naming_plugin_and_option() -> None:
+    with pytest.raises(OptionError, match=r"plugin 'aiormq', option 'multi_ack'"):
+        registry.get("aiormq").build(("amqp://127.0.0.1:1/",), {"multi_ack": 9, "prefetch": 4})
 
 
 # -- cleanliness ------------------------------------------------------------------------

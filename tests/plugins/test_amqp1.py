@@ -18,7 +18,7 @@ from mqlab_amqp1 import Amqp1Transport
 from mqlab_amqp1.codec import encode
 from mqlab_amqp1.url import parse_url
 
-from mqlab import amqp
+from mqlab import amqp, registry
 from mqlab.errors import CallTimeout, ConnectFailed, OptionError, Undeliverable
 from mqlab.transport import Target, TransportConfig
 
@@ -38,7 +38,7 @@ async def make(broker: Any) -> AsyncIterator[Make]:
     made: list[Amqp1Transport] = []
 
     async def _make(worker: str = "w0", **options: Any) -> Amqp1Transport:
-        opts = Amqp1Transport.check_options("amqp1", options)
+        opts = registry.get("amqp1").check(options)
         transport = Amqp1Transport(TransportConfig((broker.url,), opts, worker))
         made.append(transport)
         await transport.start()
@@ -414,16 +414,16 @@ async def test_closing_leaves_no_queue_or_exchange_behind(make: Make, sfx: str, 
 
 
 def test_option_values_are_checked() -> None:
-    check = Amqp1Transport.check_options
-    assert check("amqp1", {})["credit"] == 100
+    check = registry.get("amqp1").check
+    assert check({})["credit"] == 100
     with pytest.raises(OptionError, match="presettled"):
-        check("amqp1", {"presettled": ["cast", "broadcast"]})
+        check({"presettled": ["cast", "broadcast"]})
     with pytest.raises(OptionError, match="credit"):
-        check("amqp1", {"credit": 0})
+        check({"credit": 0})
     with pytest.raises(OptionError, match="sasl_mechanisms"):
-        check("amqp1", {"sasl_mechanisms": " "})
+        check({"sasl_mechanisms": " "})
     with pytest.raises(OptionError, match="not supported"):
-        check("amqp1", {"prefetch": 10})
+        check({"prefetch": 10})
 
 
 @pytest.mark.parametrize(("size", "durable"), [(0, False), (200, True), (70_000, False)])

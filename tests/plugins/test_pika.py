@@ -24,6 +24,7 @@ import psutil
 import pytest
 from mqlab_pika import PikaTransport
 
+from mqlab import registry
 from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, OptionError, Undeliverable
 from mqlab.transport import Target, TransportConfig
 
@@ -500,11 +501,11 @@ async def test_durable_notifications_keep_their_own_durability(broker: Any) -> N
 )
 def test_bad_option_values_are_refused_by_name(option: str, value: object) -> None:
     with pytest.raises(OptionError, match=option):
-        PikaTransport.check_options("pika", {option: value})
+        registry.get("pika").check({option: value})
 
 
-def test_check_options_fills_oslo_defaults() -> None:
-    opts = PikaTransport.check_options("pika", {})
+def test_checked_options_fill_oslo_defaults() -> None:
+    opts = registry.get("pika").check({})
     assert opts["retry"] is None
     assert opts["mandatory"] is True
     assert opts["prefetch"] == 64

@@ -13,23 +13,9 @@ from urllib.parse import unquote, urlsplit
 import aiormq
 import aiormq.exceptions as aex
 
-from mqlab.errors import ConnectFailed, ConnectionLost, DriverError, TransportError, Undeliverable
+from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
 
 _BROKER_HINT = "is the broker running? see `mqlab broker start`"
-
-
-def mask_url(url: str) -> str:
-    """``amqp://guest:***@host:port/vhost``: the URL without its password (or query)."""
-    parts = urlsplit(url)
-    host = parts.hostname or "localhost"
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port or 5672
-    except ValueError:
-        port = 5672
-    user = f"{unquote(parts.username)}:***@" if parts.username else ""
-    return f"{parts.scheme or 'amqp'}://{user}{host}:{port}{parts.path or '/'}"
 
 
 def _vhost(url: str) -> str:
@@ -72,13 +58,6 @@ def connect_failure(url: str, exc: BaseException, timeout: float) -> str:
         reason = exc.args[1] if len(exc.args) > 1 else str(exc)
         return f"{reason} ({_BROKER_HINT})"
     return f"{type(exc).__name__}: {exc}"
-
-
-def connect_failed(urls: list[str], failures: list[str]) -> ConnectFailed:
-    lines = "; ".join(f"{mask_url(u)}: {why}" for u, why in zip(urls, failures, strict=True))
-    if len(urls) == 1:
-        return ConnectFailed(f"cannot connect to {lines}")
-    return ConnectFailed(f"cannot connect to any of {len(urls)} brokers: {lines}")
 
 
 def runtime(exc: BaseException, what: str, connection_open: bool) -> TransportError:

@@ -15,7 +15,9 @@ from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
 from mqlab import amqp
-from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, TransportError
+from mqlab.connect import connect_first
+from mqlab.errors import ConnectionLost, TransportError
+from mqlab.pending import PendingCalls
 from mqlab.transport import (
     Features,
     Handler,
@@ -23,15 +25,13 @@ from mqlab.transport import (
     Target,
     Transport,
     TransportConfig,
-    parse_options,
 )
 
 from . import errors
 from .consumer import Consumer
-from .options import OPTIONS, validate
+from .options import OPTIONS, check_combinations
 from .topology import declare_exchange, declare_queue, open_channel
 
-PLUGIN = "aiormq"
 #: start() gives up on a broker after this long (a black-holed host never refuses)
 CONNECT_TIMEOUT = 10.0
 #: bound on every step of aclose()
@@ -58,13 +58,6 @@ def _with_heartbeat(url: str, heartbeat: int) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-def _describe(target: Target) -> str:
-    where = f"{target.exchange}/{target.topic}"
-    if target.fanout:
-        return f"{where} (fanout)"
-    return f"{where}.{target.server}" if target.server else where
-
-
 class AiormqTransport(Transport):
     """AMQP 0-9-1 on aiormq: one connection, one publishing channel, one channel per server.
 
@@ -75,16 +68,13 @@ class AiormqTransport(Transport):
 
     wire: ClassVar[str] = amqp.WIRE
     features: ClassVar[Features] = Features(
-        at_most_once=True, mandatory=True, durable=True, fanout=True
+        at_most_once=True, mandatory=True, durable=True, fanout=True, server="rabbitmq"
     )
-    options: ClassVar[Mapping[str, Option]] = OPTIONS
+    option_specs: ClassVar[Mapping[str, Option]] = OPTIONS
 
     @classmethod
-    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Check option types, then values and combinations (``OptionError`` on a bad one)."""
-        opts = parse_options(plugin, cls.options, raw)
-        validate(plugin, opts)
-        return opts
+    def check_combinations(cls, options: Mapping[str, Any]) -> None:
+        check_combinations(options)
 
     def __init__(self, config: TransportConfig) -> None:
         super().__init__(config)
@@ -100,7 +90,7 @@ class AiormqTransport(Transport):
         self._reply_lock = asyncio.Lock()
         self._reply_to: str | None = None
         self._reply_channel: aiormq.Channel | None = None
-        self._waiting: dict[str, asyncio.Future[bytes]] = {}
+        self._calls = PendingCalls()
         # ids: a random prefix per transport and a counter, far cheaper than a uuid each
         self._prefix = f"{amqp.new_id()[:12]}."
         self._seq = itertools.count(1)
@@ -112,29 +102,24 @@ class AiormqTransport(Transport):
 
     async def start(self) -> None:
         """Connect to the first broker URL that answers; ``ConnectFailed`` if none does."""
-        self.opts = opts = self.check_options(PLUGIN, self.config.options)
+        opts = self.options
         self._confirm = opts["confirm"]
         self._mandatory = opts["mandatory"]
-        urls = list(self.urls)
-        if not urls:
-            raise ConnectFailed("no broker URL given (set the profile's broker url)")
-        failures: list[str] = []
-        last: BaseException | None = None
-        for url in urls:
-            try:
-                async with asyncio.timeout(CONNECT_TIMEOUT):
-                    conn = await aiormq.connect(
-                        _with_heartbeat(url, opts["heartbeat"]),
-                        client_properties={"connection_name": f"mqlab {self.config.worker}"},
-                    )
-            except Exception as exc:  # noqa: BLE001 - each failure becomes one line below
-                failures.append(errors.connect_failure(url, exc, CONNECT_TIMEOUT))
-                last = exc
-                continue
-            self._conn = conn
-            break
-        else:
-            raise errors.connect_failed(urls, failures) from last
+
+        async def open_url(url: str, timeout: float) -> aiormq.Connection:
+            return await aiormq.connect(
+                _with_heartbeat(url, opts["heartbeat"]),
+                client_properties={"connection_name": f"mqlab {self.config.worker}"},
+            )
+
+        _, conn = await connect_first(
+            self.urls,
+            open_url,
+            errors.connect_failure,
+            per_url=CONNECT_TIMEOUT,
+            budget=CONNECT_TIMEOUT * len(self.urls),
+        )
+        self._conn = conn
         conn.closing.add_done_callback(self._on_connection_closed)
         try:
             self._pub = await open_channel(conn, confirms=self._confirm)
@@ -146,11 +131,9 @@ class AiormqTransport(Transport):
         if self._closing:
             return
         # callers would otherwise wait for replies that can no longer come
-        lost = ConnectionLost("the connection to the broker was lost; check the broker")
-        for fut in self._waiting.values():
-            if not fut.done():
-                fut.set_exception(lost)
-        self._waiting.clear()
+        self._calls.reject_all(
+            ConnectionLost("the connection to the broker was lost; check the broker")
+        )
 
     def _open(self) -> bool:
         return self._conn is not None and not self._conn.is_closed
@@ -168,11 +151,7 @@ class AiormqTransport(Transport):
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(CLOSE_TIMEOUT):
                         await self._delete_unused_exchanges()
-            stopped = ConnectionLost("the transport was closed while the call waited")
-            for fut in self._waiting.values():
-                if not fut.done():
-                    fut.set_exception(stopped)
-            self._waiting.clear()
+            self._calls.reject_all(ConnectionLost("the transport was closed while the call waited"))
             if self._conn is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._conn.close(), CLOSE_TIMEOUT)
@@ -204,7 +183,7 @@ class AiormqTransport(Transport):
     async def _consumer_channel(self, handler: Handler) -> Consumer:
         conn = self._connection()
         channel = await open_channel(conn, confirms=False)
-        opts = self.opts
+        opts = self.options
         if not opts["no_ack"] and opts["prefetch"]:
             await channel.basic_qos(prefetch_count=opts["prefetch"])
         return Consumer(channel, handler, no_ack=opts["no_ack"], multi_ack=opts["multi_ack"])
@@ -226,7 +205,7 @@ class AiormqTransport(Transport):
         except Exception as exc:
             if consumer is not None:
                 await consumer.stop()
-            raise errors.runtime(exc, f"serving {_describe(target)}", self._open()) from exc
+            raise errors.runtime(exc, f"serving {target.describe()}", self._open()) from exc
         self._consumers.append(consumer)
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
@@ -305,21 +284,16 @@ class AiormqTransport(Transport):
 
     async def _on_reply(self, message: DeliveredMessage) -> None:
         # a reply that comes after its call timed out finds nobody: dropped
-        fut = self._waiting.pop(message.header.properties.correlation_id or "", None)
-        if fut is not None and not fut.done():
-            fut.set_result(message.body)
+        self._calls.resolve(message.header.properties.correlation_id, message.body)
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         """Send a request and wait for its reply; ``CallTimeout`` after ``timeout`` s."""
         cid = f"{self._prefix}{next(self._seq)}"
-        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        waiting = self._waiting
         try:
-            async with asyncio.timeout(timeout):
+            async with self._calls.waiting(cid, target, timeout) as fut:
                 reply_to = self._reply_to or await self._setup_replies()
                 dest = self._rpc_dests.get(target) or await self._dest(target, False)
                 channel = self._pub if self._pub is not None else await self._publisher()
-                waiting[cid] = fut
                 await channel.basic_publish(
                     body,
                     exchange=dest.exchange,
@@ -334,21 +308,14 @@ class AiormqTransport(Transport):
                     wait=False,
                 )
                 return await fut
-        except TimeoutError as exc:
-            raise CallTimeout(
-                f"no reply from {_describe(target)} within {timeout:g}s "
-                "(is a server running for this target?)"
-            ) from exc
         except TransportError:
             raise
         except Exception as exc:
-            raise self._failed(exc, f"call to {_describe(target)}") from exc
-        finally:
-            waiting.pop(cid, None)
+            raise self._failed(exc, f"call to {target.describe()}") from exc
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Send without waiting for a reply; with ``confirm`` returns once the broker took it."""
-        await self._send(target, body, False, f"cast to {_describe(target)}")
+        await self._send(target, body, False, f"cast to {target.describe()}")
 
     async def notify(self, target: Target, body: bytes) -> None:
         """Publish a notification to ``<topic>.<priority>`` on the notification exchange."""

@@ -289,7 +289,7 @@ class Amqp1Connection(asyncio.Protocol, pyngus.ConnectionEventHandler):  # type:
         except TimeoutError as exc:
             self._teardown()
             raise ConnectFailed(
-                f"cannot connect to {url.masked}: no AMQP 1.0 handshake within {timeout:g}s "
+                f"no AMQP 1.0 handshake within {timeout:g}s "
                 "(is this an AMQP 1.0 listener, e.g. RabbitMQ with rabbitmq_amqp1_0 enabled?)"
             ) from exc
         except OSError as exc:
@@ -299,8 +299,7 @@ class Amqp1Connection(asyncio.Protocol, pyngus.ConnectionEventHandler):  # type:
             else:
                 reason = os.strerror(exc.errno) if exc.errno else str(exc)
             raise ConnectFailed(
-                f"cannot connect to {url.host}:{url.port}: {reason.lower()} "
-                "(is the broker running? see `mqlab broker start`)"
+                f"{reason.lower()} (is the broker running? see `mqlab broker start`)"
             ) from exc
 
     async def close(self, timeout: float) -> None:
@@ -441,9 +440,7 @@ class Amqp1Connection(asyncio.Protocol, pyngus.ConnectionEventHandler):  # type:
         if self._active.done():
             self._fail(ConnectionLost(f"connection to {self.url.masked} failed: {error}"))
         else:
-            self._fail(
-                ConnectFailed(f"cannot open an AMQP 1.0 connection to {self.url.masked}: {error}")
-            )
+            self._fail(ConnectFailed(f"cannot open an AMQP 1.0 connection: {error}"))
 
     def connection_remote_closed(self, connection: Any, pn_condition: Any) -> None:
         if self._closing:
@@ -452,7 +449,7 @@ class Amqp1Connection(asyncio.Protocol, pyngus.ConnectionEventHandler):  # type:
         if self._active.done():
             self._fail(ConnectionLost(f"broker closed the connection {self.url.masked}: {what}"))
         else:
-            self._fail(ConnectFailed(f"broker refused the connection {self.url.masked}: {what}"))
+            self._fail(ConnectFailed(f"the broker refused the connection: {what}"))
 
     def connection_closed(self, connection: Any) -> None:
         self._closed.set()
@@ -462,7 +459,7 @@ class Amqp1Connection(asyncio.Protocol, pyngus.ConnectionEventHandler):  # type:
             return
         self._fail(
             ConnectFailed(
-                f"login refused by {self.url.masked} for user {self.url.user!r} "
+                f"login refused for user {self.url.user!r} "
                 f"(SASL {self._mechanisms} failed: check the user and password in the URL)"
             )
         )

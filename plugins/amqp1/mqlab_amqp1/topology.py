@@ -20,7 +20,7 @@ import aiormq.abc
 from aiormq import exceptions as amqp_errors
 
 from mqlab.amqp import ExchangeDecl, QueueDecl
-from mqlab.errors import ConnectFailed, DriverError
+from mqlab.errors import ConnectFailed, DriverError, map_errors
 from mqlab_amqp1.url import BrokerUrl
 
 #: bound on every 0-9-1 round trip: declarations are tiny
@@ -118,27 +118,42 @@ class Topology:
 
 @contextlib.contextmanager
 def _map_declare_errors(what: str, where: str) -> Iterator[None]:
-    try:
+    with map_errors(
+        [
+            (
+                amqp_errors.ChannelPreconditionFailed,
+                lambda e: DriverError(
+                    f"{what} on {where} exists with other arguments ({_reply_text(e)}); "
+                    "delete it or use another topic/exchange name"
+                ),
+            ),
+            (
+                amqp_errors.ChannelAccessRefused,
+                lambda e: DriverError(
+                    f"cannot declare {what} on {where}: access refused ({_reply_text(e)}); "
+                    "check the user's permissions"
+                ),
+            ),
+            (
+                amqp_errors.ChannelLockedResource,
+                lambda e: DriverError(
+                    f"{what} on {where} is exclusive to another connection ({_reply_text(e)}); "
+                    "use another name"
+                ),
+            ),
+            (
+                TimeoutError,
+                lambda e: DriverError(
+                    f"declaring {what} on {where}: no answer within {TIMEOUT:g}s"
+                ),
+            ),
+            (
+                (OSError, amqp_errors.AMQPError),
+                lambda e: DriverError(f"declaring {what} on {where} failed: {e}"),
+            ),
+        ]
+    ):
         yield
-    except amqp_errors.ChannelPreconditionFailed as exc:
-        raise DriverError(
-            f"{what} on {where} exists with other arguments ({_reply_text(exc)}); "
-            "delete it or use another topic/exchange name"
-        ) from exc
-    except amqp_errors.ChannelAccessRefused as exc:
-        raise DriverError(
-            f"cannot declare {what} on {where}: access refused ({_reply_text(exc)}); "
-            "check the user's permissions"
-        ) from exc
-    except amqp_errors.ChannelLockedResource as exc:
-        raise DriverError(
-            f"{what} on {where} is exclusive to another connection ({_reply_text(exc)}); "
-            "use another name"
-        ) from exc
-    except TimeoutError as exc:
-        raise DriverError(f"declaring {what} on {where}: no answer within {TIMEOUT:g}s") from exc
-    except (OSError, amqp_errors.AMQPError) as exc:
-        raise DriverError(f"declaring {what} on {where} failed: {exc}") from exc
 
 
 def _reply_text(exc: BaseException) -> str:

@@ -40,15 +40,23 @@ from mqlab.amqp import (
     rpc_route,
     rpc_server_queues,
 )
+from mqlab.connect import connect_first
 from mqlab.errors import (
-    CallTimeout,
     ConnectFailed,
     ConnectionLost,
     DriverError,
-    OptionError,
     TransportError,
 )
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.pending import PendingCalls
+from mqlab.transport import (
+    Features,
+    Handler,
+    Option,
+    OptionConflict,
+    Target,
+    Transport,
+    TransportConfig,
+)
 from mqlab_amqp1.codec import Encoded, encode
 from mqlab_amqp1.connection import Amqp1Connection, OnMessage, Outgoing, Receiver, Sender
 from mqlab_amqp1.topology import Topology
@@ -97,16 +105,22 @@ class Amqp1Transport(Transport):
 
     wire: ClassVar[str] = "amqp10"
     features: ClassVar[Features] = Features(
-        at_most_once=True, mandatory=False, durable=True, fanout=True, needs_broker=True
+        at_most_once=True, mandatory=False, durable=True, fanout=True, server="rabbitmq"
     )
-    options: ClassVar[Mapping[str, Option]] = {
+    option_specs: ClassVar[Mapping[str, Option]] = {
         "presettled": Option(
             (list, tuple),
             (),
             "patterns sent pre-settled, i.e. at most once (any of call, cast, notify); "
             "the others wait for the broker's accepted outcome",
         ),
-        "credit": Option((int,), 100, "receiver credit window: most unsettled messages per link"),
+        "credit": Option(
+            (int,),
+            100,
+            "receiver credit window: most unsettled messages per link",
+            minimum=1,
+            maximum=0xFFFF_FFFF,
+        ),
         "container_id": Option(
             (str,), None, "AMQP container id (default: mqlab-<worker>-<random>)", allow_none=True
         ),
@@ -125,7 +139,7 @@ class Amqp1Transport(Transport):
         self._senders: dict[str, Sender] = {}
         self._reply_sender: Sender | None = None
         self._receivers: list[Receiver] = []
-        self._calls: dict[str, asyncio.Future[bytes]] = {}
+        self._calls = PendingCalls()
         self._ids = itertools.count()
         #: ``/queue/reply_<id>`` once the reply queue is consumed
         self._reply_address = ""
@@ -135,57 +149,56 @@ class Amqp1Transport(Transport):
     # -- options --------------------------------------------------------------
 
     @classmethod
-    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Check types (the core's rules), then values."""
-        opts = super().check_options(plugin, raw)
-        _check_values(plugin, opts)
-        return opts
+    def check_combinations(cls, options: Mapping[str, Any]) -> None:
+        """Values the types alone cannot check: pattern names, non-empty strings."""
+        for pattern in options["presettled"]:
+            if pattern not in PATTERNS:
+                raise OptionConflict(
+                    "presettled", f"unknown pattern {pattern!r} (expected any of {PATTERNS})"
+                )
+        container = options["container_id"]
+        if container is not None and not container.strip():
+            raise OptionConflict("container_id", "must not be empty (omit it for a generated id)")
+        if not options["sasl_mechanisms"].split():
+            raise OptionConflict("sasl_mechanisms", "must name at least one mechanism, e.g. PLAIN")
 
     # -- life cycle ---------------------------------------------------------
 
     async def start(self) -> None:
         """Connect to the first URL that answers; ConnectFailed with the reason otherwise."""
-        opts = {name: self.opts.get(name, opt.default) for name, opt in self.options.items()}
-        _check_values("amqp1", opts)
+        opts = self.options
         self._presettled = frozenset(opts["presettled"])
         self._credit = opts["credit"]
         container = opts["container_id"] or f"mqlab-{self.config.worker}-{uuid.uuid4().hex[:8]}"
-        if not self.urls:
-            raise ConnectFailed("no broker URL given (expected amqp://user:pass@host:port/)")
-        errors: list[str] = []
-        for raw in self.urls:
+
+        async def open_url(raw: str, timeout: float) -> tuple[BrokerUrl, Amqp1Connection, Sender]:
             url = parse_url(raw)
             conn = Amqp1Connection(url, container, opts["sasl_mechanisms"], self._lost)
             try:
-                await conn.connect(CONNECT_TIMEOUT)
+                await conn.connect(timeout)
                 # RabbitMQ opens the connection whatever the vhost and refuses at
                 # the first link: attach the reply link now to fail here, not later
                 reply = conn.sender("/queue")
                 await self._attached(reply)
-            except TransportError as exc:
+            except BaseException:
                 await conn.close(CLOSE_TIMEOUT)
-                error = (
-                    exc
-                    if isinstance(exc, ConnectFailed)
-                    else ConnectFailed(f"{exc} (check the vhost and the user's permissions)")
-                )
-                if len(self.urls) == 1:
-                    raise error from exc
-                errors.append(str(exc))
-                continue
-            self._conn, self._url, self._reply_sender = conn, url, reply
-            self._topology = Topology(url)
-            return
-        raise ConnectFailed(f"cannot connect to any of {len(self.urls)} brokers: {errors[-1]}")
+                raise
+            return url, conn, reply
+
+        _, (url, conn, reply) = await connect_first(
+            self.urls,
+            open_url,
+            _explain,
+            per_url=CONNECT_TIMEOUT,
+            budget=CONNECT_TIMEOUT * len(self.urls),
+        )
+        self._conn, self._url, self._reply_sender = conn, url, reply
+        self._topology = Topology(url)
 
     async def aclose(self) -> None:
         """Close the AMQP 1.0 and the 0-9-1 topology connections; never raises, never hangs."""
         conn, self._conn = self._conn, None
-        closed = ConnectionLost("transport closed")
-        for fut in self._calls.values():
-            if not fut.done():
-                fut.set_exception(closed)
-        self._calls.clear()
+        self._calls.reject_all(ConnectionLost("transport closed"))
         if self._reply_ready is not None and not self._reply_ready.done():
             self._reply_ready.cancel()
         try:
@@ -213,10 +226,7 @@ class Amqp1Transport(Transport):
     def _lost(self, error: TransportError) -> None:
         # servers and listeners have no caller to raise to: say it once here
         LOG.warning("amqp1 transport %s: %s (no reconnection)", self.config.worker, error)
-        for fut in self._calls.values():
-            if not fut.done():
-                fut.set_exception(error)
-        self._calls.clear()
+        self._calls.reject_all(error)
 
     def _connection(self) -> Amqp1Connection:
         conn = self._conn
@@ -359,9 +369,8 @@ class Amqp1Transport(Transport):
 
     def _on_reply(self, message: proton.Message) -> None:
         corr = message.correlation_id
-        fut = self._calls.pop(corr, None) if isinstance(corr, str) else None
-        if fut is not None and not fut.done():
-            fut.set_result(_body(message))
+        if isinstance(corr, str):
+            self._calls.resolve(corr, _body(message))
 
     async def _send(self, route: Route, body: bytes, pattern: str) -> None:
         sender = await self._sender(route.exchange)
@@ -374,35 +383,24 @@ class Amqp1Transport(Transport):
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         """Send a request and wait for its reply; CallTimeout after ``timeout`` seconds."""
         route = rpc_route(target)
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bytes] = loop.create_future()
         corr = f"{next(self._ids):x}"
-        try:
-            async with asyncio.timeout(timeout):
-                if not self._reply_address:
-                    await self._ensure_replies()
-                sender = await self._sender(route.exchange)
-                await sender.wait_credit()
-                message = encode(
-                    body,
-                    subject=route.routing_key,
-                    message_id=corr,
-                    correlation_id=corr,
-                    reply_to=self._reply_address,
-                    durable=route.persistent,
-                )
-                self._calls[corr] = fut
-                outcome = sender.send(Encoded(message), "call" in self._presettled)
-                if outcome is not None:
-                    outcome.add_done_callback(lambda o: _fail_with(fut, o))
-                return await fut
-        except TimeoutError as exc:
-            raise CallTimeout(
-                f"no reply from {target.exchange}/{route.routing_key or target.topic} "
-                f"within {timeout:g}s (is a server running for this topic?)"
-            ) from exc
-        finally:
-            self._calls.pop(corr, None)
+        async with self._calls.waiting(corr, target, timeout) as fut:
+            if not self._reply_address:
+                await self._ensure_replies()
+            sender = await self._sender(route.exchange)
+            await sender.wait_credit()
+            message = encode(
+                body,
+                subject=route.routing_key,
+                message_id=corr,
+                correlation_id=corr,
+                reply_to=self._reply_address,
+                durable=route.persistent,
+            )
+            outcome = sender.send(Encoded(message), "call" in self._presettled)
+            if outcome is not None:
+                outcome.add_done_callback(lambda o: _fail_with(fut, o))
+            return await fut
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Send without a reply; returns once the broker accepted it (or at once, pre-settled)."""
@@ -422,19 +420,10 @@ def _fail_with(fut: asyncio.Future[bytes], outcome: asyncio.Future[None]) -> Non
         fut.set_exception(exc)
 
 
-def _check_values(plugin: str, opts: Mapping[str, Any]) -> None:
-    presettled = opts.get("presettled", ())
-    for pattern in presettled:
-        if pattern not in PATTERNS:
-            raise OptionError(
-                plugin, "presettled", f"unknown pattern {pattern!r} (expected any of {PATTERNS})"
-            )
-    credit = opts.get("credit", 100)
-    if not 1 <= credit <= 0xFFFF_FFFF:
-        raise OptionError(plugin, "credit", f"must be between 1 and 4294967295, got {credit}")
-    container = opts.get("container_id")
-    if container is not None and not container.strip():
-        raise OptionError(plugin, "container_id", "must not be empty (omit it for a generated id)")
-    mechs = opts.get("sasl_mechanisms", "PLAIN")
-    if not mechs.split():
-        raise OptionError(plugin, "sasl_mechanisms", "must name at least one mechanism, e.g. PLAIN")
+def _explain(url: str, exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no AMQP 1.0 answer within {timeout:g}s (is this an AMQP 1.0 listener?)"
+    if isinstance(exc, ConnectFailed):
+        return str(exc)
+    # refused at the first link: the vhost or the user's rights
+    return f"{exc} (check the vhost and the user's permissions)"

@@ -13,6 +13,8 @@ import socket
 import aiormq.exceptions as amqp_exc
 from yarl import URL
 
+from mqlab.urls import endpoint, mask
+
 #: failures after which a fresh channel (and maybe a fresh connection) may succeed
 _TRANSIENT: tuple[type[BaseException], ...] = (
     amqp_exc.AMQPConnectionError,  # includes ConnectionClosed
@@ -22,24 +24,6 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     # aiormq: "channel()" on a connection that closed a moment ago
     RuntimeError,
 )
-
-
-def mask_url(url: str) -> str:
-    """``amqp://guest:***@host:port/vhost``: safe to print."""
-    try:
-        parsed = URL(url)
-    except (TypeError, ValueError):
-        return "<unparsable broker URL>"
-    if parsed.password is not None:
-        parsed = parsed.with_password("***")
-    return str(parsed)
-
-
-def endpoint(url: str) -> str:
-    """``host:port`` of a broker URL, for messages."""
-    parsed = URL(url)
-    port = parsed.port or (5671 if parsed.scheme == "amqps" else 5672)
-    return f"{parsed.host}:{port}"
 
 
 def vhost_of(url: str) -> str:
@@ -57,8 +41,12 @@ def check_url(url: str) -> str | None:
     except (TypeError, ValueError):
         return f"invalid broker URL: cannot parse it ({expected})"
     if parsed.scheme not in ("amqp", "amqps") or not parsed.host:
-        return f"invalid broker URL {mask_url(url)} ({expected})"
+        return f"invalid broker URL {mask(url)} ({expected})"
     return None
+
+
+class InvalidUrl(ValueError):
+    """A URL this driver cannot even try (its text says why)."""
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -92,12 +80,14 @@ def describe(exc: BaseException) -> str:
 
 def describe_connect_error(url: str, exc: BaseException, timeout: float) -> str:
     """Why the first connection to ``url`` failed, naming the problem and the fix."""
+    if isinstance(exc, InvalidUrl):
+        return str(exc)
     try:
         where = endpoint(url)
         user = URL(url).user or "guest"
         vhost = vhost_of(url)
     except (TypeError, ValueError):
-        return f"invalid broker URL {mask_url(url)}"
+        return "invalid broker URL"
     if isinstance(exc, amqp_exc.ProbableAuthenticationError | amqp_exc.AuthenticationError):
         return (
             f"login refused by {where} for user {user!r} "
@@ -111,21 +101,18 @@ def describe_connect_error(url: str, exc: BaseException, timeout: float) -> str:
             f"(or user {user!r} may not use it; check the vhost in the broker URL)"
         )
     if isinstance(exc, amqp_exc.IncompatibleProtocolError):
-        return f"cannot connect to {where}: the peer does not speak AMQP 0-9-1"
+        return "the peer does not speak AMQP 0-9-1"
     if isinstance(exc, TimeoutError):
         return (
-            f"cannot connect to {where}: no AMQP answer within {timeout:g}s "
+            f"no AMQP answer within {timeout:g}s "
             "(is the host reachable, and is this the AMQP port?)"
         )
     cause = exc.__cause__ or exc
     if isinstance(cause, socket.gaierror):
-        return f"cannot connect to {where}: unknown host (check the host in the broker URL)"
+        return "unknown host (check the host in the broker URL)"
     code = getattr(cause, "errno", None) or getattr(exc, "errno", None)
     if isinstance(cause, ConnectionRefusedError) or code == errno.ECONNREFUSED:
-        return (
-            f"cannot connect to {where}: connection refused "
-            "(is the broker running? see `mqlab broker start`)"
-        )
+        return "connection refused (is the broker running? see `mqlab broker start`)"
     if isinstance(cause, OSError) and cause.strerror:
-        return f"cannot connect to {where}: {cause.strerror.lower()}"
-    return f"cannot connect to {where}: {describe(exc)}"
+        return cause.strerror.lower()
+    return describe(exc)

@@ -11,15 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import aio_pika
 from aio_pika.abc import AbstractConnection
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS
 
-from mqlab.errors import ConnectFailed
-from mqlab_kombu.errors import check_url, describe_connect_error
+from mqlab.connect import connect_first
+from mqlab_kombu.errors import InvalidUrl, check_url, describe_connect_error
 
 #: a bounded connect per URL: start() must fail fast when the broker is down
 CONNECT_TIMEOUT = 5.0
@@ -120,39 +119,35 @@ class Link:
         conn.close_callbacks.add(self._on_close)
         return conn
 
+    async def _open_checked(self, url: str, timeout: float) -> AbstractConnection:
+        invalid = check_url(url)
+        if invalid is not None:
+            raise InvalidUrl(invalid)
+        try:
+            return await self._open(url, timeout)
+        except asyncio.CancelledError:
+            # aio-pika cancels its own connect on a timeout: only a real cancel goes on
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            raise TimeoutError from None
+
     async def start(self) -> None:
         """Connect to the first URL that works; :class:`ConnectFailed` within ~10 s."""
-        deadline = time.monotonic() + START_BUDGET
-        problems: list[str] = []
-        for index, url in enumerate(self._urls):
-            invalid = check_url(url)
-            if invalid is not None:
-                problems.append(invalid)
-                continue
-            budget = min(CONNECT_TIMEOUT, deadline - time.monotonic())
-            if budget <= 0:
-                problems.append(f"{describe_connect_error(url, TimeoutError(), 0)}")
-                break
-            try:
-                conn = await self._open(url, budget)
-            except (*CONNECTION_EXCEPTIONS, TimeoutError, asyncio.CancelledError) as exc:
-                if isinstance(exc, asyncio.CancelledError):
-                    task = asyncio.current_task()
-                    if task is not None and task.cancelling():
-                        raise
-                problems.append(describe_connect_error(url, exc, budget))
-                continue
-            self._url_index = index
-            self._conn = conn
-            self._up = True
-            self.generation = 1
-            self._supervisor = asyncio.get_running_loop().create_task(
-                self._supervise(), name=f"{self._name} supervisor"
-            )
-            return
-        if len(problems) == 1:
-            raise ConnectFailed(problems[0])
-        raise ConnectFailed("no broker of the list is reachable: " + "; ".join(problems))
+        index, conn = await connect_first(
+            self._urls,
+            self._open_checked,
+            describe_connect_error,
+            per_url=CONNECT_TIMEOUT,
+            budget=START_BUDGET,
+        )
+        self._url_index = index
+        self._conn = conn
+        self._up = True
+        self.generation = 1
+        self._supervisor = asyncio.get_running_loop().create_task(
+            self._supervise(), name=f"{self._name} supervisor"
+        )
 
     def _on_close(self, sender: object, exc: BaseException | None = None) -> None:
         # aio-pika calls this for every connection we made; only the current one matters

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import aio_pika
 import aiormq.exceptions as amqp_exc
@@ -20,13 +20,11 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from mqlab import amqp
 from mqlab.errors import (
-    CallTimeout,
-    ConnectFailed,
     ConnectionLost,
     DriverError,
-    OptionError,
     TransportError,
 )
+from mqlab.pending import PendingCalls
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_kombu.consumer import Callback, Consumers, Subscription
 from mqlab_kombu.link import Link
@@ -57,15 +55,16 @@ class KombuTransport(Transport):
     # at_most_once: consumers always ack, and a republish may duplicate, so
     # at-most-once cannot be configured (as oslo says of the kombu driver)
     features = Features(
-        at_most_once=False, mandatory=False, durable=True, fanout=True, needs_broker=True
+        at_most_once=False, mandatory=False, durable=True, fanout=True, server="rabbitmq"
     )
-    options: ClassVar[Mapping[str, Option]] = {
+    option_specs: ClassVar[Mapping[str, Option]] = {
         "retry": Option(
             (int,),
             None,
             "republish attempts after a connection failure: None or -1 forever, 0 never, "
             "N at most N",
             allow_none=True,
+            minimum=-1,
         ),
         "confirm": Option(
             (bool,), True, "publisher confirms: a send returns once the broker has it"
@@ -76,8 +75,16 @@ class KombuTransport(Transport):
             "consumers ack after the handler (at-least-once) or before it",
             choices=("after", "before"),
         ),
-        "prefetch": Option((int,), 64, "basic.qos prefetch count per consumer (0 = unlimited)"),
-        "heartbeat": Option((int,), 60, "AMQP heartbeat timeout in seconds (0 = off)"),
+        "prefetch": Option(
+            (int,),
+            64,
+            "basic.qos prefetch count per consumer (0 = unlimited)",
+            minimum=0,
+            maximum=65535,  # an AMQP short
+        ),
+        "heartbeat": Option(
+            (int,), 60, "AMQP heartbeat timeout in seconds (0 = off)", minimum=0, maximum=65535
+        ),
         "connections": Option(
             (str,),
             "pool",
@@ -87,26 +94,13 @@ class KombuTransport(Transport):
         ),
     }
 
-    @classmethod
-    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Check types, then the values: ``retry >= -1``, counts within AMQP's 16 bits."""
-        opts = super().check_options(plugin, raw)
-        if opts["retry"] is not None and opts["retry"] < -1:
-            raise OptionError(
-                plugin, "retry", f"expected None, -1, 0 or N > 0, got {opts['retry']}"
-            )
-        for name in ("prefetch", "heartbeat"):
-            if not 0 <= opts[name] <= 65535:
-                raise OptionError(plugin, name, f"expected 0..65535, got {opts[name]}")
-        return opts
-
     def __init__(self, config: TransportConfig) -> None:
         super().__init__(config)
         self._links: list[Link] = []
         self._publisher: Publisher | None = None
         self._consumers: Consumers | None = None
         self._ack_before = False
-        self._pending: dict[str, asyncio.Future[bytes]] = {}
+        self._calls = PendingCalls()
         self._reply_to: str | None = None
         self._reply_lock = asyncio.Lock()
         self._closed = False
@@ -115,10 +109,7 @@ class KombuTransport(Transport):
 
     async def start(self) -> None:
         """Connect to the first broker URL that works; :class:`ConnectFailed` within ~10 s."""
-        opts = self.check_options("kombu", self.opts)
-        self.opts = opts
-        if not self.urls:
-            raise ConnectFailed("no broker URL given (set broker.url in the profile)")
+        opts = self.options
         self._ack_before = opts["ack"] == "before"
         name = f"mqlab-kombu {self.config.worker}"
         heartbeat = opts["heartbeat"]
@@ -146,9 +137,7 @@ class KombuTransport(Transport):
         if self._closed:
             return
         self._closed = True
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.set_exception(ConnectionLost("the transport closed while waiting for a reply"))
+        self._calls.reject_all(ConnectionLost("the transport closed while waiting for a reply"))
         try:
             if self._consumers is not None:
                 await self._consumers.close()
@@ -237,9 +226,7 @@ class KombuTransport(Transport):
     async def _on_reply(self, message: AbstractIncomingMessage) -> None:
         if self._ack_before:
             await _ack(message)
-        fut = self._pending.pop(message.correlation_id or "", None)
-        if fut is not None and not fut.done():
-            fut.set_result(message.body)
+        self._calls.resolve(message.correlation_id, message.body)
         if not self._ack_before:
             await _ack(message)
 
@@ -251,12 +238,9 @@ class KombuTransport(Transport):
         """
         publisher, _ = self._parts()
         msg_id = amqp.new_id()
-        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._pending[msg_id] = fut
         route = amqp.rpc_route(target)
-        deadline = asyncio.timeout(timeout)
         try:
-            async with deadline:
+            async with self._calls.waiting(msg_id, target, timeout) as fut:
                 reply_to = await self._reply_queue()
                 request = aio_pika.Message(
                     body,
@@ -268,18 +252,10 @@ class KombuTransport(Transport):
                 await publisher.publish(_rpc_exchange(target), route.routing_key, request)
                 return await fut
         except TimeoutError as exc:
-            if not deadline.expired():
-                if isinstance(exc, TransportError):
-                    raise
-                raise DriverError(f"call failed: {exc or type(exc).__name__}") from exc
-            where = f"{target.topic}.{target.server}" if target.server else target.topic
-            raise CallTimeout(
-                f"no reply from {where!r} within {timeout:g}s (is a server running for it?)"
-            ) from exc
-        finally:
-            self._pending.pop(msg_id, None)
-            if fut.done() and not fut.cancelled():
-                fut.exception()  # set by aclose() while we were still publishing: seen
+            if isinstance(exc, TransportError):
+                raise
+            # a library's own timeout before the call's deadline
+            raise DriverError(f"call failed: {exc or type(exc).__name__}") from exc
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Publish to the topic, one server, or every server (``target.fanout``)."""

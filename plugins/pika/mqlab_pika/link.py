@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,9 @@ from pika.channel import Channel
 from pika.frame import Method
 
 from mqlab.amqp import ExchangeDecl, QueueDecl
+from mqlab.connect import connect_first, no_url
 from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
+from mqlab.urls import hide_secret, mask
 from mqlab_pika import bridge, urls
 from mqlab_pika.bridge import Chan, Gone
 from mqlab_pika.options import Settings
@@ -84,7 +85,7 @@ class Link:
 
     def __init__(self, urls_: Sequence[str], settings: Settings, name: str) -> None:
         if not urls_:
-            raise ConnectFailed("no broker URL given (set the driver's url / urls)")
+            raise no_url()
         self.urls = tuple(urls_)
         self.settings = settings
         self.name = name
@@ -114,7 +115,7 @@ class Link:
 
     @property
     def url(self) -> str:
-        return urls.mask(self.urls[self.index])
+        return mask(self.urls[self.index])
 
     async def publisher(self, wait: float | None) -> Publisher:
         """The open publisher, waiting up to ``wait`` s (None: forever) for recovery."""
@@ -131,7 +132,7 @@ class Link:
         except TimeoutError as exc:
             raise ConnectionLost(
                 f"no broker connection for {wait:g}s: {self.down_reason} "
-                f"(tried {', '.join(urls.mask(u) for u in self.urls)}; {urls.BROKER_HINT})"
+                f"(tried {', '.join(mask(u) for u in self.urls)}; {urls.BROKER_HINT})"
             ) from exc
         assert self.pub is not None
         return self.pub
@@ -140,44 +141,22 @@ class Link:
 
     async def start(self) -> None:
         """Connect to the first URL that works within ``connect_timeout``."""
-        deadline = time.monotonic() + self.settings.connect_timeout
-        errors = await self._connect_round(0, deadline)
-        if errors is not None:
-            if len(errors) == 1:
-                raise ConnectFailed(errors[0])
-            raise ConnectFailed(f"no broker URL works: {'; '.join(errors)}")
+        await self._connect_round(0, self.settings.connect_timeout)
 
-    async def _connect_round(self, first: int, deadline: float | None) -> list[str] | None:
-        """Try every URL once from ``first``; None on success, else one line per URL."""
-        errors: list[str] = []
-        n = len(self.urls)
-        for step in range(n):
-            i = (first + step) % n
-            url = self.urls[i]
-            remaining = (
-                self.settings.connect_timeout if deadline is None else deadline - time.monotonic()
-            )
-            if remaining <= 0:
-                errors.append(f"cannot connect to {urls.mask(url)}: no time left")
-                continue
-            try:
-                await self._open(i, remaining)
-                return None
-            except asyncio.CancelledError:
-                raise
-            except ConnectFailed as exc:
-                errors.append(str(exc))
-            except Exception as exc:  # noqa: BLE001 - every library error becomes one line
-                errors.append(urls.describe_connect_error(exc, url))
-        return errors
+    async def _connect_round(self, first: int, budget: float) -> None:
+        """Try every URL once from ``first``; :class:`ConnectFailed` names each failure."""
+        await connect_first(
+            self.urls,
+            lambda url, timeout: self._open(self.urls.index(url), timeout),
+            _explain,
+            per_url=self.settings.connect_timeout,
+            budget=budget,
+            start=first,
+        )
 
     async def _open(self, i: int, timeout: float) -> None:
         url = self.urls[i]
-        try:
-            params = urls.parameters(url, self.settings, self.name, timeout)
-        except ValueError as exc:
-            detail = urls.hide_secret(str(exc), url)
-            raise ConnectFailed(f"invalid broker URL {urls.mask(url)}: {detail}") from exc
+        params = urls.parameters(url, self.settings, self.name, timeout)
         conn = await bridge.connect(params, timeout)
         try:
             conn.add_on_close_callback(self._on_conn_closed)
@@ -222,7 +201,7 @@ class Link:
             return
         was_up = self._up
         self.conn = None
-        detail = urls.hide_secret(repr(reason), self.urls[self.index])
+        detail = hide_secret(repr(reason), self.urls[self.index])
         self._mark_down(f"connection to {self.url} lost: {detail}")
         if was_up and not self._closing:
             LOG.warning("%s; reconnecting", self.down_reason)
@@ -243,12 +222,14 @@ class Link:
     async def _recover(self) -> None:
         first = (self.index + 1) % len(self.urls)
         while not self._closing:
-            errors = await self._connect_round(first, None)
-            if errors is None:
-                LOG.warning("reconnected to %s", self.url)
-                return
-            self.down_reason = "; ".join(errors)
-            await asyncio.sleep(self.settings.retry_delay)
+            try:
+                await self._connect_round(first, self.settings.connect_timeout * len(self.urls))
+            except ConnectFailed as exc:
+                self.down_reason = str(exc)
+                await asyncio.sleep(self.settings.retry_delay)
+                continue
+            LOG.warning("reconnected to %s", self.url)
+            return
 
     def _on_pub_closed(self, chan: Chan, reason: Gone) -> None:
         if self.pub is None or self.pub.chan is not chan:
@@ -463,3 +444,9 @@ class Link:
         self.pub = self.sub = self._decl = None
         self._acker = None
         self._up = False
+
+
+def _explain(url: str, exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, ValueError):  # from urls.parameters: a URL pika cannot use
+        return f"invalid broker URL: {hide_secret(str(exc), url)}"
+    return urls.describe_connect_error(exc, url)

@@ -11,10 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mqlab.errors import OptionError
-from mqlab.transport import Option, parse_options
-
-PLUGIN = "pika"
+from mqlab.transport import Option
 
 OPTIONS: Mapping[str, Option] = {
     "retry": Option(
@@ -23,6 +20,7 @@ OPTIONS: Mapping[str, Option] = {
         "send attempts after a connection failure: 0 = pure at-most-once (no-ack consumers, "
         "nothing republished), N = up to N republishes, None or -1 = forever (oslo's default)",
         allow_none=True,
+        minimum=-1,
     ),
     "mandatory": Option(
         (bool,),
@@ -36,6 +34,7 @@ OPTIONS: Mapping[str, Option] = {
         "AMQP heartbeat timeout in seconds (pika's own heartbeats); 0 disables, None takes "
         "the broker's value",
         allow_none=True,
+        minimum=0,
     ),
     "tcp_user_timeout": Option(
         (int, float),
@@ -43,23 +42,28 @@ OPTIONS: Mapping[str, Option] = {
         "TCP_USER_TIMEOUT in seconds: how long sent data may stay unacknowledged before the "
         "kernel drops the connection (fast failure detection when sending); 0 disables",
         allow_none=True,
+        minimum=0,
     ),
     "prefetch": Option(
         (int,),
         64,
         "unacknowledged messages the broker may push to each acked consumer (retry != 0); "
         "0 = unlimited",
+        minimum=0,
+        maximum=65535,  # basic.qos carries prefetch-count as an AMQP short
     ),
     "retry_delay": Option(
         (int, float),
         0.25,
         "seconds between reconnection rounds over the URL list",
+        minimum=0,
     ),
     "connect_timeout": Option(
         (int, float),
         10.0,
         "seconds start() may spend trying the URLs, and a send may wait for a reconnection "
         "(unless retry is forever)",
+        minimum=0.01,
     ),
 }
 
@@ -96,38 +100,8 @@ class Settings:
         return self.retry is None or attempts <= self.retry
 
 
-def check(raw: Mapping[str, Any], plugin: str = PLUGIN) -> dict[str, Any]:
-    """Types (by the core's parser) and values; raise :class:`OptionError`."""
-    opts = parse_options(plugin, OPTIONS, raw)
-    retry = opts["retry"]
-    if retry is not None and retry < -1:
-        raise OptionError(plugin, "retry", f"expected None, -1 (forever), 0 or more, got {retry}")
-    heartbeat = opts["heartbeat"]
-    if heartbeat is not None and heartbeat < 0:
-        raise OptionError(plugin, "heartbeat", f"expected seconds >= 0, got {heartbeat}")
-    tcp_user_timeout = opts["tcp_user_timeout"]
-    if tcp_user_timeout is not None and tcp_user_timeout < 0:
-        raise OptionError(
-            plugin, "tcp_user_timeout", f"expected seconds >= 0, got {tcp_user_timeout}"
-        )
-    prefetch = opts["prefetch"]
-    if not 0 <= prefetch <= 65535:
-        # basic.qos carries prefetch-count as an AMQP short
-        raise OptionError(plugin, "prefetch", f"expected 0..65535, got {prefetch}")
-    if opts["retry_delay"] < 0:
-        raise OptionError(
-            plugin, "retry_delay", f"expected seconds >= 0, got {opts['retry_delay']}"
-        )
-    if opts["connect_timeout"] <= 0:
-        raise OptionError(
-            plugin, "connect_timeout", f"expected seconds > 0, got {opts['connect_timeout']}"
-        )
-    return opts
-
-
-def make_settings(raw: Mapping[str, Any]) -> Settings:
-    """Check ``raw`` and turn it into :class:`Settings`."""
-    opts = check(raw)
+def make_settings(opts: Mapping[str, Any]) -> Settings:
+    """Turn checked option values into :class:`Settings`."""
     retry = opts["retry"]
     return Settings(
         retry=None if retry == -1 else retry,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pika.spec
 from pika.channel import Channel
@@ -14,16 +13,16 @@ from pika.channel import Channel
 from mqlab import amqp
 from mqlab.amqp import ExchangeDecl, Route
 from mqlab.errors import (
-    CallTimeout,
     ConnectionLost,
     DriverError,
     TransportError,
     Undeliverable,
 )
+from mqlab.pending import PendingCalls
 from mqlab.transport import Features, Handler, Target, Transport, TransportConfig
 from mqlab_pika.bridge import Gone
 from mqlab_pika.link import ConsumerSpec, Link, OnMessage
-from mqlab_pika.options import OPTIONS, Settings, check, make_settings
+from mqlab_pika.options import OPTIONS, Settings, make_settings
 from mqlab_pika.publisher import Nacked, Returned
 
 LOG = logging.getLogger(__name__)
@@ -31,15 +30,6 @@ LOG = logging.getLogger(__name__)
 _PERSISTENT = 2
 _PLAIN = pika.spec.BasicProperties()
 _DURABLE = pika.spec.BasicProperties(delivery_mode=_PERSISTENT)
-
-
-def _where(target: Target) -> str:
-    where = f"{target.exchange}/{target.topic}"
-    if target.server:
-        where += f".{target.server}"
-    if target.fanout:
-        where += " (fanout)"
-    return where
 
 
 class PikaTransport(Transport):
@@ -54,31 +44,26 @@ class PikaTransport(Transport):
 
     wire: ClassVar[str] = amqp.WIRE
     features: ClassVar[Features] = Features(
-        at_most_once=True, mandatory=True, durable=True, fanout=True
+        at_most_once=True, mandatory=True, durable=True, fanout=True, server="rabbitmq"
     )
-    options = OPTIONS
+    option_specs = OPTIONS
 
     def __init__(self, config: TransportConfig) -> None:
         super().__init__(config)
         self._settings: Settings | None = None
         self._link: Link | None = None
-        self._calls: dict[str, asyncio.Future[bytes]] = {}
+        self._calls = PendingCalls()
         self._reply_to: str | None = None
         self._reply_lock = asyncio.Lock()
         # ids only need to be unique per client: a random prefix and a counter
         self._prefix = f"{amqp.new_id()[:16]}."
         self._ids = itertools.count(1)
 
-    @classmethod
-    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Check option types and values (e.g. ``retry`` >= -1, ``prefetch`` <= 65535)."""
-        return check(raw, plugin)
-
     # -- lifecycle -----------------------------------------------------------
 
     async def start(self) -> None:
         """Connect to the first URL that works, or raise :class:`ConnectFailed` in time."""
-        self._settings = settings = make_settings(self.opts)
+        self._settings = settings = make_settings(self.options)
         link = Link(self.urls, settings, f"mqlab-pika {self.config.worker}")
         link.on_down = self._on_down
         await link.start()
@@ -106,12 +91,7 @@ class PikaTransport(Transport):
             self._fail_calls(ConnectionLost(f"{reason} while waiting for a reply"))
 
     def _fail_calls(self, exc: TransportError) -> None:
-        # in place: the reply consumer holds this very dict
-        pending = list(self._calls.values())
-        self._calls.clear()
-        for fut in pending:
-            if not fut.done():
-                fut.set_exception(exc)
+        self._calls.reject_all(exc)
 
     # -- server side ---------------------------------------------------------
 
@@ -175,9 +155,7 @@ class PikaTransport(Transport):
                     props: pika.spec.BasicProperties,
                     body: bytes,
                 ) -> None:
-                    fut = calls.get(props.correlation_id)
-                    if fut is not None and not fut.done():
-                        fut.set_result(body)
+                    calls.resolve(props.correlation_id, body)
 
                 # replies are consumed no-ack whatever `retry` says: a reply for a
                 # caller that gave up is worthless, and this keeps replies cheap
@@ -276,23 +254,11 @@ class PikaTransport(Transport):
             correlation_id=cid,
             delivery_mode=_PERSISTENT if route.persistent else None,
         )
-        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._calls[cid] = fut
-        try:
-            async with asyncio.timeout(timeout):
-                await self._send(
-                    route, exchange, body, props, _where(target), settings.mandatory, cid
-                )
-                return await fut
-        except TimeoutError as exc:
-            if isinstance(exc, TransportError):
-                raise
-            raise CallTimeout(f"no reply from {_where(target)} within {timeout:g}s") from exc
-        finally:
-            self._calls.pop(cid, None)
-            if fut.done() and not fut.cancelled():
-                # a send failure may leave a failed reply future nobody awaited
-                fut.exception()
+        async with self._calls.waiting(cid, target, timeout) as fut:
+            await self._send(
+                route, exchange, body, props, target.describe(), settings.mandatory, cid
+            )
+            return await fut
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Send without a reply; with confirms on, returns once the broker took it."""
@@ -304,11 +270,11 @@ class PikaTransport(Transport):
             props = pika.spec.BasicProperties(
                 message_id=key, delivery_mode=_PERSISTENT if route.persistent else None
             )
-            await self._send(route, exchange, body, props, _where(target), True, key)
+            await self._send(route, exchange, body, props, target.describe(), True, key)
         else:
             props = _DURABLE if route.persistent else _PLAIN
             await self._send(
-                route, exchange, body, props, _where(target), wait_confirm=settings.resends
+                route, exchange, body, props, target.describe(), wait_confirm=settings.resends
             )
 
     async def notify(self, target: Target, body: bytes) -> None:

@@ -9,41 +9,10 @@ import pika
 import pika.exceptions
 from pika.adapters.utils import connection_workflow as workflow
 
+from mqlab.urls import hide_secret
 from mqlab_pika.options import Settings
 
 BROKER_HINT = "is the broker running? see `mqlab broker start`"
-
-
-def mask(url: str) -> str:
-    """``url`` with its password replaced by ``***``, safe for messages and logs."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<unparsable URL>"
-    if password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=netloc).geturl()
-
-
-def hide_secret(text: str, url: str) -> str:
-    """Remove ``url``'s password from ``text`` (a library message may echo it).
-
-    Only for text we did not write: a password equal to the user name would
-    also hide the user name.
-    """
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        return text
-    if password:
-        text = text.replace(password, "***").replace(unquote(password), "***")
-    return text
 
 
 def parameters(url: str, settings: Settings, name: str, timeout: float) -> pika.URLParameters:
@@ -124,4 +93,4 @@ def describe_connect_error(exc: BaseException, url: str) -> str:
         detail = hide_secret(str(root), url) or type(root).__name__
         why = f"{type(root).__name__}: {detail}"
     # only library text went through hide_secret: the user name may equal the password
-    return f"cannot connect to {mask(url)}: {why}"
+    return why

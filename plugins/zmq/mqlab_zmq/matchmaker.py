@@ -25,12 +25,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from mqlab.errors import ConnectFailed, ConnectionLost
+from mqlab.urls import mask
 
 #: ("rpc" | "notify", exchange, topic); a notify topic includes its priority
 Key = tuple[str, str, str]
@@ -68,18 +69,6 @@ class Record:
             )
         except (ValueError, KeyError, TypeError):
             return None  # a half-written or foreign file is not a server
-
-
-def mask_url(url: str) -> str:
-    """``redis://user:secret@host`` -> ``redis://user:***@host``: never print a password."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 class Matchmaker(abc.ABC):
@@ -232,7 +221,7 @@ class RedisMatchmaker(Matchmaker):
         self._refresh_failed = False
 
     def describe(self) -> str:
-        return f"redis matchmaker {mask_url(self.url)}"
+        return f"redis matchmaker {mask(self.url)}"
 
     def _index(self, key: Key) -> str:
         kind, exchange, topic = key
@@ -249,7 +238,7 @@ class RedisMatchmaker(Matchmaker):
             await self._client.ping()
         except (RedisError, OSError) as exc:
             raise ConnectFailed(
-                f"cannot connect to the redis matchmaker at {mask_url(self.url)}: {exc} "
+                f"cannot connect to the redis matchmaker at {mask(self.url)}: {exc} "
                 "(is redis-server running? set the redis_url option)"
             ) from exc
 
@@ -268,7 +257,7 @@ class RedisMatchmaker(Matchmaker):
         except (RedisError, OSError) as exc:
             raise ConnectFailed(
                 f"cannot register {key[1]}/{key[2]} in the redis matchmaker at "
-                f"{mask_url(self.url)}: {exc}"
+                f"{mask(self.url)}: {exc}"
             ) from exc
         self._mine[record.instance] = (key, record)
         if self._refresher is None:
@@ -304,7 +293,7 @@ class RedisMatchmaker(Matchmaker):
                 await self._client.srem(index, *expired)
         except (RedisError, OSError) as exc:
             raise ConnectionLost(
-                f"redis matchmaker at {mask_url(self.url)} failed during a lookup: {exc} "
+                f"redis matchmaker at {mask(self.url)} failed during a lookup: {exc} "
                 "(is redis-server still running?)"
             ) from exc
         found = [Record.from_json(raw) for raw in raws if raw is not None]

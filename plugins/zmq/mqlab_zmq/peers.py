@@ -16,6 +16,7 @@ import zmq
 import zmq.asyncio
 
 from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
+from mqlab.pending import PendingCalls
 from mqlab_zmq.matchmaker import Record
 from mqlab_zmq.server import pump, raw
 from mqlab_zmq.wire import FAILED, OK
@@ -50,27 +51,24 @@ class CallPeer:
         self.sock = sock
         self.record = record
         self.token = record.instance.encode()
-        self.pending: dict[bytes, asyncio.Future[bytes]] = {}
+        self.pending = PendingCalls()
         self.reader = asyncio.get_running_loop().create_task(self._read())
         #: why this peer was closed, once it is
         self.gone: str | None = None
 
     async def request(self, corr: bytes, body: bytes) -> bytes:
         """Send one call and wait for its reply (the caller bounds the wait)."""
-        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self.pending[corr] = fut
+        fut = self.pending.expect(corr)
         try:
             await self.sock.send_multipart((self.token, corr, body))
             return await fut
         except zmq.ZMQError as exc:
             raise _send_error(self.record, self.record.call, exc) from exc
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                fut.exception()  # close() failed it while we were still sending: seen
             _closed_under_us(self.gone)
             raise
         finally:
-            self.pending.pop(corr, None)
+            self.pending.forget(corr)
 
     async def _read(self) -> None:
         await pump(self.sock, self._resolve)
@@ -79,23 +77,22 @@ class CallPeer:
         if len(frames) != 3:
             return
         corr, status, payload = frames
-        fut = self.pending.pop(corr, None)
-        if fut is None or fut.done():
-            return  # the caller already timed out
+        # a reply whose caller already timed out finds nobody: dropped
         if status == OK:
-            fut.set_result(payload)
+            self.pending.resolve(corr, payload)
         elif status == FAILED:
             text = payload.decode(errors="replace")
-            fut.set_exception(
-                DriverError(f"zmq server {self.record.server!r}: the handler failed: {text}")
+            self.pending.fail(
+                corr, DriverError(f"zmq server {self.record.server!r}: the handler failed: {text}")
             )
         else:
-            fut.set_exception(
+            self.pending.fail(
+                corr,
                 Undeliverable(
                     f"{self.record.call} no longer belongs to zmq server "
                     f"{self.record.server!r} (stale matchmaker record); retry after "
                     "the matchmaker forgets it"
-                )
+                ),
             )
 
     def close(self, message: str) -> None:
@@ -105,10 +102,7 @@ class CallPeer:
         """
         self.gone = message
         self.reader.cancel()
-        for fut in self.pending.values():
-            if not fut.done():
-                fut.set_exception(ConnectionLost(message))
-        self.pending.clear()
+        self.pending.reject_all(ConnectionLost(message))
 
 
 class CastPeer:

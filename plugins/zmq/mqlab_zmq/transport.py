@@ -24,11 +24,18 @@ from mqlab.errors import (
     CallTimeout,
     ConnectFailed,
     DriverError,
-    OptionError,
     TransportError,
     Undeliverable,
 )
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.transport import (
+    Features,
+    Handler,
+    Option,
+    OptionConflict,
+    Target,
+    Transport,
+    TransportConfig,
+)
 from mqlab_zmq.matchmaker import (
     Directory,
     Entry,
@@ -79,9 +86,9 @@ class ZmqTransport(Transport):
         mandatory=True,  # a call or cast nobody serves fails at once with Undeliverable
         durable=False,
         fanout=True,
-        needs_broker=False,
+        server=None,
     )
-    options: ClassVar[Mapping[str, Option]] = {
+    option_specs: ClassVar[Mapping[str, Option]] = {
         "matchmaker": Option(
             (str,),
             "static",
@@ -96,20 +103,36 @@ class ZmqTransport(Transport):
         ),
         "redis_url": Option((str,), "redis://127.0.0.1:6379/0", "redis matchmaker URL"),
         "ttl": Option(
-            (int, float), 10, "redis: seconds a registration lives unless refreshed (every ttl/3)"
+            (int, float),
+            10,
+            "redis: seconds a registration lives unless refreshed (every ttl/3)",
+            minimum=0.01,
         ),
         "lookup_cache": Option(
-            (int, float), 1.0, "seconds a client trusts a matchmaker answer before asking again"
+            (int, float),
+            1.0,
+            "seconds a client trusts a matchmaker answer before asking again",
+            minimum=0,
         ),
-        "hwm": Option((int,), 1000, "ZMQ_SNDHWM and ZMQ_RCVHWM of every socket, in messages"),
+        "hwm": Option(
+            (int,),
+            1000,
+            "ZMQ_SNDHWM and ZMQ_RCVHWM of every socket, in messages (0: unlimited)",
+            minimum=0,
+        ),
         "linger": Option(
-            (int,), 1000, "ms a closing socket may keep flushing queued messages (0: drop them)"
+            (int,),
+            1000,
+            "ms a closing socket may keep flushing queued messages (0: drop them; never "
+            "infinite, which could hang close)",
+            minimum=0,
         ),
         "send_timeout": Option(
             (int, float),
             5.0,
             "seconds a cast or notify may wait for a peer's queue (None: wait forever)",
             allow_none=True,
+            minimum=0.001,
         ),
         "bind_address": Option(
             (str,), "127.0.0.1", "interface servers bind their ephemeral TCP ports on"
@@ -139,44 +162,22 @@ class ZmqTransport(Transport):
     # -- lifecycle -----------------------------------------------------------
 
     @classmethod
-    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Check types, then the values and combinations types cannot express."""
-        opts = super().check_options(plugin, raw)
-        if opts["ttl"] <= 0:
-            raise OptionError(plugin, "ttl", f"must be > 0 seconds, got {opts['ttl']!r}")
-        if opts["lookup_cache"] < 0:
-            raise OptionError(
-                plugin, "lookup_cache", f"must be >= 0 seconds, got {opts['lookup_cache']!r}"
-            )
-        if opts["hwm"] < 0:
-            raise OptionError(plugin, "hwm", f"must be >= 0 (0: unlimited), got {opts['hwm']!r}")
-        if opts["linger"] < 0:
-            raise OptionError(
-                plugin,
-                "linger",
-                f"must be >= 0 ms, got {opts['linger']!r} (an infinite linger could hang close)",
-            )
-        if opts["send_timeout"] is not None and opts["send_timeout"] <= 0:
-            raise OptionError(
-                plugin,
-                "send_timeout",
-                f"must be > 0 seconds or None, got {opts['send_timeout']!r}",
-            )
+    def check_combinations(cls, options: Mapping[str, Any]) -> None:
+        """Values and combinations the schema cannot express."""
+        opts = options
         if not opts["bind_address"]:
-            raise OptionError(plugin, "bind_address", "must not be empty (e.g. 127.0.0.1)")
+            raise OptionConflict("bind_address", "must not be empty (e.g. 127.0.0.1)")
         if opts["bind_address"] in _WILDCARDS and not opts["host"]:
-            raise OptionError(
-                plugin,
+            raise OptionConflict(
                 "host",
                 f"bind_address {opts['bind_address']!r} listens everywhere; set host to the "
                 "address clients should connect to",
             )
         scheme = opts["redis_url"].split("://", 1)[0]
         if opts["matchmaker"] == "redis" and scheme not in ("redis", "rediss", "unix"):
-            raise OptionError(
-                plugin, "redis_url", "expected redis://host:port/db, rediss://... or unix://..."
+            raise OptionConflict(
+                "redis_url", "expected redis://host:port/db, rediss://... or unix://..."
             )
-        return opts
 
     def _namespace(self) -> str:
         # the profile's broker URL only keeps separate setups apart; hashed, so a
@@ -185,10 +186,10 @@ class ZmqTransport(Transport):
         return hashlib.sha1(source.encode()).hexdigest()[:12]
 
     def _matchmaker(self) -> Matchmaker:
-        if self.opts["matchmaker"] == "redis":
+        if self.options["matchmaker"] == "redis":
             prefix = f"mqlab-zmq:{self._namespace()}"
-            return RedisMatchmaker(self.opts["redis_url"], float(self.opts["ttl"]), prefix)
-        root = self.opts["registry_dir"]
+            return RedisMatchmaker(self.options["redis_url"], float(self.options["ttl"]), prefix)
+        root = self.options["registry_dir"]
         if root is None:
             name = f"mqlab-zmq-{os.getuid()}-{self._namespace()}"
             return StaticMatchmaker(Path(tempfile.gettempdir()) / name)
@@ -196,7 +197,6 @@ class ZmqTransport(Transport):
 
     async def start(self) -> None:
         """Check the options, create the zmq context and reach the matchmaker."""
-        self.opts = self.check_options("zmq", self.opts)
         # a context of our own: closing it never touches another transport's sockets
         ctx = zmq.asyncio.Context()
         mm = self._matchmaker()
@@ -208,7 +208,7 @@ class ZmqTransport(Transport):
             raise
         self._ctx = ctx
         self._mm = mm
-        self._dir = Directory(mm, float(self.opts["lookup_cache"]), self._drop_peers)
+        self._dir = Directory(mm, float(self.options["lookup_cache"]), self._drop_peers)
 
     async def aclose(self) -> None:
         """Unregister, stop every loop, close sockets with ``linger``; never raises."""
@@ -240,7 +240,7 @@ class ZmqTransport(Transport):
         self._served.clear()
         self._call_peers.clear()
         self._cast_peers.clear()
-        linger = int(self.opts.get("linger", 1000))
+        linger = int(self.options.get("linger", 1000))
         for sock in self._sockets:
             with contextlib.suppress(Exception):
                 sock.close(linger=linger)
@@ -264,17 +264,17 @@ class ZmqTransport(Transport):
     def _socket(self, kind: int) -> zmq.asyncio.Socket:
         ctx = self._require()[0]
         sock = ctx.socket(kind)
-        hwm = int(self.opts["hwm"])
+        hwm = int(self.options["hwm"])
         sock.setsockopt(zmq.SNDHWM, hwm)
         sock.setsockopt(zmq.RCVHWM, hwm)
-        sock.setsockopt(zmq.LINGER, int(self.opts["linger"]))
+        sock.setsockopt(zmq.LINGER, int(self.options["linger"]))
         self._sockets.add(sock)
         return sock
 
     def _bind(self, kind: int) -> tuple[zmq.asyncio.Socket, str]:
         """Bind an ephemeral TCP port; return the socket and the endpoint to advertise."""
         sock = self._socket(kind)
-        addr = self.opts["bind_address"]
+        addr = self.options["bind_address"]
         try:
             sock.bind(f"tcp://{_bracket(addr)}:*")
         except zmq.ZMQError as exc:
@@ -284,7 +284,7 @@ class ZmqTransport(Transport):
             ) from exc
         endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         port = endpoint.rsplit(":", 1)[1]
-        host = self.opts["host"] or addr
+        host = self.options["host"] or addr
         return sock, f"tcp://{_bracket(host)}:{port}"
 
     def _connect(self, kind: int, endpoint: str, send_timeout: float | None) -> zmq.asyncio.Socket:
@@ -314,7 +314,7 @@ class ZmqTransport(Transport):
     def _cast_peer(self, record: Record) -> CastPeer:
         peer = self._cast_peers.get(record.instance)
         if peer is None:
-            sock = self._connect(zmq.PUSH, record.cast, self.opts["send_timeout"])
+            sock = self._connect(zmq.PUSH, record.cast, self.options["send_timeout"])
             peer = CastPeer(sock, record)
             self._cast_peers[record.instance] = peer
         return peer

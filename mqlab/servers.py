@@ -1,0 +1,245 @@
+"""Managed servers: the brokers mqlab starts for a run, by the name plugins declare.
+
+A plugin says which server it talks to (``Features.server``: ``"rabbitmq"``, or
+``None`` for brokerless and in-process drivers). With ``[broker] managed =
+true``, the run starts one private server of each kind the profile's drivers
+need, and only those, hands each driver the URLs of its server, and stops them
+at the end. :data:`STARTERS` maps a server name to its starter; a new kind
+(Redis, NATS, Mosquitto) is one class with ``installed``/``start``/``stop``
+and one row there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from mqlab.backlog import QueueDepth, rabbit_depth_for
+from mqlab.errors import BrokerError
+from mqlab.profile import Profile
+from mqlab.urls import host_port, mask
+
+
+@dataclass(frozen=True, slots=True)
+class ServerHandle:
+    """A running managed server: where to reach it and what to record about it."""
+
+    kind: str  # the Features.server name, e.g. "rabbitmq"
+    label: str  # for progress lines, e.g. "RabbitMQ node mqlab-5673@localhost"
+    urls: tuple[str, ...]  # what the drivers of this server connect to
+    pids: tuple[int, ...]  # OS processes whose CPU the run samples
+    state_dir: Path  # everything the server wrote; given back to stop()
+    #: product, version and the like, for the results' environment
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    #: an HTTP API that can tell queue depths (RabbitMQ's management API), if any
+    management_url: str | None = None
+
+
+class ManagedServer(Protocol):
+    """How mqlab starts and stops one kind of server in a private state dir."""
+
+    label: str  # "RabbitMQ", for "starting a private RabbitMQ node…"
+
+    def installed(self) -> str | None:
+        """None when the server can be started here, else what to install (one line)."""
+
+    def start(self, state_dir: Path) -> ServerHandle:
+        """Start a private server in ``state_dir``; BrokerError (one line) if it cannot."""
+
+    def stop(self, handle: ServerHandle) -> None:
+        """Stop it; BrokerError if it would not stop."""
+
+    def probe(self, url: str) -> tuple[dict[str, Any] | None, int | None]:
+        """Facts about a server mqlab did not start, and its pid if it runs here (best effort)."""
+
+
+class RabbitMQ:
+    """A private RabbitMQ node (AMQP 0-9-1, AMQP 1.0, management), through mqlab.broker."""
+
+    label = "RabbitMQ"
+
+    def installed(self) -> str | None:
+        from mqlab import broker
+
+        return broker.installed()
+
+    def start(self, state_dir: Path) -> ServerHandle:
+        from mqlab import broker, environment
+
+        node = broker.start(state_dir)
+        info = environment.broker_version(node.url, node.management_url)
+        facts = info or {"product": "RabbitMQ", "version": node.version}
+        return ServerHandle(
+            "rabbitmq", f"RabbitMQ node {node.name}", (node.url,), (node.pid,), state_dir, facts,
+            node.management_url,
+        )  # fmt: skip
+
+    def stop(self, handle: ServerHandle) -> None:
+        from mqlab import broker
+
+        broker.stop(handle.state_dir)
+
+    def probe(self, url: str) -> tuple[dict[str, Any] | None, int | None]:
+        from mqlab import broker, environment
+
+        info = environment.amqp_server(url)
+        pid = None
+        host, port = host_port(url)
+        if host in ("127.0.0.1", "localhost", "::1"):
+            try:
+                pid = broker.find_pid(port)
+            except Exception:  # noqa: BLE001 - CPU sampling is best effort; said in the results
+                pid = None
+        return info, pid
+
+
+#: server name (``Features.server``) -> its starter
+STARTERS: dict[str, ManagedServer] = {"rabbitmq": RabbitMQ()}
+
+
+def starter(kind: str) -> ManagedServer:
+    """The starter of ``kind``; BrokerError naming the ones mqlab can manage."""
+    if kind not in STARTERS:
+        known = ", ".join(sorted(STARTERS))
+        raise BrokerError(
+            f"mqlab cannot start a {kind!r} server itself (it manages: {known}); "
+            f"start one and set the driver's url, with [broker] managed = false"
+        )
+    return STARTERS[kind]
+
+
+@contextlib.contextmanager
+def managed(
+    kinds: list[str],
+    state_dir: Path | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> Iterator[dict[str, ServerHandle]]:
+    """Start one server of each kind, yield them by kind, stop them all at the end.
+
+    Each server gets its own state dir (under ``state_dir`` when given, else a
+    temporary one removed afterwards), so it never collides with ``mqlab broker
+    start``. A server that fails to start stops the ones already started.
+    """
+    handles: dict[str, ServerHandle] = {}
+    made: list[Path] = []
+    try:
+        for kind in kinds:
+            server = starter(kind)
+            problem = server.installed()
+            if problem:
+                raise BrokerError(problem)
+            if state_dir is not None:
+                where = state_dir if len(kinds) == 1 else state_dir / kind
+            else:
+                where = Path(tempfile.mkdtemp(prefix=f"mqlab-{kind}-"))
+                made.append(where)
+            say(f"starting a private {server.label} node…")
+            handles[kind] = server.start(where)
+        yield handles
+    finally:
+        for kind, handle in reversed(list(handles.items())):
+            say(f"stopping the private {STARTERS[kind].label} node…")
+            try:
+                STARTERS[kind].stop(handle)
+            except BrokerError as exc:
+                say(f"mqlab: could not stop the managed {kind} server: {exc}")
+                made = [d for d in made if d != handle.state_dir]  # keep its logs
+        for where in made:
+            shutil.rmtree(where, ignore_errors=True)
+
+
+# -- where each driver connects --------------------------------------------------
+
+
+def needed(server_of: Mapping[str, str | None]) -> list[str]:
+    """The server kinds drivers declare (driver name -> kind), each once, in driver order."""
+    return list(dict.fromkeys(kind for kind in server_of.values() if kind is not None))
+
+
+def endpoints(
+    profile: Profile,
+    server_of: Mapping[str, str | None],
+    handles: Mapping[str, ServerHandle],
+) -> dict[str, tuple[str, ...]]:
+    """Driver name -> the URLs it connects to: its managed server's, else the profile's."""
+    out: dict[str, tuple[str, ...]] = {}
+    for d in profile.drivers:
+        kind = server_of.get(d.name)
+        handle = handles.get(kind) if kind is not None else None
+        out[d.name] = handle.urls if handle is not None else profile.urls_of(d)
+    return out
+
+
+def unreachable(
+    urls: Mapping[str, tuple[str, ...]], server_of: Mapping[str, str | None]
+) -> str | None:
+    """None if every driver with a server reaches one of its URLs over TCP, else why not."""
+    checked: dict[tuple[str, ...], str | None] = {}
+    for name, driver_urls in urls.items():
+        if server_of.get(name) is None:
+            continue
+        if driver_urls not in checked:
+            checked[driver_urls] = _tcp_problem(driver_urls)
+        problem = checked[driver_urls]
+        if problem:
+            return (
+                f"cannot reach the broker at {problem} (driver {name!r}): start one with "
+                "`mqlab broker start`, set [broker] managed = true in the profile, set the "
+                "driver's url, or pass --broker URL"
+            )
+    return None
+
+
+def _tcp_problem(urls: tuple[str, ...]) -> str | None:
+    reasons = []
+    for url in urls:
+        host, port = host_port(url)  # each scheme's default port when the URL names none
+        try:
+            with socket.create_connection((host, port), timeout=3):
+                return None
+        except OSError as exc:
+            reasons.append(f"{host}:{port} ({exc.strerror or exc})")
+    return ", ".join(reasons)
+
+
+def label(urls: Mapping[str, tuple[str, ...]], server_of: Mapping[str, str | None]) -> str:
+    """The servers of a run for the live view: each URL once, masked; or "none needed"."""
+    used = dict.fromkeys(u for name, us in urls.items() if server_of.get(name) for u in us)
+    return ", ".join(mask(u) for u in used) or "none needed"
+
+
+def queue_depth(
+    urls: Mapping[str, tuple[str, ...]],
+    server_of: Mapping[str, str | None],
+    handles: Mapping[str, ServerHandle],
+) -> QueueDepth | None:
+    """The drain's queue-depth probe for the run's RabbitMQ, managed or given; None otherwise."""
+    for name, kind in server_of.items():
+        if kind == "rabbitmq":
+            handle = handles.get(kind)
+            return rabbit_depth_for(urls[name], handle.management_url if handle else None)
+    return None
+
+
+def facts(
+    urls: Mapping[str, tuple[str, ...]],
+    server_of: Mapping[str, str | None],
+    handles: Mapping[str, ServerHandle],
+) -> tuple[dict[str, Any] | None, int | None]:
+    """What the results record about the (first) server of the run, and its pid for CPU."""
+    for name, kind in server_of.items():
+        if kind is None:
+            continue
+        if kind in handles:
+            handle = handles[kind]
+            return {"managed": True, **handle.facts}, handle.pids[0] if handle.pids else None
+        if kind in STARTERS:
+            info, pid = STARTERS[kind].probe(urls[name][0])
+            return ({"managed": False, **info} if info else None), pid
+    return None, None

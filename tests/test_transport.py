@@ -1,0 +1,70 @@
+"""The plugin contract itself: patterns from methods, option bounds, combination checks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import pytest
+
+from mqlab.errors import OptionError
+from mqlab.registry import LoadedPlugin
+from mqlab.transport import Handler, Option, OptionConflict, Target, Transport, parse_options
+
+
+class _NotifyOnly(Transport):
+    option_specs: ClassVar[Mapping[str, Option]] = {
+        "window": Option((int,), 10, "messages in flight", minimum=1, maximum=100),
+        "mode": Option((str,), "fast", "how", choices=("fast", "safe")),
+        "acks": Option((bool,), True, "ack after the handler"),
+    }
+
+    @classmethod
+    def check_combinations(cls, options: Mapping[str, Any]) -> None:
+        if options["mode"] == "safe" and not options["acks"]:
+            raise OptionConflict("acks", "safe mode needs acks = true")
+
+    async def aclose(self) -> None:
+        pass
+
+    async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
+        pass
+
+    async def notify(self, target: Target, body: bytes) -> None:
+        pass
+
+
+class _CastWithoutServer(_NotifyOnly):
+    async def cast(self, target: Target, body: bytes) -> None:
+        pass
+
+
+def test_patterns_follow_the_methods_a_plugin_overrides() -> None:
+    assert _NotifyOnly.patterns() == {"notify"}
+    # a client method without its server side is no pattern
+    assert _CastWithoutServer.patterns() == {"notify"}
+    from mqlab.loopback import LoopbackTransport
+
+    assert LoopbackTransport.patterns() == {"call", "cast", "notify"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ({"window": 0}, "'window': expected 1..100, got 0"),
+        ({"window": 101}, "'window': expected 1..100, got 101"),
+        ({"window": True}, "'window': expected int, got True"),
+        ({"mode": "slow"}, "'mode': expected one of 'fast', 'safe', got 'slow'"),
+    ],
+)
+def test_option_bounds_and_choices_are_enforced(raw: dict[str, Any], problem: str) -> None:
+    with pytest.raises(OptionError) as info:
+        parse_options("nb", _NotifyOnly.option_specs, raw)
+    assert problem in str(info.value)
+
+
+def test_combination_check_runs_once_through_the_loaded_plugin() -> None:
+    plugin = LoadedPlugin("nb", "nb-pkg", "1.0", _NotifyOnly)
+    assert plugin.check({"mode": "safe"}) == {"window": 10, "mode": "safe", "acks": True}
+    with pytest.raises(OptionError, match=r"plugin 'nb', option 'acks': safe mode needs acks"):
+        plugin.check({"mode": "safe", "acks": False})
