@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
+from typing import Any
 
 import plotly.graph_objects as go
 import plotly.offline
@@ -74,12 +75,17 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], left: int = 0) ->
 
 
 def _environment(run: Run) -> str:
-    env = run.environment
+    facts: dict[str, Any] = {
+        **run.environment,
+        "run settings": run.run_settings,
+        "broker URLs": ", ".join(run.broker_urls),
+    }
     rows = []
-    for key, value in env.items():
+    for key, value in facts.items():
         shown = value if isinstance(value, str | int | float) else json.dumps(value)
         rows.append((escape(key), escape(str(shown))))
-    return f"<p>{escape(view.environment_line(env))}</p>" + _table(("what", "value"), rows, left=2)
+    line = escape(view.environment_line(run.environment))
+    return f"<p>{line}</p>" + _table(("what", "value"), rows, left=2)
 
 
 def _comparison(run: Run) -> str:

@@ -168,6 +168,7 @@ class Run:
     name: str
     duration_s: float | None
     run_settings: dict[str, Any]  # the profile's [run] table as the run used it
+    broker_urls: tuple[str, ...]  # masked by `mqlab run` before they were written
     environment: dict[str, Any]
     steps: tuple[Step, ...]
     aggregates: tuple[Aggregate, ...]
@@ -361,6 +362,7 @@ def load_run(path: str | Path) -> Run:
         name=str(_d(profile.get("run")).get("name", p.stem)),
         duration_s=duration,
         run_settings=_d(profile.get("run")),
+        broker_urls=tuple(str(u) for u in _l(_d(profile.get("broker")).get("urls"))),
         environment=_d(doc.get("environment")),
         steps=tuple(_step(s, duration) for s in raw_steps),
         aggregates=tuple(_aggregate(a) for a in _l(doc.get("aggregates")) if isinstance(a, dict)),
