@@ -67,8 +67,8 @@ def test_every_figure_section_has_a_chart_for_schema_2(tmp_path: Path) -> None:
     text = _text(html)
     assert "histograms not stored" not in text
     # call c=5, call c=25, notify 1000/s: one spectrum each; closed + open loop load charts;
-    # CPU; six timelines
-    assert html.count('class="chart"') == 3 + 2 + 1 + 6
+    # CPU; six timelines and six charts of the broker node's CPU per second
+    assert html.count('class="chart"') == 3 + 2 + 1 + 6 + 6
     assert "rabbit@lab" in html  # CPU per broker node
 
 
@@ -118,7 +118,7 @@ def test_cli_writes_the_report_beside_the_results(tmp_path: Path) -> None:
     proc = mqlab("report", str(src))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "pika-vs-kombu.html").stat().st_size > 1_000_000
-    assert "12 chart(s)" in proc.stdout
+    assert "18 chart(s)" in proc.stdout
 
 
 @pytest.mark.parametrize(

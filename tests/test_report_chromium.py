@@ -96,7 +96,7 @@ def test_schema_2_report_draws_every_chart_and_is_not_blank(tmp_path: Path) -> N
     src = fx.write(tmp_path / "r.json", fx.schema2_run())
     assert mqlab("report", str(src)).returncode == 0
     expected, drawn = _drawn_charts(tmp_path / "r.html")
-    assert expected == 12
+    assert expected == 18
     assert drawn == [f"chart-{i}" for i in range(1, expected + 1)]
     blank = tmp_path / "blank.html"
     blank.write_text("<!DOCTYPE html><html><body></body></html>", encoding="utf-8")

@@ -312,3 +312,28 @@ def cpu_figure(steps: Sequence[Step]) -> go.Figure | None:
     fig.update_xaxes(tickangle=-30)
     fig.update_yaxes(title_text="CPU %", rangemode="tozero")
     return fig
+
+
+def node_cpu_figure(s: Step) -> go.Figure | None:
+    """Each broker node's CPU (total and system) per second of the step, when sampled."""
+    fig = go.Figure()
+    t0 = s.series.t0_offset_s if s.series else 0.0
+    for i, n in enumerate(s.cpu.nodes):
+        for what, dash in (("cpu", "solid"), ("sys", "dot")):
+            ys = n.series.get(what, ())
+            if ys:
+                fig.add_trace(
+                    go.Scatter(
+                        x=[t0 + j for j in range(len(ys))],
+                        y=list(ys),
+                        name=f"{n.node} {'total' if what == 'cpu' else 'sys'}",
+                        mode="lines",
+                        line={"color": _color(i + 3), "dash": dash},
+                    )
+                )
+    if not fig.data:
+        return None
+    fig.update_layout(title=f"broker nodes' CPU per second: {s.label}", height=300, **_LAYOUT)
+    fig.update_xaxes(title_text="seconds from the window's start")
+    fig.update_yaxes(title_text="CPU %", rangemode="tozero")
+    return fig

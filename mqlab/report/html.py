@@ -224,6 +224,9 @@ def _step_section(run: Run, s: Step, ch: _Charts) -> str:
                 left=2,
             )
         )
+    node_fig = charts.node_cpu_figure(s)
+    if node_fig is not None:
+        parts.append(ch.div(node_fig))
     if s.cpu.nodes:
         parts.append(
             _table(
