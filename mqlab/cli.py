@@ -33,6 +33,7 @@ from mqlab.eventloop import run as run_loop
 from mqlab.plan import Plan, make_plan
 from mqlab.profile import Profile, load_profile, parse_duration
 from mqlab.registry import LoadedPlugin
+from mqlab.report import command as report
 from mqlab.results import ResultsFile
 from mqlab.snapshot import RunSnapshot
 from mqlab.transport import PATTERNS
@@ -391,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results", help="a results JSON file written by mqlab run")
     p.add_argument("--markdown", action="store_true", help="print Markdown instead")
     p.set_defaults(func=cmd_show)
+    report.add_commands(sub)  # report, compare
 
     p = sub.add_parser("plugins", help="list the transport plugins mqlab can find",
                        description="List every plugin registered under the entry-point group "

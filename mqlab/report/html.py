@@ -1,0 +1,312 @@
+"""One self-contained HTML report from a results file: tables, then plotly charts.
+
+plotly.js is inlined once in the page's head, so the file opens offline and
+loads nothing from the network; each chart is a div plus the script that draws it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.offline
+from rich.console import Console
+
+from mqlab import __version__, view
+from mqlab.report import charts
+from mqlab.report.load import Run, Step
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1400px; color: #222; }
+h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
+th, td { border: 1px solid #ddd; padding: 0.2em 0.5em; text-align: right; vertical-align: top; }
+th { background: #f4f4f4; } td.l, th.l { text-align: left; }
+.bad { color: #b00; font-weight: bold; } .warn { color: #a60; font-weight: bold; }
+.flag { background: #fff4e0; border-left: 4px solid #e69500; padding: 0.3em 0.6em; }
+.note { color: #666; font-style: italic; } .chart { margin: 1em 0; }
+pre.rich { font-size: 0.8em; line-height: 1.2; }
+"""
+
+
+class _Charts:
+    """Numbers each chart's div so the headless-browser check can find every one."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def div(self, fig: go.Figure) -> str:
+        self.count += 1
+        body: str = fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=f"chart-{self.count}",
+            config={"displaylogo": False, "responsive": True},
+        )
+        return f'<div class="chart">{body}</div>'
+
+
+def _num(v: float | int | None, fmt: str = "{:,}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _bad(v: int | None, cls: str = "bad") -> str:
+    text = _num(v)
+    return f'<span class="{cls}">{text}</span>' if v else text
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]], left: int = 0) -> str:
+    """An HTML table; cells are already escaped HTML; the first `left` columns align left."""
+    ths = "".join(
+        f'<th class="{"l" if i < left else ""}">{escape(h)}</th>' for i, h in enumerate(head)
+    )
+    trs = "".join(
+        "<tr>"
+        + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{ths}</tr>{trs}</table>"
+
+
+def _environment(run: Run) -> str:
+    facts: dict[str, Any] = {
+        **run.environment,
+        "run settings": run.run_settings,
+        "broker URLs": ", ".join(run.broker_urls),
+    }
+    rows = []
+    for key, value in facts.items():
+        shown = value if isinstance(value, str | int | float) else json.dumps(value)
+        rows.append((escape(key), escape(str(shown))))
+    line = escape(view.environment_line(run.environment))
+    return f"<p>{line}</p>" + _table(("what", "value"), rows, left=2)
+
+
+def _comparison(run: Run) -> str:
+    # mqlab show's own table, so the report and the terminal state the same figures
+    console = Console(record=True, width=160, file=io.StringIO())
+    console.print(view.comparison(list(run.raw_steps)))
+    return console.export_html(inline_styles=True, code_format='<pre class="rich">{code}</pre>')
+
+
+def _latency_cell(s: Step, key: str) -> str:
+    if s.latency is None:
+        return "-"
+    text = escape(s.latency.text(key))
+    return f'<span class="warn">{text}</span>' if key in s.latency.censored else text
+
+
+def _steps_table(steps: Sequence[Step]) -> str:
+    rows = []
+    for s in steps:
+        errors = ", ".join(f"{escape(k)} {v:,}" for k, v in s.errors.items() if v)
+        failed = s.latency.failed_percent if s.latency else None
+        rows.append(
+            (
+                str(s.index + 1),
+                escape(s.driver),
+                escape(f"{s.scenario} ({s.pattern})"),
+                escape(s.load),
+                escape(s.status if not s.repeat else f"{s.status} #{s.repeat + 1}"),
+                _num(s.sent),
+                _num(s.received),
+                _num(s.round_trip) if s.pattern == "call" else "-",
+                _bad(s.lost),
+                _bad(s.duplicates, "warn"),
+                _num(s.out_of_order),
+                _bad(s.unaccounted, "warn"),
+                _num(s.still_queued),
+                f'<span class="bad">{errors}</span>' if errors else "0",
+                _num(s.throughput_mean, "{:,.0f}"),
+                _num(s.throughput_stdev, "{:,.0f}"),
+                _latency_cell(s, "p50"),
+                _latency_cell(s, "p99"),
+                _latency_cell(s, "max"),
+                _num(failed, "{:.2f}%"),
+                "<br>".join(
+                    f'<span class="warn">{escape(f.message or f.code)}</span>' for f in s.flags
+                ),
+            )
+        )
+    head = (
+        "#",
+        "driver",
+        "scenario",
+        "load",
+        "status",
+        "sent",
+        "received",
+        "round-trip",
+        "lost",
+        "dup",
+        "out of order",
+        "unaccounted",
+        "still queued",
+        "errors",
+        "msg/s",
+        "± stdev",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "failed",
+        "flags",
+    )
+    return _table(head, rows, left=5)
+
+
+def _groups(steps: Sequence[Step]) -> dict[tuple[str, str, str, str | None], list[Step]]:
+    out: dict[tuple[str, str, str, str | None], list[Step]] = {}
+    for s in steps:
+        out.setdefault((s.scenario, s.pattern, s.load, s.message_size), []).append(s)
+    return out
+
+
+def _spectra(run: Run, ch: _Charts) -> str:
+    parts = []
+    for (scenario, pattern, load, _size), members in _groups(run.steps).items():
+        title = f"{scenario} ({pattern}) {load}"
+        fig = charts.spectrum_figure(title, members)
+        if fig is not None:
+            parts.append(ch.div(fig))
+        else:
+            why = (
+                "this results file (schema 1) keeps percentiles only"
+                if run.schema < 2
+                else "no latency was measured"
+            )
+            parts.append(f'<p class="note">{escape(title)}: histograms not stored ({why}).</p>')
+    return "".join(parts)
+
+
+def _step_section(run: Run, s: Step, ch: _Charts) -> str:
+    parts = [f'<h3 id="step-{s.index + 1}">{escape(s.label)}</h3>']
+    for f in s.flags:
+        parts.append(f'<div class="flag"><b>{escape(f.code)}</b>: {escape(f.message)}</div>')
+    if s.lost or s.duplicates or s.unaccounted:
+        parts.append(
+            f'<div class="flag">lost {_num(s.lost)}, duplicates {_num(s.duplicates)}, '
+            f"unaccounted {_num(s.unaccounted)} (still queued {_num(s.still_queued)})</div>"
+        )
+    if s.open_loop:
+        ol = s.open_loop
+        parts.append(
+            "<p>open loop: " + escape(", ".join(f"{k} {v}" for k, v in ol.items())) + "</p>"
+        )
+    fig = charts.timeline_figure(s, run.duration_s)
+    parts.append(ch.div(fig) if fig else '<p class="note">no per-second series stored.</p>')
+    if s.events:
+        parts.append(
+            _table(
+                ("t, s", "event", "detail"),
+                ((f"{e.t_s:g}", escape(e.action), escape(e.detail)) for e in s.events),
+                left=0,
+            )
+        )
+    if s.cpu.workers:
+        parts.append(
+            _table(
+                ("worker", "role", "CPU %", "peak RSS MB"),
+                (
+                    (
+                        escape(w.worker),
+                        escape(w.role),
+                        _num(w.cpu_percent, "{:.1f}"),
+                        _num(w.peak_rss_mb, "{:.1f}"),
+                    )
+                    for w in s.cpu.workers
+                ),
+                left=2,
+            )
+        )
+    node_fig = charts.node_cpu_figure(s)
+    if node_fig is not None:
+        parts.append(ch.div(node_fig))
+    if s.cpu.nodes:
+        parts.append(
+            _table(
+                ("broker node", "CPU %", "sys %", "RSS MB"),
+                (
+                    (
+                        escape(n.node),
+                        _num(n.cpu_percent, "{:.1f}"),
+                        _num(n.sys_percent, "{:.1f}"),
+                        _num(n.rss_mb, "{:.1f}"),
+                    )
+                    for n in s.cpu.nodes
+                ),
+                left=1,
+            )
+        )
+    elif s.cpu.broker_percent is not None:
+        parts.append(f"<p>broker process CPU: {s.cpu.broker_percent:.1f} %</p>")
+    return "".join(parts)
+
+
+def _aggregates(run: Run) -> str:
+    if not run.aggregates:
+        return ""
+    rows = [
+        (
+            escape(a.driver),
+            escape(f"{a.scenario} ({a.pattern})"),
+            escape(f"c={a.concurrency}" if a.concurrency is not None else f"{a.rate or 0:g}/s"),
+            str(a.repeats),
+            _num(a.throughput_mean, "{:,.0f}"),
+            _num(a.throughput_ci95, "{:,.0f}"),
+            _num(a.latency_ms.get("p50"), "{:.2f}"),
+            _num(a.latency_ms.get("p99"), "{:.2f}"),
+        )
+        for a in run.aggregates
+    ]
+    head = ("driver", "scenario", "load", "repeats", "msg/s mean", "± ci95", "p50 ms", "p99 ms")
+    return "<h2>Across repeats</h2>" + _table(head, rows, left=3)
+
+
+def render(run: Run) -> str:
+    """The whole report as one HTML document."""
+    ch = _Charts()
+    status = run.status + (f": {run.message}" if run.message else "")
+    body = [
+        f"<h1>mqlab report: {escape(run.name)}</h1>",
+        f"<p>{len(run.steps)} step(s), {escape(status)}; from <code>{escape(run.path.name)}</code> "
+        f"(results schema {run.schema}); made by mqlab {escape(__version__)}.</p>",
+        "<h2>Environment</h2>",
+        _environment(run),
+    ]
+    if run.steps:
+        body += [
+            "<h2>Comparison</h2>",
+            _comparison(run),
+            _aggregates(run),
+            "<h2>Every step</h2>",
+            _steps_table(run.steps),
+        ]
+        body.append("<h2>Against load</h2>")
+        body += [ch.div(fig) for _, fig in charts.load_figures(run.steps)]
+        body += ["<h2>Latency by percentile</h2>", _spectra(run, ch)]
+        cpu = charts.cpu_figure(run.steps)
+        body += ["<h2>CPU</h2>", ch.div(cpu) if cpu else '<p class="note">no CPU sampled.</p>']
+        body.append("<h2>Each step, second by second</h2>")
+        body += [_step_section(run, s, ch) for s in run.steps]
+    else:
+        body.append('<p class="note">no step finished: nothing to chart.</p>')
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>mqlab report: {escape(run.name)}</title><style>{_CSS}</style>"
+        f'<script type="text/javascript">{plotly.offline.get_plotlyjs()}</script></head>'
+        f'<body data-charts="{ch.count}">{"".join(body)}</body></html>\n'
+    )
+
+
+def write_report(run: Run, out: Path) -> int:
+    """Write the report; return how many charts it holds."""
+    text = render(run)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return text.count('class="chart"')

@@ -1,0 +1,370 @@
+"""A results file (schema 1 or 2) read into typed values for the report and compare.
+
+Tolerant by design: a key that is missing means "not measured", and is kept as
+``None`` or an empty tuple, never replaced by an invented figure. What is not
+mqlab's results file at all gets one :class:`ResultsError` line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMAS = (1, 2)
+PERCENTILES = ("p50", "p90", "p99", "p999", "max")
+
+
+class ResultsError(ValueError):
+    """The file cannot be read as an mqlab results file; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Latency:
+    kind: str | None  # "round_trip" (call) or "one_way" (cast, notify); None in schema 1
+    values: dict[str, float | None]  # p50, p90, p99, p999, max in ms
+    count: int | None
+    failed: int | None = None
+    failed_percent: float | None = None
+    censored: tuple[str, ...] = ()  # percentiles that are only lower bounds (failures reach them)
+
+    def get(self, key: str) -> float | None:
+        return self.values.get(key)
+
+    def text(self, key: str) -> str:
+        """The value as shown to a reader: "≥ 2000" when failures reach it, "-" if unknown."""
+        v = self.values.get(key)
+        if v is None:
+            return "-"
+        shown = f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
+        return f"≥ {shown}" if key in self.censored else shown
+
+
+@dataclass(frozen=True)
+class Series:
+    t0_offset_s: float
+    columns: dict[str, tuple[float | None, ...]]  # sent, received, round_trip, errors, p50_ms ...
+
+    def column(self, name: str) -> tuple[float | None, ...]:
+        return self.columns.get(name, ())
+
+
+@dataclass(frozen=True)
+class WorkerCpu:
+    worker: str
+    role: str
+    cpu_percent: float | None
+    peak_rss_mb: float | None
+
+
+@dataclass(frozen=True)
+class NodeCpu:
+    node: str
+    cpu_percent: float | None
+    sys_percent: float | None
+    rss_mb: float | None
+    series: dict[str, tuple[float | None, ...]]
+
+
+@dataclass(frozen=True)
+class Cpu:
+    clients_percent: float | None = None
+    servers_percent: float | None = None
+    broker_percent: float | None = None
+    workers: tuple[WorkerCpu, ...] = ()
+    nodes: tuple[NodeCpu, ...] = ()
+
+
+@dataclass(frozen=True)
+class Flag:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Event:
+    t_s: float
+    action: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    driver: str
+    plugin: str
+    scenario: str
+    pattern: str
+    concurrency: int | None
+    rate: float | None
+    repeat: int
+    message_size: str | None
+    status: str
+    sent: int | None
+    received: int | None
+    round_trip: int | None
+    lost: int | None
+    duplicates: int | None
+    out_of_order: int | None
+    errors: dict[str, int]
+    throughput_mean: float | None
+    throughput_stdev: float | None
+    seconds: int | None  # whole seconds the throughput was measured over
+    latency: Latency | None
+    cpu: Cpu
+    series: Series | None = None
+    histograms: dict[str, str] = field(default_factory=dict)  # kind -> base64 HdrHistogram (µs)
+    open_loop: dict[str, Any] | None = None
+    flags: tuple[Flag, ...] = ()
+    unaccounted: int | None = None
+    still_queued: int | None = None
+    events: tuple[Event, ...] = ()
+    phases: tuple[Phase, ...] = ()
+
+    @property
+    def load(self) -> str:
+        if self.concurrency is not None:
+            return f"c={self.concurrency}"
+        return f"{self.rate:g}/s" if self.rate is not None else "?"
+
+    @property
+    def load_value(self) -> float:
+        return float(self.concurrency if self.concurrency is not None else self.rate or 0)
+
+    @property
+    def label(self) -> str:
+        rep = f" #{self.repeat + 1}" if self.repeat else ""
+        return f"{self.index + 1}. {self.driver} {self.scenario} ({self.pattern}) {self.load}{rep}"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    driver: str
+    scenario: str
+    pattern: str
+    concurrency: int | None
+    rate: float | None
+    repeats: int
+    throughput_mean: float | None
+    throughput_ci95: float | None
+    latency_ms: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    schema: int
+    status: str
+    message: str
+    name: str
+    duration_s: float | None
+    run_settings: dict[str, Any]  # the profile's [run] table as the run used it
+    broker_urls: tuple[str, ...]  # masked by `mqlab run` before they were written
+    environment: dict[str, Any]
+    steps: tuple[Step, ...]
+    aggregates: tuple[Aggregate, ...]
+    raw_steps: tuple[dict[str, Any], ...]  # as stored, for mqlab.view's comparison
+
+
+def _f(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _i(v: Any) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _d(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _l(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _nums(v: Any) -> tuple[float | None, ...]:
+    return tuple(_f(x) for x in _l(v))
+
+
+def _latency(raw: Any) -> Latency | None:
+    if not isinstance(raw, dict):
+        return None
+    return Latency(
+        kind=raw.get("kind") if isinstance(raw.get("kind"), str) else None,
+        values={k: _f(raw.get(k)) for k in PERCENTILES},
+        count=_i(raw.get("count")),
+        failed=_i(raw.get("failed")),
+        failed_percent=_f(raw.get("failed_percent")),
+        censored=tuple(str(k) for k in _l(raw.get("censored"))),
+    )
+
+
+def _series(raw: Any) -> Series | None:
+    if not isinstance(raw, dict):
+        return None
+    cols = {k: _nums(v) for k, v in raw.items() if isinstance(v, list)}
+    return Series(_f(raw.get("t0_offset_s")) or 0.0, cols)
+
+
+def _cpu(raw: Any) -> Cpu:
+    raw = _d(raw)
+    workers = tuple(
+        WorkerCpu(
+            str(w.get("worker", "?")),
+            str(w.get("role", "?")),
+            _f(w.get("cpu_percent")),
+            _f(w.get("peak_rss_mb")),
+        )
+        for w in _l(raw.get("workers"))
+        if isinstance(w, dict)
+    )
+    nodes = tuple(
+        NodeCpu(
+            str(n.get("node", "?")),
+            _f(n.get("cpu_percent")),
+            _f(n.get("sys_percent")),
+            _f(n.get("rss_mb")),
+            {k: _nums(v) for k, v in _d(n.get("series")).items()},
+        )
+        for n in _l(raw.get("nodes"))
+        if isinstance(n, dict)
+    )
+    return Cpu(
+        _f(raw.get("clients_percent")),
+        _f(raw.get("servers_percent")),
+        _f(raw.get("broker_percent")),
+        workers,
+        nodes,
+    )
+
+
+def _seconds(raw: dict[str, Any], series: Series | None, duration: float | None) -> int | None:
+    """Whole seconds of the window the throughput covers (the n of its standard error)."""
+    if raw.get("throughput", {}).get("seconds") is not None:
+        return _i(raw["throughput"]["seconds"])
+    if duration is None:
+        return None
+    if raw.get("status") == "done" or series is None:
+        return max(0, math.floor(duration))
+    # an interrupted step: the whole seconds its series has inside the window
+    n = max((len(c) for c in series.columns.values()), default=0)
+    return sum(1 for i in range(n) if 0 <= series.t0_offset_s + i <= duration - 1)
+
+
+def _step(raw: dict[str, Any], duration: float | None) -> Step:
+    series = _series(raw.get("series"))
+    thr = _d(raw.get("throughput"))
+    return Step(
+        index=_i(raw.get("step")) or 0,
+        driver=str(raw.get("driver", "?")),
+        plugin=str(raw.get("plugin", raw.get("driver", "?"))),
+        scenario=str(raw.get("scenario", raw.get("pattern", "?"))),
+        pattern=str(raw.get("pattern", "?")),
+        concurrency=_i(raw.get("concurrency")),
+        rate=_f(raw.get("rate")),
+        repeat=_i(raw.get("repeat")) or 0,
+        message_size=str(raw["message_size"]) if raw.get("message_size") is not None else None,
+        status=str(raw.get("status", "?")),
+        sent=_i(raw.get("sent")),
+        received=_i(raw.get("received")),
+        round_trip=_i(raw.get("round_trip")),
+        lost=_i(raw.get("lost")),
+        duplicates=_i(raw.get("duplicates")),
+        out_of_order=_i(raw.get("out_of_order")),
+        errors={str(k): int(v) for k, v in _d(raw.get("errors")).items() if _i(v) is not None},
+        throughput_mean=_f(thr.get("mean")),
+        throughput_stdev=_f(thr.get("stdev")),
+        seconds=_seconds(raw, series, duration),
+        latency=_latency(raw.get("latency_ms")),
+        cpu=_cpu(raw.get("cpu")),
+        series=series,
+        histograms={str(k): v for k, v in _d(raw.get("histograms")).items() if isinstance(v, str)},
+        open_loop=raw["open_loop"] if isinstance(raw.get("open_loop"), dict) else None,
+        flags=tuple(
+            Flag(str(f.get("code", "")), str(f.get("message", "")))
+            for f in _l(raw.get("flags"))
+            if isinstance(f, dict)
+        ),
+        unaccounted=_i(raw.get("unaccounted")),
+        still_queued=_i(raw.get("still_queued")),
+        events=tuple(
+            Event(_f(e.get("t_s")) or 0.0, str(e.get("action", "")), str(e.get("detail", "")))
+            for e in _l(raw.get("events"))
+            if isinstance(e, dict)
+        ),
+        phases=tuple(
+            Phase(str(p.get("name", "")), _f(p.get("start_s")) or 0.0, _f(p.get("end_s")) or 0.0)
+            for p in _l(raw.get("phases"))
+            if isinstance(p, dict)
+        ),
+    )
+
+
+def _aggregate(raw: dict[str, Any]) -> Aggregate:
+    thr = _d(raw.get("throughput"))
+    return Aggregate(
+        str(raw.get("driver", "?")),
+        str(raw.get("scenario", raw.get("pattern", "?"))),
+        str(raw.get("pattern", "?")),
+        _i(raw.get("concurrency")),
+        _f(raw.get("rate")),
+        _i(raw.get("repeats")) or 0,
+        _f(thr.get("mean")),
+        _f(thr.get("ci95")),
+        _d(raw.get("latency_ms")),
+    )
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a results file; raise :class:`ResultsError` (one line) if it is not one we know."""
+    p = Path(path)
+    try:
+        with p.open(encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise ResultsError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise ResultsError(f"{p}: is a directory, not a results file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{p}: cannot read it: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ResultsError(
+            f"{p}: not JSON ({exc.msg} at line {exc.lineno}): give a results file "
+            "written by `mqlab run`"
+        ) from None
+    if not isinstance(doc, dict) or "schema" not in doc or not isinstance(doc.get("steps"), list):
+        raise ResultsError(
+            f"{p}: not an mqlab results file (no schema and steps): give a file written by "
+            "`mqlab run`"
+        )
+    if doc["schema"] not in SCHEMAS:
+        raise ResultsError(
+            f"{p}: results schema {doc['schema']!r} is not one this mqlab reads "
+            f"({', '.join(map(str, SCHEMAS))}): use the mqlab version that wrote it"
+        )
+    profile = _d(doc.get("profile"))
+    duration = _f(_d(profile.get("run")).get("duration"))
+    raw_steps = tuple(s for s in doc["steps"] if isinstance(s, dict))
+    return Run(
+        path=p,
+        schema=int(doc["schema"]),
+        status=str(doc.get("status", "?")),
+        message=str(doc.get("message", "")),
+        name=str(_d(profile.get("run")).get("name", p.stem)),
+        duration_s=duration,
+        run_settings=_d(profile.get("run")),
+        broker_urls=tuple(str(u) for u in _l(_d(profile.get("broker")).get("urls"))),
+        environment=_d(doc.get("environment")),
+        steps=tuple(_step(s, duration) for s in raw_steps),
+        aggregates=tuple(_aggregate(a) for a in _l(doc.get("aggregates")) if isinstance(a, dict)),
+        raw_steps=raw_steps,
+    )
