@@ -87,8 +87,9 @@ def test_report_of_a_real_run_draws_every_chart(tmp_path: Path) -> None:
     proc = mqlab("report", str(out))
     assert proc.returncode == 0, proc.stderr
     expected, drawn = _drawn_charts(tmp_path / "run.html")
-    # 2 against load (closed, open), 1 CPU, 3 timelines; schema 1 has no spectrum
-    assert expected == 6
+    # 2 against load (closed, open), 1 CPU, 3 timelines, 3 percentile spectra (from the
+    # histograms each step stores)
+    assert expected == 9
     assert drawn == [f"chart-{i}" for i in range(1, expected + 1)]
 
 
