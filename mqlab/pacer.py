@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import math
 import threading
 import time
@@ -21,6 +22,16 @@ import time
 MIN_GAP_NS = 100_000
 #: sleeps longer than this use an interruptible wait, so close() is prompt
 _LONG_NS = 5_000_000
+_PR_SET_TIMERSLACK = 29
+
+
+def _tight_timer() -> None:
+    """Ask Linux to wake this thread within 1 us of its timer, not the default 50 us slack."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_TIMERSLACK, 1000, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the default slack only costs precision
 
 
 class Pacer:
@@ -39,6 +50,7 @@ class Pacer:
             self._loop.call_soon_threadsafe(self._due.set)
 
     def _run(self) -> None:
+        _tight_timer()
         k = 0
         clock = time.monotonic_ns
         while not self._closed.is_set():
