@@ -15,7 +15,15 @@ from mqlab.errors import (
     TransportError,
     Undeliverable,
 )
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.transport import (
+    Features,
+    Handler,
+    Option,
+    OptionConflict,
+    Target,
+    Transport,
+    TransportConfig,
+)
 
 __version__ = "0.1.0"
 
@@ -28,6 +36,7 @@ __all__ = [
     "Handler",
     "MqlabError",
     "Option",
+    "OptionConflict",
     "OptionError",
     "Target",
     "Transport",

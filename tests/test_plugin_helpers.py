@@ -47,7 +47,8 @@ async def test_losing_the_connection_rejects_every_waiting_call() -> None:
     calls.reject_all()
     for fut in futs:
         with pytest.raises(ConnectionLost):
-            await fut
+            async with asyncio.timeout(2):  # not failed at once would be a TimeoutError
+                await fut
     assert len(calls) == 0
 
 
