@@ -20,6 +20,8 @@ import time
 
 #: the pacer wakes the loop at most this often; faster schedules send several per wake
 MIN_GAP_NS = 100_000
+#: how early the thread wakes the loop for a slow schedule (the loop then yields until due)
+LEAD_NS = 150_000
 #: sleeps longer than this use an interruptible wait, so close() is prompt
 _LONG_NS = 5_000_000
 _PR_SET_TIMERSLACK = 29
@@ -42,12 +44,20 @@ class Pacer:
         self._due = asyncio.Event()
         self._closed = threading.Event()
         self._start, self._interval, self._end = start, interval_ns, end
+        # waking the loop from a thread takes about 0.1 ms: for schedules slow enough that
+        # it matters, wake that much early and yield to the loop until the message is due
+        self._lead = LEAD_NS if interval_ns >= 4 * LEAD_NS else 0
+        self._target = 0  # the due time of the latest wake-up (set on the loop's thread)
         self._thread = threading.Thread(target=self._run, name="mqlab-pacer", daemon=True)
         self._thread.start()
 
-    def _wake(self) -> None:
+    def _wake(self, due: int = 0) -> None:
         with contextlib.suppress(RuntimeError):  # the loop closed under us: nothing to wake
-            self._loop.call_soon_threadsafe(self._due.set)
+            self._loop.call_soon_threadsafe(self._fire, due)
+
+    def _fire(self, due: int) -> None:
+        self._target = due
+        self._due.set()
 
     def _run(self) -> None:
         _tight_timer()
@@ -57,15 +67,15 @@ class Pacer:
             due = self._start + int(k * self._interval)
             if due >= self._end:
                 break
-            wait = due - clock()
+            wait = due - self._lead - clock()
             if wait > _LONG_NS:
                 # sleep in an interruptible wait up to shortly before, then precisely
                 if self._closed.wait((wait - _LONG_NS / 2) / 1e9):
                     return
-                wait = due - clock()
+                wait = due - self._lead - clock()
             if wait > 0:
                 time.sleep(wait / 1e9)
-            self._wake()
+            self._wake(due)
             now = clock()
             k = max(k + 1, math.ceil((now + MIN_GAP_NS - self._start) / self._interval))
         self._wake()  # the schedule is over: let the generator see the end
@@ -77,6 +87,9 @@ class Pacer:
             return
         await self._due.wait()
         self._due.clear()
+        target = self._target
+        while time.monotonic_ns() < target:
+            await asyncio.sleep(0)  # deliveries and replies keep flowing meanwhile
 
     def close(self) -> None:
         self._closed.set()
