@@ -17,6 +17,7 @@ from typing import Any
 
 from mqlab.codec import SERIALIZERS
 from mqlab.errors import ProfileError
+from mqlab.rabbitmq.cluster import MAX_NODES
 from mqlab.sizes import SizeSpec, parse_size
 
 PATTERNS = ("call", "cast", "notify")
@@ -54,6 +55,7 @@ class RunSettings:
 class BrokerSettings:
     urls: tuple[str, ...]
     managed: bool = False
+    nodes: int = 1  # a managed cluster's size (1 to mqlab.rabbitmq.MAX_NODES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +130,7 @@ class Profile:
 # -- parsing ---------------------------------------------------------------
 
 _RUN_KEYS = {"name", "duration", "warmup", "repeat", "drain", "processes"}
-_BROKER_KEYS = {"url", "managed"}
+_BROKER_KEYS = {"url", "managed", "nodes"}
 _DEFAULT_KEYS = {"serializer", "envelope", "message_size"}
 _SCENARIO_KEYS = {
     "pattern", "concurrency", "rate", "exchange", "topic", "durable", "timeout", "servers",
@@ -253,7 +255,17 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
             raise broker_r.fail(
                 "url", f"expected a URL like amqp://user:pass@host:5672/, got {u!r}"
             )
-    broker = BrokerSettings(tuple(urls), broker_r.boolean("managed", False))
+    managed = broker_r.boolean("managed", False)
+    nodes = broker_r.count("nodes", 1, 1)
+    if nodes > MAX_NODES:
+        raise broker_r.fail("nodes", f"expected 1 to {MAX_NODES} nodes, got {nodes}")
+    if nodes > 1 and not managed:
+        raise broker_r.fail(
+            "nodes",
+            "a cluster of nodes is started only with managed = true "
+            "(a cluster you run yourself is given as a list in url)",
+        )
+    broker = BrokerSettings(tuple(urls), managed, nodes)
 
     drivers_t = top.table.get("drivers")
     if not isinstance(drivers_t, dict) or not drivers_t:

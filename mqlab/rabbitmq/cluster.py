@@ -163,7 +163,8 @@ def start(
                 launched.append(record)
             for i, record in enumerate(launched):
                 env = node.node_env(record.node, epmd_port)
-                version = node.await_ready(sbin, record.node, env, deadline, timeout)
+                others = [r.node for r in launched if r is not record]
+                version = node.await_ready(sbin, record.node, env, deadline, timeout, others)
                 launched[i] = replace(record, node=replace(record.node, version=version))
             seed = launched[0].node
             for record in launched[1:]:

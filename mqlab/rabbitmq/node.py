@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,15 +186,24 @@ def launch(sbin_dir: Path, node: BrokerNode, env: dict[str, str]) -> int:
 
 
 def await_ready(
-    sbin_dir: Path, node: BrokerNode, env: dict[str, str], deadline: float, timeout: float
+    sbin_dir: Path,
+    node: BrokerNode,
+    env: dict[str, str],
+    deadline: float,
+    timeout: float,
+    also: Sequence[BrokerNode] = (),
 ) -> str:
     """Wait until the node has fully booted and its management API answers; return its
-    version. Raises BrokerError (one line naming the node) if it dies or ``deadline`` passes."""
+    version. Raises BrokerError (one line naming the node) if it, or one of the nodes
+    booting beside it (``also``), dies, or if ``deadline`` passes."""
     pid_file = node.node_dir / "pid"
     booted = False
     while True:
-        if not host.pid_running(node.pid):
-            raise BrokerError(f"RabbitMQ node {node.name} exited during start-up{failure(node)}")
+        for watched in (node, *also):
+            if not host.pid_running(watched.pid):
+                raise BrokerError(
+                    f"RabbitMQ node {watched.name} exited during start-up{failure(watched)}"
+                )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise BrokerError(
