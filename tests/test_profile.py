@@ -53,7 +53,7 @@ def test_good_profile_parses_into_typed_values(tmp_path: Path) -> None:
 
 
 def test_managed_cluster_size_is_read(tmp_path: Path) -> None:
-    text = GOOD.replace('[broker]\n', "[broker]\nmanaged = true\nnodes = 3\n")
+    text = GOOD.replace("[broker]\n", "[broker]\nmanaged = true\nnodes = 3\n")
     assert load_profile(write_profile(tmp_path / "p.toml", text)).broker.nodes == 3
     assert load_profile(write_profile(tmp_path / "q.toml", GOOD)).broker.nodes == 1
 

@@ -108,7 +108,9 @@ def where(api: Management, name: str, vhost: str = "/") -> QueueHome:
         )
     mirrors = tuple(str(m) for m in info.get("slave_nodes") or [])
     synced = tuple(str(m) for m in info.get("synchronised_slave_nodes") or [])
-    ha = "ha-mode" in (info.get("effective_policy_definition") or {})
+    # The policy definition and the mirror list are refreshed separately: either one says so.
+    policy = info.get("effective_policy_definition")
+    ha = bool(mirrors) or (isinstance(policy, dict) and "ha-mode" in policy)
     return QueueHome(
         name, "mirrored" if ha else "classic", str(info.get("node") or ""), mirrors, synced
     )
