@@ -420,6 +420,7 @@ def test_a_node_that_does_not_join_takes_the_whole_cluster_down(
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"RabbitMQ node {prepared[1]} did not join {prepared[0]} ")
+    assert "Erlang cookie" in message  # the cause, as RabbitMQ diagnoses it
     assert rabbitmq.status(tmp_path) == []
     assert _beams_under(tmp_path) == []
     assert not any(os.path.exists(tmp_path / name / "node.json") for name in prepared)

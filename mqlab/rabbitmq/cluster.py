@@ -319,13 +319,20 @@ def _await_members(seed: BrokerNode, nodes: list[BrokerNode], deadline: float) -
         time.sleep(0.5)
 
 
-_NOISE = re.compile(r"^(Error:?|Stopping|Clustering|Starting|Please|\s*$)", re.IGNORECASE)
-
-
 def _ctl_reason(output: str) -> str:
-    """The line of rabbitmqctl's output that says why it failed."""
-    lines = [ln.strip() for ln in output.splitlines() if not _NOISE.match(ln.strip())]
-    return lines[0] if lines else "no output"
+    """What rabbitmqctl's (long, multi-paragraph) failure output says went wrong, in one line:
+    its ``Error:`` line, the diagnostic step that failed and its first suggestion."""
+    lines = [ln.strip(" *\t") for ln in output.splitlines() if ln.strip(" *\t")]
+    head = ""
+    for i, line in enumerate(lines):
+        if line.startswith("Error:"):
+            head = line[6:].strip() or (lines[i + 1] if i + 1 < len(lines) else "")
+            break
+    head = head.split(". Please see")[0].rstrip(".")
+    failed = next((ln for ln in lines if re.search(r"\b(failed|refused|timed out)\b", ln)), "")
+    hint = next((ln[11:].strip() for ln in lines if ln.startswith("suggestion:")), "")
+    parts = [p for p in (head, failed) if p] or lines[-1:] or ["no output"]
+    return ": ".join(parts) + (f" ({hint})" if hint else "")
 
 
 def _in_parallel(work: Callable[[_T], object], items: Iterable[_T]) -> None:
