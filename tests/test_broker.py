@@ -372,6 +372,19 @@ def test_stop_leaves_no_process_no_port_and_no_record(
 # --- clusters that cannot start -------------------------------------------------
 
 
+def _failed_start(state_dir: Path) -> str:
+    """Start a 2-node cluster that must fail; check nothing is left; return the one-line error."""
+    began = time.monotonic()
+    with pytest.raises(BrokerError) as caught:
+        rabbitmq.start(state_dir, nodes=2, timeout=120)
+    print(f"\nfailed 2-node start torn down in {time.monotonic() - began:.1f}s")
+    assert rabbitmq.status(state_dir) == []
+    assert _beams_under(state_dir) == []
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
 def test_a_node_dying_during_boot_takes_the_whole_cluster_down(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -387,18 +400,11 @@ def test_a_node_dying_during_boot_takes_the_whole_cluster_down(
             return stolen if len(calls) == 4 else real_pick(preferred, avoid)  # node2's dist
 
         monkeypatch.setattr(host, "pick_port", pick)
-        began = time.monotonic()
-        with pytest.raises(BrokerError) as caught:
-            rabbitmq.start(tmp_path, nodes=2, timeout=120)
-    print(f"\nfailed 2-node start torn down in {time.monotonic() - began:.1f}s")
-    message = str(caught.value)
-    assert "\n" not in message
+        message = _failed_start(tmp_path)
     assert re.match(r"RabbitMQ node mqlab-\d+@localhost exited during start-up: ", message)
     assert f"could not bind to distribution port {stolen}" in message
     assert str(tmp_path) in message  # says where the full log is
-    assert rabbitmq.status(tmp_path) == []
     assert len(list(tmp_path.glob("mqlab-*@localhost"))) == 2
-    assert _beams_under(tmp_path) == []
 
 
 def test_a_node_that_does_not_join_takes_the_whole_cluster_down(
@@ -413,14 +419,7 @@ def test_a_node_that_does_not_join_takes_the_whole_cluster_down(
         real_prepare(n, cookie if len(prepared) == 1 else cookie[::-1] + "X")
 
     monkeypatch.setattr(node, "prepare", prepare)
-    began = time.monotonic()
-    with pytest.raises(BrokerError) as caught:
-        rabbitmq.start(tmp_path, nodes=2, timeout=120)
-    print(f"\nfailed join torn down in {time.monotonic() - began:.1f}s")
-    message = str(caught.value)
-    assert "\n" not in message
+    message = _failed_start(tmp_path)
     assert message.startswith(f"RabbitMQ node {prepared[1]} did not join {prepared[0]} ")
     assert "Erlang cookie" in message  # the cause, as RabbitMQ diagnoses it
-    assert rabbitmq.status(tmp_path) == []
-    assert _beams_under(tmp_path) == []
     assert not any(os.path.exists(tmp_path / name / "node.json") for name in prepared)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from mqlab.amqp import QueueDecl
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq.placement import check_placement, worker_urls
 from mqlab.rabbitmq.queues import names_pattern, quorum, quorum_arguments
+from mqlab.rabbitmq.sampler import NodeSample, every
 
 from .helpers import mqlab
 
@@ -130,3 +132,21 @@ def test_a_taken_port_of_node2_is_refused_before_any_node_starts(tmp_path: Path)
     assert "\n" not in message
     assert rabbitmq.status(tmp_path) == []
     assert not list(tmp_path.glob("mqlab-*"))  # nothing was even prepared
+
+
+async def test_every_primes_the_sampler_then_yields_one_sample_per_tick() -> None:
+    calls: list[float] = []
+
+    class Counting:
+        def sample(self) -> list[NodeSample]:
+            calls.append(time.monotonic())
+            return [NodeSample("n", time.time(), None, None, None, True)]
+
+    began = time.monotonic()
+    got = []
+    async for batch in every(Counting(), interval=0.1):
+        got.append(batch)
+        if len(got) == 3:
+            break
+    assert len(calls) == 4  # the priming read (CPU needs two readings) plus one per tick
+    assert time.monotonic() - began >= 0.3  # ticks are spaced, not back to back
