@@ -77,7 +77,9 @@ class ProcessSampler:
                 span = now - then
                 if span > 0:
                     cpu = 100.0 * (total - total0) / span
-                    cpu_sys = 100.0 * (system - system0) / span
+                    # user+sys minus user can round a hair above the sum;
+                    # sys CPU is a part of the total by definition
+                    cpu_sys = min(cpu, 100.0 * (system - system0) / span)
             self._last[name] = (now, total, system)
             out.append(NodeSample(name, wall, cpu, cpu_sys, rss, running=True))
         return out
