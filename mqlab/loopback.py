@@ -58,7 +58,10 @@ class LoopbackTransport(Transport):
     """In-process queues between coroutines of one worker."""
 
     wire = "loopback"
-    features = Features(fanout=True, durable=False, needs_broker=False, in_process=True)
+    # mandatory: a call or cast nobody serves fails at once with Undeliverable
+    features = Features(
+        mandatory=True, fanout=True, durable=False, needs_broker=False, in_process=True
+    )
     options: ClassVar[Mapping[str, Option]] = {
         "queue_size": Option((int,), 1024, "bounded queue per consumer (back-pressure)"),
     }
