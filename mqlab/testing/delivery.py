@@ -141,23 +141,33 @@ async def targeted_call_reaches_the_named_server(subject: Subject) -> None:
 
 
 async def call_to_nobody(subject: Subject) -> None:
-    """A call nobody listens to: Undeliverable at once if mandatory, else CallTimeout."""
+    """A call to a topic nobody serves: Undeliverable at once if mandatory, else CallTimeout.
+
+    A server serves another topic of the same exchange, so the exchange exists
+    (on a broker) and only the topic has no listener. A mandatory transport also
+    refuses a cast to a server nobody is.
+    """
     async with Kit(subject) as kit:
         kit.require(pattern="call")
+        server = await kit.transport("server")
+        await server.serve_rpc(kit.rpc(server="s1"), Recorder())
         if kit.features.mandatory:
             client = await kit.transport("client", **subject.mandatory_options)
             timeout = REPLY_WITHIN
             started = time.monotonic()
             with pytest.raises(Undeliverable):
-                await client.call(kit.rpc(), b"to-nobody", timeout)
+                await client.call(kit.rpc("unserved"), b"to-nobody", timeout)
             took = time.monotonic() - started
             assert took < timeout / 2, f"Undeliverable came after {took:.1f}s, not at once"
+            if "cast" in kit.features.patterns:
+                with pytest.raises(Undeliverable):
+                    await client.cast(kit.rpc(server="nobody"), b"to-nobody")
             return
         client = await kit.transport("client")
         timeout = 1.0
         started = time.monotonic()
         with pytest.raises(CallTimeout):
-            await client.call(kit.rpc(), b"to-nobody", timeout)
+            await client.call(kit.rpc("unserved"), b"to-nobody", timeout)
         took = time.monotonic() - started
         assert timeout * 0.9 <= took < timeout + 1.0, (
             f"CallTimeout after {took:.2f}s for a {timeout:g}s timeout"

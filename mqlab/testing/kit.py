@@ -44,9 +44,9 @@ class Kit:
         if feature is not None and not getattr(self.features, feature):
             pytest.skip(f"{self.subject.name} does not declare Features.{feature}")
 
-    def rpc(self, **kw: Any) -> Target:
+    def rpc(self, topic: str = "topic", **kw: Any) -> Target:
         """This check's RPC target (``server=``, ``fanout=`` as for Target)."""
-        return Target(f"{self.tag}-rpc", f"{self.tag}-topic", **kw)
+        return Target(f"{self.tag}-rpc", f"{self.tag}-{topic}", **kw)
 
     def events(self) -> Target:
         """This check's notification target."""

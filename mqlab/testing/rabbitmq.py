@@ -58,13 +58,15 @@ class RabbitMQ:
                 raise
 
     def connections(self, worker: str) -> list[str]:
-        """Names of the connections whose client properties mention ``worker``."""
+        """Names of the connections whose client-provided name mentions ``worker``.
+
+        AMQP 1.0 connections carry no such name: a leaked one shows through the
+        queues its links still consume. The API lists a connection a few seconds late.
+        """
         found = []
         for conn in self.get("/api/connections"):
-            # AMQP 0-9-1 clients name themselves in connection_name, AMQP 1.0
-            # ones in their container id: look at every client property
-            props = json.dumps(conn.get("client_properties") or {})
-            if worker in props:
+            label = (conn.get("client_properties") or {}).get("connection_name") or ""
+            if worker in label:
                 found.append(conn["name"])
         return found
 
