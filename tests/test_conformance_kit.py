@@ -6,9 +6,11 @@ import asyncio
 
 import pytest
 
+from examples.memory_transport import MemoryTransport
 from mqlab.loopback import LoopbackTransport
 from mqlab.testing import ConformanceSuite, Subject, delivery, lifecycle, run
 from mqlab.transport import Handler, Target
+from tests.helpers import ROOT
 
 
 class TestLoopback(ConformanceSuite):
@@ -43,3 +45,17 @@ def test_a_transport_that_drops_a_notification_pool_fails() -> None:
 def test_a_transport_that_leaks_a_task_on_close_fails() -> None:
     with pytest.raises(AssertionError, match=r"task\(s\) left after aclose"):
         run(lifecycle.clean_close, Subject(LeaksATask))
+
+
+class TestTheDocsExample(ConformanceSuite):
+    """docs/writing-a-plugin.md's example transport passes the kit, with a delay too."""
+
+    @pytest.fixture(params=[0.0, 0.01], ids=["no-delay", "delay"])
+    def subject(self, request: pytest.FixtureRequest) -> Subject:
+        return Subject(MemoryTransport, options={"delay": request.param}, bad_options={"delay": -1})
+
+
+def test_the_docs_show_the_example_as_it_is() -> None:
+    doc = (ROOT / "docs" / "writing-a-plugin.md").read_text(encoding="utf-8")
+    code = (ROOT / "examples" / "memory_transport.py").read_text(encoding="utf-8")
+    assert f"```python\n{code}```" in doc, "copy examples/memory_transport.py into the doc"
