@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
 from examples.memory_transport import MemoryTransport
+from mqlab.errors import ConnectFailed
 from mqlab.loopback import LoopbackTransport
 from mqlab.testing import ConformanceSuite, Subject, delivery, lifecycle, run
 from mqlab.transport import Handler, Target
@@ -35,6 +38,32 @@ class LeaksATask(LoopbackTransport):
     async def start(self) -> None:
         await super().start()
         self._forgotten = asyncio.get_running_loop().create_task(asyncio.sleep(3600))
+
+
+class ShowsThePassword(LoopbackTransport):
+    """Fails to connect, quoting the URL as given."""
+
+    async def start(self) -> None:
+        raise ConnectFailed(f"cannot connect to {self.urls[0]}")
+
+
+class AcceptsAnything(LoopbackTransport):
+    """Skips the option check."""
+
+    @classmethod
+    def check_options(cls, plugin: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+        return {"queue_size": 8, **raw}
+
+
+def test_a_transport_that_shows_the_password_fails() -> None:
+    subject = Subject(ShowsThePassword, urls=("loopback://user:pw@127.0.0.1:1/",))
+    with pytest.raises(AssertionError, match="ConnectFailed shows the password"):
+        run(lifecycle.connect_failure, subject)
+
+
+def test_a_transport_that_accepts_any_option_fails() -> None:
+    with pytest.raises(AssertionError, match="accepted the option kit_no_such_option=1"):
+        run(lifecycle.refused_options, Subject(AcceptsAnything))
 
 
 def test_a_transport_that_drops_a_notification_pool_fails() -> None:
