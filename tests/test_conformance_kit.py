@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,3 +90,16 @@ def test_the_docs_show_the_example_as_it_is() -> None:
     doc = (ROOT / "docs" / "writing-a-plugin.md").read_text(encoding="utf-8")
     code = (ROOT / "examples" / "memory_transport.py").read_text(encoding="utf-8")
     assert f"```python\n{code}```" in doc, "copy examples/memory_transport.py into the doc"
+
+
+def test_only_the_kit_imports_pytest() -> None:
+    """mqlab itself runs without pytest installed: no module outside mqlab.testing imports it."""
+    script = (
+        "import pkgutil, importlib, sys, mqlab\n"
+        "for m in pkgutil.iter_modules(mqlab.__path__, 'mqlab.'):\n"
+        "    if m.name != 'mqlab.testing':\n"
+        "        importlib.import_module(m.name)\n"
+        "print('pytest' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
