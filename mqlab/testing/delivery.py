@@ -23,13 +23,19 @@ from mqlab.testing.subject import Subject
 REPLY_WITHIN = 10.0
 
 
+async def two_servers(kit: Kit) -> tuple[Recorder, Recorder]:
+    """Servers s1 and s2 of the check's topic, each in its own transport."""
+    one, two = Recorder(), Recorder()
+    await (await kit.transport("server1")).serve_rpc(kit.rpc(server="s1"), one)
+    await (await kit.transport("server2")).serve_rpc(kit.rpc(server="s2"), two)
+    return one, two
+
+
 async def call(subject: Subject) -> None:
     """A call returns its own reply; the server's handler saw each request once."""
     async with Kit(subject) as kit:
         kit.require(pattern="call")
-        server, client = await kit.transport("server"), await kit.transport("client")
-        handled = Recorder()
-        await server.serve_rpc(kit.rpc(server="s1"), handled)
+        _, client, handled, _ = await kit.pair()
         sent = bodies("call", 10)
         replies = [await client.call(kit.rpc(), body, REPLY_WITHIN) for body in sent]
         assert replies == [b"re:" + body for body in sent], "a call returned another's reply"
@@ -41,9 +47,7 @@ async def cast(subject: Subject) -> None:
     """Every cast reaches the topic's server once."""
     async with Kit(subject) as kit:
         kit.require(pattern="cast")
-        server, client = await kit.transport("server"), await kit.transport("client")
-        handled = Recorder()
-        await server.serve_rpc(kit.rpc(server="s1"), handled)
+        _, client, handled, _ = await kit.pair()
         sent = bodies("cast", 20)
         for body in sent:
             await client.cast(kit.rpc(), body)
@@ -55,9 +59,7 @@ async def notify(subject: Subject) -> None:
     """Every notification reaches the one listener of a pool once."""
     async with Kit(subject) as kit:
         kit.require(pattern="notify")
-        listener, client = await kit.transport("listener"), await kit.transport("client")
-        heard = Recorder()
-        await listener.serve_notifications(kit.events(), kit.pool("pool"), heard)
+        _, client, _, heard = await kit.pair()
         sent = bodies("note", 20)
         for body in sent:
             await client.notify(kit.events(), body)
@@ -69,9 +71,7 @@ async def servers_share_casts(subject: Subject) -> None:
     """Two servers of one topic share its casts: each cast handled once, by one of them."""
     async with Kit(subject) as kit:
         kit.require(pattern="cast")
-        one, two = Recorder(), Recorder()
-        await (await kit.transport("server1")).serve_rpc(kit.rpc(server="s1"), one)
-        await (await kit.transport("server2")).serve_rpc(kit.rpc(server="s2"), two)
+        one, two = await two_servers(kit)
         client = await kit.transport("client")
         sent = bodies("cast", 40)
         await asyncio.gather(*(client.cast(kit.rpc(), body) for body in sent))
@@ -109,9 +109,7 @@ async def fanout_reaches_every_server(subject: Subject) -> None:
     """A fanout cast reaches every server of the topic once."""
     async with Kit(subject) as kit:
         kit.require(pattern="cast", feature="fanout")
-        one, two = Recorder(), Recorder()
-        await (await kit.transport("server1")).serve_rpc(kit.rpc(server="s1"), one)
-        await (await kit.transport("server2")).serve_rpc(kit.rpc(server="s2"), two)
+        one, two = await two_servers(kit)
         client = await kit.transport("client")
         sent = bodies("fanout", 10)
         for body in sent:
@@ -125,9 +123,7 @@ async def targeted_call_reaches_the_named_server(subject: Subject) -> None:
     """A call (and a cast) naming a server reaches that server and no other."""
     async with Kit(subject) as kit:
         kit.require(pattern="call")
-        one, two = Recorder(), Recorder()
-        await (await kit.transport("server1")).serve_rpc(kit.rpc(server="s1"), one)
-        await (await kit.transport("server2")).serve_rpc(kit.rpc(server="s2"), two)
+        one, two = await two_servers(kit)
         client = await kit.transport("client")
         sent = bodies("to-s2", 10)
         for body in sent:
@@ -178,13 +174,8 @@ async def large_messages(subject: Subject) -> None:
     """1 MiB bodies arrive intact in every declared pattern."""
     async with Kit(subject) as kit:
         patterns = kit.features.patterns
-        server, client = await kit.transport("server"), await kit.transport("client")
+        _, client, handled, heard = await kit.pair()
         big = os.urandom(1024 * 1024)
-        handled, heard = Recorder(), Recorder()
-        if patterns & {"call", "cast"}:
-            await server.serve_rpc(kit.rpc(server="s1"), handled)
-        if "notify" in patterns:
-            await server.serve_notifications(kit.events(), kit.pool("pool"), heard)
         expected_rpc: list[bytes] = []
         if "call" in patterns:
             reply = await client.call(kit.rpc(), b"c" + big, REPLY_WITHIN)
@@ -208,13 +199,7 @@ async def concurrent_senders(subject: Subject, options: Mapping[str, Any]) -> No
     n = 100
     async with Kit(subject) as kit:
         patterns = kit.features.patterns
-        server = await kit.transport("server", **options)
-        client = await kit.transport("client", **options)
-        handled, heard = Recorder(), Recorder()
-        if patterns & {"call", "cast"}:
-            await server.serve_rpc(kit.rpc(server="s1"), handled)
-        if "notify" in patterns:
-            await server.serve_notifications(kit.events(), kit.pool("pool"), heard)
+        _, client, handled, heard = await kit.pair(**options)
         sent: list[bytes] = []
         if "call" in patterns:
             calls = bodies("call", n)

@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 import pytest
 
@@ -62,6 +62,17 @@ class Kit:
         await transport.start()
         return transport
 
+    async def pair(self, **options: Any) -> Pair:
+        """A client and a server serving every declared pattern: RPC as s1, one pool."""
+        server = await self.transport("server", **options)
+        client = await self.transport("client", **options)
+        handled, heard = Recorder(), Recorder()
+        if self.features.patterns & {"call", "cast"}:
+            await server.serve_rpc(self.rpc(server="s1"), handled)
+        if "notify" in self.features.patterns:
+            await server.serve_notifications(self.events(), self.pool("pool"), heard)
+        return Pair(server, client, handled, heard)
+
     async def settle(self, received: Callable[[], int], expected: int) -> None:
         """Wait until ``expected`` messages arrived (at most ``Subject.arrival`` s), then
         SETTLE more: whatever arrives then is a duplicate."""
@@ -81,6 +92,13 @@ class Kit:
     ) -> None:
         for transport in reversed(self._made):
             await transport.aclose()
+
+
+class Pair(NamedTuple):
+    server: Transport
+    client: Transport
+    handled: Recorder  # what the server's RPC handler got
+    heard: Recorder  # what the server's notification listener got
 
 
 class Recorder:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mqlab.errors import CallTimeout, ConnectFailed, OptionError, Undeliverable
-from mqlab.testing.kit import Kit, Recorder
+from mqlab.testing.kit import Kit
 from mqlab.testing.subject import SECRET, Subject, build
 from mqlab.transport import Target, Transport
 
@@ -82,11 +82,8 @@ async def clean_close(subject: Subject) -> None:
     before = asyncio.all_tasks()
     async with Kit(subject) as kit:
         patterns = kit.features.patterns
-        server, client = await kit.transport("server"), await kit.transport("client")
-        if patterns & {"call", "cast"}:
-            await server.serve_rpc(kit.rpc(server="s1"), Recorder())
+        server, client, _, _ = await kit.pair()
         if "notify" in patterns:
-            await server.serve_notifications(kit.events(), kit.pool("pool"), Recorder())
             await client.notify(kit.events(), b"note")
         if "call" in patterns:
             await client.call(kit.rpc(), b"call", 10.0)

@@ -25,6 +25,7 @@ import pytest
 from mqlab_pika import PikaTransport
 
 from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, Undeliverable
+from mqlab.testing import Recorder
 from mqlab.transport import Target, TransportConfig
 
 pytestmark = pytest.mark.broker
@@ -121,20 +122,6 @@ def cut(ports: set[int]) -> None:
         if c.laddr and c.laddr.port in ports:
             with socket.socket(fileno=os.dup(c.fd)) as sock:
                 sock.shutdown(socket.SHUT_RDWR)
-
-
-class Recorder:
-    """A server handler that records bodies and replies ``re:<body>``."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-
-    def __call__(self, body: bytes) -> bytes:
-        self.bodies.append(body)
-        return b"re:" + body
-
-    def __len__(self) -> int:
-        return len(self.bodies)
 
 
 # -- routing (the contract itself: test_conformance.py) ------------------------
