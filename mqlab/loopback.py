@@ -58,7 +58,8 @@ class LoopbackTransport(Transport):
     """In-process queues between coroutines of one worker."""
 
     wire = "loopback"
-    features = Features(fanout=True, durable=False, server=None, in_process=True)
+    # mandatory: a call or cast nobody serves fails at once with Undeliverable
+    features = Features(mandatory=True, fanout=True, durable=False, server=None, in_process=True)
     option_specs: ClassVar[Mapping[str, Option]] = {
         "queue_size": Option((int,), 1024, "bounded queue per consumer (back-pressure)", minimum=1),
     }

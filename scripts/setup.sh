@@ -77,7 +77,7 @@ say "ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 say "mypy --strict"
-typed=(mqlab)
+typed=(mqlab examples/memory_transport.py)  # the example is a model: typed like the core
 for d in plugins/*/pyproject.toml; do
   name=$(basename "$(dirname "$d")")
   typed+=("plugins/$name/mqlab_$name")

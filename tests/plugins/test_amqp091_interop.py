@@ -19,6 +19,7 @@ from mqlab_kombu import KombuTransport
 from mqlab_pika import PikaTransport
 
 from mqlab import amqp
+from mqlab.testing import Recorder
 from mqlab.transport import Target, Transport, TransportConfig
 
 pytestmark = pytest.mark.broker
@@ -35,15 +36,6 @@ def uid() -> str:
 
 def make(cls: type[Transport], broker: Any) -> Transport:
     return cls(TransportConfig((broker.url,), {}, f"w-{uid()}"))
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-
-    def __call__(self, body: bytes) -> bytes:
-        self.bodies.append(body)
-        return b"re:" + body
 
 
 async def settle(count: Callable[[], int], n: int, timeout: float = 5.0) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from mqlab_kombu import KombuTransport
 
 from mqlab import registry
-from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, DriverError, OptionError
+from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, DriverError
 from mqlab.transport import Target, TransportConfig
 
 from .kit import Mgmt, eventually
@@ -58,13 +57,13 @@ def recorder(reply: bool = True) -> tuple[list[bytes], Callable[[bytes], bytes |
     return got, handler
 
 
-# -- the three patterns end to end ---------------------------------------------------
+# -- the three patterns with non-default options (defaults: test_conformance.py) -----
 
 
 @pytest.mark.parametrize(
     "opts",
-    [{}, {"connections": "single"}, {"ack": "before", "confirm": False, "prefetch": 1}],
-    ids=["defaults", "single-connection", "ack-before-no-confirm"],
+    [{"connections": "single"}, {"ack": "before", "confirm": False, "prefetch": 1}],
+    ids=["single-connection", "ack-before-no-confirm"],
 )
 async def test_call_cast_notify_end_to_end(make: Make, tag: str, opts: dict[str, Any]) -> None:
     server = await make(f"{tag}-s", **opts)
@@ -90,59 +89,6 @@ async def test_call_cast_notify_end_to_end(make: Make, tag: str, opts: dict[str,
         b"cast-%d" % i for i in range(n)
     )
     assert sorted(notes) == sorted(b"note-%d" % i for i in range(n))
-
-
-async def test_listeners_of_one_pool_share_and_every_pool_gets_all(make: Make, tag: str) -> None:
-    target = Target(f"{tag}-notif", f"{tag}-n")
-    shared_a, on_a = recorder(reply=False)
-    shared_b, on_b = recorder(reply=False)
-    other, on_other = recorder(reply=False)
-    await (await make(f"{tag}-l1")).serve_notifications(target, f"{tag}-shared", on_a)
-    await (await make(f"{tag}-l2")).serve_notifications(target, f"{tag}-shared", on_b)
-    await (await make(f"{tag}-l3")).serve_notifications(target, f"{tag}-other", on_other)
-    client = await make(f"{tag}-c")
-
-    n = 60
-    await asyncio.gather(*(client.notify(target, b"%d" % i) for i in range(n)))
-    await eventually(lambda: len(shared_a) + len(shared_b) == n and len(other) == n)
-    assert shared_a and shared_b, "both listeners of the pool get a share"
-    assert Counter(shared_a + shared_b) == Counter(b"%d" % i for i in range(n))
-    assert sorted(other) == sorted(b"%d" % i for i in range(n))
-
-
-async def test_fanout_cast_reaches_every_server(make: Make, tag: str) -> None:
-    one, on_one = recorder()
-    two, on_two = recorder()
-    await (await make(f"{tag}-s1")).serve_rpc(Target(tag, f"{tag}-t", server="s1"), on_one)
-    await (await make(f"{tag}-s2")).serve_rpc(Target(tag, f"{tag}-t", server="s2"), on_two)
-    client = await make(f"{tag}-c")
-
-    n = 20
-    for i in range(n):
-        await client.cast(Target(tag, f"{tag}-t", fanout=True), b"%d" % i)
-    await eventually(lambda: len(one) == n and len(two) == n)
-    assert sorted(one) == sorted(two) == sorted(b"%d" % i for i in range(n))
-
-
-async def test_targeted_call_reaches_only_that_server(make: Make, tag: str) -> None:
-    one, on_one = recorder()
-    two, on_two = recorder()
-    await (await make(f"{tag}-s1")).serve_rpc(Target(tag, f"{tag}-t", server="s1"), on_one)
-    await (await make(f"{tag}-s2")).serve_rpc(Target(tag, f"{tag}-t", server="s2"), on_two)
-    client = await make(f"{tag}-c")
-
-    for i in range(10):
-        assert await client.call(Target(tag, f"{tag}-t", server="s2"), b"%d" % i, 5) == b"re:%d" % i
-    assert len(two) == 10
-    assert one == []
-
-
-async def test_call_without_server_times_out(make: Make, tag: str) -> None:
-    client = await make(f"{tag}-c")
-    started = time.monotonic()
-    with pytest.raises(CallTimeout, match="within 1s"):
-        await client.call(Target(tag, f"{tag}-nobody"), b"x", timeout=1.0)
-    assert 0.9 <= time.monotonic() - started < 3.0
 
 
 # -- topology on the broker -------------------------------------------------------
@@ -183,27 +129,6 @@ async def test_durable_flag_reaches_the_broker(
             ("exchanges", f"{tag}-t_fanout"),
         ]:
             mgmt.delete(kind, name)
-
-
-async def test_nothing_non_durable_is_left_after_aclose(make: Make, mgmt: Mgmt, tag: str) -> None:
-    server = await make(f"{tag}-s")
-    client = await make(f"{tag}-c")
-    await server.serve_rpc(Target(tag, f"{tag}-t", server="s1"), recorder()[1])
-    await server.serve_notifications(Target(f"{tag}-notif", f"{tag}-n"), f"{tag}-p", recorder()[1])
-    assert await client.call(Target(tag, f"{tag}-t"), b"x", 5) == b"re:x"
-    await client.cast(Target(tag, f"{tag}-t", fanout=True), b"y")
-    await client.notify(Target(f"{tag}-notif", f"{tag}-n"), b"z")
-    # an exchange nobody ever bound is not auto-deleted by RabbitMQ: the client must drop it
-    with pytest.raises(CallTimeout):
-        await client.call(Target(f"{tag}-lonely", f"{tag}-t"), b"x", 0.2)
-    assert len(mgmt.names("queues", tag)) == 4  # <topic>, <topic>.s1, fanout, pool
-    await eventually(lambda: any(q.startswith("reply_") for q in mgmt.consumed_queues(f"{tag}-c")))
-    reply_queues = mgmt.consumed_queues(f"{tag}-c")
-
-    await client.aclose()
-    await server.aclose()
-    await eventually(lambda: not mgmt.names("queues", tag) and not mgmt.names("exchanges", tag))
-    assert not {q for q in reply_queues if mgmt.entity("queues", q) is not None}
 
 
 async def test_casts_survive_the_exchange_going_away_with_the_last_server(
@@ -277,16 +202,6 @@ async def test_first_working_url_of_the_list_is_used(make: Make, broker: Any, ta
     client = await make(f"{tag}-c", urls=("amqp://guest:guest@127.0.0.1:5999/", broker.url))
     await server.serve_rpc(Target(tag, f"{tag}-t", server="s1"), recorder()[1])
     assert await client.call(Target(tag, f"{tag}-t"), b"x", 5) == b"re:x"
-
-
-def test_option_values_are_checked() -> None:
-    with pytest.raises(OptionError, match="'retry'"):
-        registry.get("kombu").check({"retry": -2})
-    with pytest.raises(OptionError, match="'ack'"):
-        registry.get("kombu").check({"ack": "never"})
-    with pytest.raises(OptionError, match="'prefetch'"):
-        registry.get("kombu").check({"prefetch": -1})
-    assert registry.get("kombu").check({})["retry"] is None
 
 
 # -- faults: the broker closes a connection under load -------------------------------

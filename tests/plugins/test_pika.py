@@ -25,7 +25,8 @@ import pytest
 from mqlab_pika import PikaTransport
 
 from mqlab import registry
-from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, OptionError, Undeliverable
+from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, Undeliverable
+from mqlab.testing import Recorder
 from mqlab.transport import Target, TransportConfig
 
 pytestmark = pytest.mark.broker
@@ -124,89 +125,7 @@ def cut(ports: set[int]) -> None:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
-class Recorder:
-    """A server handler that records bodies and replies ``re:<body>``."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-
-    def __call__(self, body: bytes) -> bytes:
-        self.bodies.append(body)
-        return b"re:" + body
-
-    def __len__(self) -> int:
-        return len(self.bodies)
-
-
-# -- the contract --------------------------------------------------------------
-
-
-async def test_call_cast_notify_end_to_end(broker: Any) -> None:
-    ex, topic = f"ex-{uid()}", f"t-{uid()}"
-    rpc, notes = Recorder(), Recorder()
-    async with pika(broker) as server, pika(broker) as client:
-        await server.serve_rpc(Target(ex, topic, "s1"), rpc)
-        note_target = Target(f"notif-{uid()}", topic)
-        await server.serve_notifications(note_target, "pool", notes)
-
-        bodies = [b"call-%d" % i for i in range(200)]
-        replies = await asyncio.gather(*(client.call(Target(ex, topic), b, 5) for b in bodies))
-        assert replies == [b"re:" + b for b in bodies]
-
-        await asyncio.gather(*(client.cast(Target(ex, topic), b"cast-%d" % i) for i in range(200)))
-        casts = await wait_for_count(lambda: sum(b.startswith(b"cast") for b in rpc.bodies), 200)
-        assert casts == 200
-
-        await asyncio.gather(*(client.notify(note_target, b"n-%d" % i) for i in range(200)))
-        assert await wait_for_count(lambda: len(notes), 200) == 200
-        assert sorted(notes.bodies) == sorted(b"n-%d" % i for i in range(200))
-
-
-async def test_calls_round_robin_and_direct_to_one_server(broker: Any) -> None:
-    ex, topic = f"ex-{uid()}", f"t-{uid()}"
-    a, b = Recorder(), Recorder()
-    async with pika(broker) as sa, pika(broker) as sb, pika(broker) as client:
-        await sa.serve_rpc(Target(ex, topic, "a"), a)
-        await sb.serve_rpc(Target(ex, topic, "b"), b)
-        for i in range(40):
-            assert await client.call(Target(ex, topic), b"%d" % i, 5) == b"re:%d" % i
-        assert len(a) + len(b) == 40
-        assert len(a) > 0 and len(b) > 0
-
-        before_a = len(a)
-        for _ in range(10):
-            await client.call(Target(ex, topic, "b"), b"only-b", 5)
-        assert len(a) == before_a
-        assert b.bodies.count(b"only-b") == 10
-
-
-async def test_fanout_cast_reaches_every_server(broker: Any) -> None:
-    ex, topic = f"ex-{uid()}", f"t-{uid()}"
-    a, b = Recorder(), Recorder()
-    async with pika(broker) as sa, pika(broker) as sb, pika(broker) as client:
-        await sa.serve_rpc(Target(ex, topic, "a"), a)
-        await sb.serve_rpc(Target(ex, topic, "b"), b)
-        for i in range(20):
-            await client.cast(Target(ex, topic, fanout=True), b"f%d" % i)
-        assert await wait_for_count(lambda: len(a), 20) == 20
-        assert await wait_for_count(lambda: len(b), 20) == 20
-
-
-async def test_listeners_of_a_pool_share_and_every_pool_gets_all(broker: Any) -> None:
-    target = Target(f"notif-{uid()}", f"t-{uid()}")
-    p1a, p1b, p2 = Recorder(), Recorder(), Recorder()
-    async with pika(broker) as l1, pika(broker) as l2, pika(broker) as l3, pika(broker) as client:
-        pool1 = f"p1-{uid()}"
-        await l1.serve_notifications(target, pool1, p1a)
-        await l2.serve_notifications(target, pool1, p1b)
-        await l3.serve_notifications(target, f"p2-{uid()}", p2)
-        n = 100
-        for i in range(n):
-            await client.notify(target, b"%d" % i)
-        assert await wait_for_count(lambda: len(p2), n) == n
-        assert await wait_for_count(lambda: len(p1a) + len(p1b), n) == n
-        assert len(p1a) > 0 and len(p1b) > 0
-        assert Counter(p1a.bodies + p1b.bodies) == Counter(p2.bodies)
+# -- routing (the contract itself: test_conformance.py) ------------------------
 
 
 async def test_notification_priority_is_part_of_the_routing_key(broker: Any) -> None:
@@ -222,20 +141,6 @@ async def test_notification_priority_is_part_of_the_routing_key(broker: Any) -> 
 
 
 # -- mandatory -----------------------------------------------------------------
-
-
-async def test_mandatory_call_to_nobody_is_undeliverable_fast(broker: Any) -> None:
-    ex = f"ex-{uid()}"
-    async with pika(broker) as client:
-        started = time.monotonic()
-        with pytest.raises(Undeliverable, match="nobody listens"):
-            await client.call(Target(ex, f"t-{uid()}"), b"x", 10)
-        assert time.monotonic() - started < 1.0
-
-        started = time.monotonic()
-        with pytest.raises(Undeliverable):
-            await client.cast(Target(ex, f"t-{uid()}", "nobody"), b"x")
-        assert time.monotonic() - started < 1.0
 
 
 async def test_mandatory_return_fails_only_the_returned_message(broker: Any) -> None:
@@ -323,17 +228,6 @@ async def test_unknown_vhost_is_connect_failed(broker: Any) -> None:
     with pytest.raises(ConnectFailed, match=f"vhost '{vhost}'"):
         async with pika(broker, None, broker.url.rstrip("/") + f"/{vhost}"):
             pass
-
-
-async def test_closed_port_is_connect_failed_quickly(broker: Any) -> None:
-    port = closed_port()
-    started = time.monotonic()
-    with pytest.raises(ConnectFailed, match="connection refused") as info:
-        async with pika(broker, None, f"amqp://guest:s3cret@127.0.0.1:{port}/"):
-            pass
-    assert time.monotonic() - started < 10.0
-    assert "s3cret" not in str(info.value)
-    assert f"127.0.0.1:{port}" in str(info.value)
 
 
 async def test_heartbeat_and_tcp_user_timeout_reach_the_connection(broker: Any) -> None:
@@ -443,28 +337,6 @@ async def test_casts_across_a_connection_failure(broker: Any, retry: int | None)
 # -- topology ------------------------------------------------------------------
 
 
-async def test_nothing_is_left_on_the_broker_after_close(broker: Any) -> None:
-    rpc_ex, notif_ex, topic = f"ex-{uid()}", f"notif-{uid()}", f"t-{uid()}"
-    async with pika(broker) as server, pika(broker) as client:
-        await server.serve_rpc(Target(rpc_ex, topic, "s"), Recorder())
-        await server.serve_notifications(Target(notif_ex, topic), f"pool-{uid()}", Recorder())
-        await client.call(Target(rpc_ex, topic), b"x", 5)
-        await client.cast(Target(rpc_ex, topic, fanout=True), b"x")
-        await client.notify(Target(notif_ex, topic), b"x")
-        # exchanges a client declared but no server ever bound a queue to
-        lonely = f"lonely-{uid()}"
-        with pytest.raises(Undeliverable):
-            await client.call(Target(lonely, topic), b"x", 5)
-        await client.notify(Target(f"{lonely}-notif", topic), b"x")
-
-    def leftovers() -> list[str]:
-        names = [e["name"] for e in api(broker, "GET", "exchanges/%2F") or []]
-        names += [q["name"] for q in api(broker, "GET", "queues/%2F") or []]
-        return [n for n in names if topic in n or n in (rpc_ex, notif_ex, lonely)]
-
-    assert await eventually(lambda: not leftovers(), timeout=5), leftovers()
-
-
 async def test_durable_notifications_keep_their_own_durability(broker: Any) -> None:
     durable = Target(f"notif-{uid()}", f"t-{uid()}", durable=True)
     transient = Target(f"notif-{uid()}", durable.topic)
@@ -485,23 +357,6 @@ async def test_durable_notifications_keep_their_own_durability(broker: Any) -> N
 
 
 # -- options (no broker needed, but cheap) -------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("option", "value"),
-    [
-        ("retry", -2),
-        ("prefetch", 70000),
-        ("heartbeat", -1),
-        ("tcp_user_timeout", -0.5),
-        ("connect_timeout", 0),
-        ("mandatory", "yes"),
-        ("no_such_option", 1),
-    ],
-)
-def test_bad_option_values_are_refused_by_name(option: str, value: object) -> None:
-    with pytest.raises(OptionError, match=option):
-        registry.get("pika").check({option: value})
 
 
 def test_checked_options_fill_oslo_defaults() -> None:

@@ -1,0 +1,84 @@
+"""ConformanceSuite: the kit's checks as pytest tests, for a plugin author to subclass.
+
+::
+
+    from mqlab.testing import ConformanceSuite, Subject
+
+    class TestMyBus(ConformanceSuite):
+        @pytest.fixture
+        def subject(self) -> Subject:
+            return Subject("mybus", urls=("mybus://127.0.0.1:4222",))
+
+Each test runs one check on its own event loop (no pytest-asyncio needed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mqlab.testing import delivery, lifecycle
+from mqlab.testing.kit import run
+from mqlab.testing.subject import Subject
+
+
+class ConformanceSuite:
+    """The transport contract, checked. Override the ``subject`` fixture."""
+
+    @pytest.fixture
+    def subject(self) -> Subject:
+        raise NotImplementedError(
+            f"{type(self).__name__}: override the 'subject' fixture to return a Subject"
+        )
+
+    def test_call(self, subject: Subject) -> None:
+        run(delivery.call, subject)
+
+    def test_cast(self, subject: Subject) -> None:
+        run(delivery.cast, subject)
+
+    def test_notify(self, subject: Subject) -> None:
+        run(delivery.notify, subject)
+
+    def test_servers_of_a_topic_share_its_casts(self, subject: Subject) -> None:
+        run(delivery.servers_share_casts, subject)
+
+    def test_every_pool_gets_every_notification(self, subject: Subject) -> None:
+        run(delivery.every_pool_gets_every_notification, subject)
+
+    def test_fanout_cast_reaches_every_server(self, subject: Subject) -> None:
+        run(delivery.fanout_reaches_every_server, subject)
+
+    def test_targeted_call_reaches_the_named_server(self, subject: Subject) -> None:
+        run(delivery.targeted_call_reaches_the_named_server, subject)
+
+    def test_call_nobody_listens_to(self, subject: Subject) -> None:
+        run(delivery.call_to_nobody, subject)
+
+    def test_one_mib_messages_arrive_intact(self, subject: Subject) -> None:
+        run(delivery.large_messages, subject)
+
+    @pytest.mark.parametrize("delivery_mode", ["default", "at-most-once"])
+    def test_100_concurrent_senders_lose_nothing(
+        self, subject: Subject, delivery_mode: str
+    ) -> None:
+        options: dict[str, Any] = {}
+        if delivery_mode == "at-most-once":
+            if not subject.load().cls.features.at_most_once:
+                pytest.skip(f"{subject.name} does not declare Features.at_most_once")
+            options = dict(subject.at_most_once_options)
+
+        async def check(subject: Subject) -> None:
+            await delivery.concurrent_senders(subject, options)
+
+        run(check, subject)
+
+    def test_clean_close(self, subject: Subject) -> None:
+        run(lifecycle.clean_close, subject)
+
+    def test_connect_failure(self, subject: Subject) -> None:
+        run(lifecycle.connect_failure, subject)
+
+    def test_refused_options(self, subject: Subject) -> None:
+        run(lifecycle.refused_options, subject)
