@@ -62,14 +62,16 @@ def load_figures(steps: Sequence[Step]) -> list[tuple[str, go.Figure]]:
             line.sort(key=lambda s: (s.load_value, s.repeat))
             x = [s.load_value for s in line]
             color = _color(i)
-            common = {"x": x, "legendgroup": name, "line": {"color": color}}
             fig.add_trace(
                 go.Scatter(
+                    x=x,
                     y=[s.throughput_mean for s in line],
                     name=name,
+                    legendgroup=name,
                     mode="lines+markers",
-                    error_y={"type": "data", "array": [s.throughput_stdev or 0 for s in line]},
-                    **common,
+                    line={"color": color},
+                    # no stdev stored: no error bar (not a bar of zero)
+                    error_y={"type": "data", "array": [s.throughput_stdev for s in line]},
                 ),
                 row=1,
                 col=1,
