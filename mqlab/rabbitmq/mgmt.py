@@ -127,6 +127,14 @@ class Management:
             if exc.status != 404:
                 raise
 
+    def delete_queue(self, name: str, vhost: str = "/") -> None:
+        """Delete a queue, messages and all; one already gone is fine."""
+        try:
+            self.request("DELETE", f"/api/queues/{_q(vhost)}/{_q(name)}")
+        except ManagementError as exc:
+            if exc.status != 404:
+                raise
+
     def close_connection(self, name: str, reason: str = "closed by mqlab") -> None:
         """Close a client connection (the client sees ``reason``); one already gone is fine."""
         try:
