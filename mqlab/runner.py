@@ -348,10 +348,10 @@ class Runner:
             "samples": len(broker) if broker else max((len(w.cpu) for w in workers), default=0),
             "workers": cpu_workers,
         }
-        if self._node_ticks:
+        if self._node_ticks and self.broker_steps is not None:
             from mqlab.rabbitmq.steps import node_figures
 
-            cpu["nodes"] = node_figures(self._node_ticks)
+            cpu["nodes"] = node_figures(self._node_ticks, self.broker_steps.label)
         return stepresult.Outcome(
             step=step,
             layout=lay,

@@ -254,11 +254,12 @@ def broker_steps(
         handle = handles.get(kind)
         if handle is not None and handle.management_url:
             api = Management.beside(handle.urls[0], handle.management_url)
-            return BrokerSteps(api, handle.node_pids)
+            return BrokerSteps(api, handle.urls, handle.node_pids)
         for url in urls[name]:
             if url.startswith(("amqp://", "amqps://")):
                 host, _ = host_port(url)
-                return BrokerSteps(Management.beside(url, f"http://{host}:15672"))
+                api = Management.beside(url, f"http://{host}:15672")
+                return BrokerSteps(api, urls[name])
     return None
 
 

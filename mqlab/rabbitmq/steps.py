@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from mqlab.rabbitmq.mgmt import Management, ManagementError
 from mqlab.rabbitmq.queues import mirror, unmirror, where
 from mqlab.rabbitmq.sampler import ManagementSampler, ProcessSampler, Sampler
+from mqlab.urls import host_port
 
 
 def _policy(marker: str) -> str:
@@ -30,11 +31,39 @@ def _policy(marker: str) -> str:
 
 
 class BrokerSteps:
-    """Queue types, queue homes and per-node samples for the steps of one run."""
+    """Queue types, queue homes and per-node samples for the steps of one run.
 
-    def __init__(self, api: Management, pids: Mapping[str, int] | None = None) -> None:
+    Nodes are named in the results as the profile names them: ``nodeK`` is the
+    node whose AMQP port is the K-th URL's (the management API's listeners say
+    which node listens where); a node no URL reaches keeps its own name.
+    """
+
+    def __init__(
+        self, api: Management, urls: Sequence[str] = (), pids: Mapping[str, int] | None = None
+    ) -> None:
         self.api = api
+        self.urls = tuple(urls)
         self.pids = dict(pids or {})
+        self._labels: dict[str, str] | None = None
+
+    def label(self, node: str) -> str:
+        """``nodeK`` for the node the K-th URL reaches, else the node's own name."""
+        if self._labels is None:
+            self._labels = {}
+            try:
+                listeners = self.api.overview().get("listeners") or []
+            except ManagementError:
+                listeners = []
+            by_port = {
+                int(li["port"]): str(li["node"])
+                for li in listeners
+                if li.get("protocol") == "amqp" and isinstance(li.get("port"), int)
+            }
+            for k, url in enumerate(self.urls, 1):
+                name = by_port.get(host_port(url)[1])
+                if name is not None:
+                    self._labels.setdefault(name, f"node{k}")
+        return self._labels.get(node, node)
 
     def sampler(self) -> Sampler:
         """Node processes by PID when known, else the management API."""
@@ -42,6 +71,7 @@ class BrokerSteps:
 
     async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None:
         """Set the step's mirroring policy (``mirrored`` only). Raises ManagementError."""
+        await asyncio.to_thread(self.label, "")  # learn the node names off the event loop
         if queue_type == "mirrored":
             pattern = "^" + re.escape(marker)
             await asyncio.to_thread(mirror, self.api, pattern, replicas, _policy(marker))
@@ -55,12 +85,18 @@ class BrokerSteps:
         out: dict[str, Any] = {}
         try:
             names = sorted(q["name"] for q in self.api.queues() if marker in str(q.get("name")))
-            out["queues"] = [asdict(where(self.api, n)) for n in names]
-            nodes = Counter(str(c.get("node")) for c in self.api.connections())
+            out["queues"] = [self._home(n) for n in names]
+            nodes = Counter(self.label(str(c.get("node"))) for c in self.api.connections())
             out["connections"] = dict(sorted(nodes.items()))
         except ManagementError as exc:
             out["error"] = str(exc)
         return out
+
+    def _home(self, name: str) -> dict[str, Any]:
+        home = asdict(where(self.api, name))
+        home["leader_node"] = self.label(home["leader"])
+        home["replica_nodes"] = sorted(self.label(r) for r in home["replicas"])
+        return home
 
     async def finish(self, marker: str, queue_type: str) -> None:
         """Clear what :meth:`prepare` set and remove the step's quorum queues."""
@@ -79,9 +115,12 @@ class BrokerSteps:
             pass  # best effort: a leftover is visible in the broker, the step's figures stand
 
 
-def node_figures(samples: list[list[Any]]) -> list[dict[str, Any]]:
+def node_figures(
+    samples: list[list[Any]], label: Callable[[str], str] = str
+) -> list[dict[str, Any]]:
     """``cpu.nodes`` of a step from its one-second samples (each a list of NodeSample):
-    per node the mean CPU and sys over the window, the last RSS, and the series."""
+    per node (``node``: its label, ``name``: its own) the mean CPU and sys over the
+    window, the last RSS, and the per-second series."""
     by_node: dict[str, dict[str, list[Any]]] = {}
     for tick in samples:
         for s in tick:
@@ -96,7 +135,8 @@ def node_figures(samples: list[list[Any]]) -> list[dict[str, Any]]:
         mem = [v for v in series["mem"] if v is not None]
         out.append(
             {
-                "node": name,
+                "node": label(name),
+                "name": name,
                 "cpu_percent": round(sum(cpu) / len(cpu), 1) if cpu else None,
                 "sys_percent": round(sum(sys_) / len(sys_), 1) if sys_ else None,
                 "rss_mb": round(mem[-1] / 2**20, 1) if mem else None,
