@@ -35,7 +35,9 @@ class BrokerSteps:
 
     Nodes are named in the results as the profile names them: ``nodeK`` is the
     node whose AMQP port is the K-th URL's (the management API's listeners say
-    which node listens where); a node no URL reaches keeps its own name.
+    which node listens where); a node no URL reaches keeps its own name. An API
+    none of whose nodes listens on a URL's port belongs to another broker (a
+    guessed port 15672 on a machine running several): it is not used at all.
     """
 
     def __init__(
@@ -45,6 +47,18 @@ class BrokerSteps:
         self.urls = tuple(urls)
         self.pids = dict(pids or {})
         self._labels: dict[str, str] | None = None
+
+    @property
+    def ours(self) -> bool:
+        """Whether the management API is the measured broker's (see the class doc)."""
+        self.label("")
+        return bool(self._labels)
+
+    def _refuse(self) -> str:
+        return (
+            f"the management API at {self.api.url} does not belong to the broker at "
+            f"{', '.join(host_port(u)[0] + ':' + str(host_port(u)[1]) for u in self.urls)}"
+        )
 
     def label(self, node: str) -> str:
         """``nodeK`` for the node the K-th URL reaches, else the node's own name."""
@@ -66,13 +80,17 @@ class BrokerSteps:
         return self._labels.get(node, node)
 
     def sampler(self) -> Sampler:
-        """Node processes by PID when known, else the management API."""
-        return ProcessSampler(self.pids) if self.pids else ManagementSampler(self.api)
+        """Node processes by PID when known, else the management API, else nothing."""
+        if self.pids:
+            return ProcessSampler(self.pids)
+        return ManagementSampler(self.api) if self.ours else ProcessSampler({})
 
     async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None:
         """Set the step's mirroring policy (``mirrored`` only). Raises ManagementError."""
         await asyncio.to_thread(self.label, "")  # learn the node names off the event loop
         if queue_type == "mirrored":
+            if not self.ours:
+                raise ManagementError(f"cannot mirror the step's queues: {self._refuse()}")
             pattern = "^" + re.escape(marker)
             await asyncio.to_thread(mirror, self.api, pattern, replicas, _policy(marker))
 
@@ -83,6 +101,8 @@ class BrokerSteps:
 
     def _inspect(self, marker: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        if not self.ours:
+            return {"error": self._refuse()}
         try:
             names = sorted(q["name"] for q in self.api.queues() if marker in str(q.get("name")))
             out["queues"] = [self._home(n) for n in names]
@@ -103,6 +123,8 @@ class BrokerSteps:
         await asyncio.to_thread(self._finish, marker, queue_type)
 
     def _finish(self, marker: str, queue_type: str) -> None:
+        if queue_type == "classic" or not self.ours:
+            return
         try:
             if queue_type == "mirrored":
                 unmirror(self.api, _policy(marker))
