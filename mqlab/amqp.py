@@ -26,7 +26,8 @@ exchanges it declared that nothing binds (``if_unused``).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from mqlab.transport import Target
 
@@ -52,6 +53,13 @@ class QueueDecl:
     exclusive: bool
     #: (exchange, routing key) pairs to bind after declaring
     bindings: tuple[tuple[str, str], ...] = ()
+    #: declare arguments as (key, value) pairs, e.g. (("x-queue-type", "quorum"),)
+    arguments: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def args(self) -> dict[str, Any] | None:
+        """The declare arguments as a client library takes them (None: none)."""
+        return dict(self.arguments) or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +87,34 @@ def rpc_exchanges(target: Target) -> tuple[ExchangeDecl, ExchangeDecl]:
     return rpc_exchange(target), fanout_exchange(target)
 
 
+def typed(decl: QueueDecl, queue_type: str) -> QueueDecl:
+    """``decl`` as a queue of ``queue_type``. A quorum queue is durable, never
+    auto-deleted, and declared with ``x-queue-type``; classic and mirrored queues
+    are declared alike (mirroring is a policy the core sets, not an argument)."""
+    if queue_type != "quorum":
+        return decl
+    return replace(decl, durable=True, auto_delete=False, arguments=(("x-queue-type", "quorum"),))
+
+
 def rpc_server_queues(target: Target, server: str) -> tuple[QueueDecl, QueueDecl, QueueDecl]:
-    """The three queues one RPC server consumes: shared topic, its own, its fanout copy."""
+    """The three queues one RPC server consumes: shared topic, its own, its fanout copy.
+    The first two are of ``target.queue_type``; the fanout copy stays classic: it
+    belongs to one server instance and goes with it."""
     ex = target.exchange
     fan = fanout_exchange(target).name
     keep = target.durable
+    kind = target.queue_type
     return (
-        QueueDecl(target.topic, keep, not keep, False, ((ex, target.topic),)),
-        QueueDecl(
-            f"{target.topic}.{server}", keep, not keep, False, ((ex, f"{target.topic}.{server}"),)
+        typed(QueueDecl(target.topic, keep, not keep, False, ((ex, target.topic),)), kind),
+        typed(
+            QueueDecl(
+                f"{target.topic}.{server}",
+                keep,
+                not keep,
+                False,
+                ((ex, f"{target.topic}.{server}"),),
+            ),
+            kind,
         ),
         # fanout copies are per server instance: never durable, gone with the server
         QueueDecl(f"{fan}_{server}", False, True, False, ((fan, ""),)),
@@ -120,7 +147,8 @@ def notification_queue(target: Target, pool: str) -> QueueDecl:
     """The queue a listener pool shares (oslo names it after the pool)."""
     key = notification_key(target)
     name = pool or key
-    return QueueDecl(name, target.durable, not target.durable, False, ((target.exchange, key),))
+    decl = QueueDecl(name, target.durable, not target.durable, False, ((target.exchange, key),))
+    return typed(decl, target.queue_type)
 
 
 def notification_route(target: Target) -> Route:

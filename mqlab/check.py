@@ -38,6 +38,14 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
                     f"driver {d.name!r} (plugin {d.plugin!r}) does not support "
                     f"{sc.pattern!r}; limit the scenario with drivers = [...]",
                 )
+            kind = dict(d.queue_types).get(sc.type_key) or getattr(sc, sc.type_key)
+            if kind != "classic" and not cls.features.queue_types:
+                raise ProfileError(
+                    profile.path,
+                    f"scenario[{i}].{sc.type_key}",
+                    f"driver {d.name!r} (plugin {d.plugin!r}) has no broker queues to make "
+                    f"{kind}; limit the scenario with drivers = [...] or leave it classic",
+                )
             if sc.fanout and not cls.features.fanout:
                 raise ProfileError(
                     profile.path, f"scenario[{i}].fanout", f"plugin {d.plugin!r} has no fanout"

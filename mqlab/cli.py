@@ -216,6 +216,7 @@ def _run(
         on_snapshot, on_step, broker_pid,
         broker_label=servers.label(urls, server_of),
         queue_depth=servers.queue_depth(urls, server_of, handles),
+        broker_steps=servers.broker_steps(urls, server_of, handles),
     )  # fmt: skip
     status, message, code = "done", "", 0
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqlab.profile import DriverSpec, Profile, Scenario
+from mqlab.rabbitmq.placement import worker_urls
 
 #: seconds a step costs beyond warm-up and window: spawn, connect, drain, collect
 STEP_OVERHEAD = 3.0
@@ -32,6 +33,14 @@ class Step:
     @property
     def rate(self) -> float | None:
         return self.level if self.load == "rate" else None
+
+    @property
+    def queue_type(self) -> str:
+        """The queue type of the step's traffic kind: the driver's own setting, else the
+        scenario's."""
+        key = self.scenario.type_key
+        own = dict(self.driver.queue_types)
+        return own.get(key) or str(getattr(self.scenario, key))
 
     @property
     def label(self) -> str:
@@ -104,6 +113,7 @@ class WorkerSpec:
     clients: tuple[ClientRole, ...] = ()
     seed: int = 0
     ledger_dir: str = ""  # where servers keep their receipt bitmaps
+    queue_type: str = "classic"  # the servers' queues: classic | mirrored | quorum
 
     @property
     def role(self) -> str:
@@ -134,8 +144,11 @@ def layout(
     processes: int,
     in_process: bool,
     ledger_dir: str = "",
+    placement: tuple[str, str] = ("node1", "node1"),
 ) -> Layout:
-    """Assign the step's servers and clients to worker processes."""
+    """Assign the step's servers and clients to worker processes. ``placement`` is
+    (clients, servers): the node each side connects to first ("node1".. or "spread"),
+    unless the scenario says otherwise."""
     sc = step.scenario
     # a topic per step keeps one step's late messages out of the next
     base = f"{sc.topic}_{run_id}_{step.index}"
@@ -157,10 +170,12 @@ def layout(
     else:
         groups = 1
 
+    on_clients = sc.clients_on or placement[0]
+    on_servers = sc.servers_on or placement[1]
     common: dict[str, Any] = dict(
         plugin=step.driver.plugin,
-        urls=urls,
         options=options,
+        queue_type=step.queue_type,
         pattern=sc.pattern,
         exchange=sc.exchange,
         durable=sc.durable,
@@ -181,15 +196,31 @@ def layout(
     pairs = tuple((s.topic, s.name) for s in servers) if sc.targeted else ()
     clients = [ClientRole(i + 1, c, r, topics, pairs) for i, (c, r) in enumerate(loads)]
     if in_process:
-        one = WorkerSpec(worker="w0", servers=tuple(servers), clients=tuple(clients), **common)
+        one = WorkerSpec(
+            worker="w0",
+            servers=tuple(servers),
+            clients=tuple(clients),
+            urls=worker_urls(urls, on_servers, 0),
+            **common,
+        )
         return Layout((), (one,), groups, topics, base)
     server_specs = tuple(
-        WorkerSpec(worker=s.name, servers=(s,), seed=step.index * 1000 + i, **common)
+        WorkerSpec(
+            worker=s.name,
+            servers=(s,),
+            seed=step.index * 1000 + i,
+            urls=worker_urls(urls, on_servers, i),
+            **common,
+        )
         for i, s in enumerate(servers)
     )
     client_specs = tuple(
         WorkerSpec(
-            worker=f"c{c.client_id}", clients=(c,), seed=step.index * 1000 + 500 + i, **common
+            worker=f"c{c.client_id}",
+            clients=(c,),
+            seed=step.index * 1000 + 500 + i,
+            urls=worker_urls(urls, on_clients, i),
+            **common,
         )
         for i, c in enumerate(clients)
     )

@@ -18,6 +18,8 @@ from typing import Any
 from mqlab.codec import SERIALIZERS
 from mqlab.errors import ProfileError
 from mqlab.rabbitmq.cluster import MAX_NODES
+from mqlab.rabbitmq.placement import check_placement
+from mqlab.rabbitmq.queues import QUEUE_TYPES
 from mqlab.sizes import SizeSpec, parse_size
 
 PATTERNS = ("call", "cast", "notify")
@@ -56,6 +58,9 @@ class BrokerSettings:
     urls: tuple[str, ...]
     managed: bool = False
     nodes: int = 1  # a managed cluster's size (1 to mqlab.rabbitmq.MAX_NODES)
+    #: which node client / server workers connect to first: "node1".. or "spread"
+    clients: str = "node1"
+    servers: str = "node1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,8 @@ class DriverSpec:
     options: tuple[tuple[str, Any], ...] = ()
     #: the driver's own server URL(s) (``url``/``urls``); empty: the profile's [broker] url
     urls: tuple[str, ...] = ()
+    #: ``rpc_queue_type`` / ``notify_queue_type`` this driver uses whatever the scenario says
+    queue_types: tuple[tuple[str, str], ...] = ()
 
     @property
     def options_dict(self) -> dict[str, Any]:
@@ -90,6 +97,17 @@ class Scenario:
     message_size: SizeSpec
     drivers: tuple[str, ...] = ()  # empty: every driver
     name: str = ""
+    rpc_queue_type: str = "classic"  # call and cast queues: classic | mirrored | quorum
+    notify_queue_type: str = "classic"  # notification queues
+    #: a mirrored queue's copies in all (master included); None: one on every node
+    mirror_replicas: int | None = None
+    clients_on: str = ""  # placement; empty: [broker] clients
+    servers_on: str = ""  # placement; empty: [broker] servers
+
+    @property
+    def type_key(self) -> str:
+        """The queue-type field this scenario's pattern reads."""
+        return "notify_queue_type" if self.pattern == "notify" else "rpc_queue_type"
 
     @property
     def loads(self) -> tuple[tuple[str, float], ...]:
@@ -136,14 +154,16 @@ class Profile:
 # -- parsing ---------------------------------------------------------------
 
 _RUN_KEYS = {"name", "duration", "warmup", "repeat", "drain", "processes"}
-_BROKER_KEYS = {"url", "managed", "nodes"}
+_BROKER_KEYS = {"url", "managed", "nodes", "clients", "servers"}
+_QUEUE_TYPE_KEYS = ("rpc_queue_type", "notify_queue_type")
 #: keys of a [drivers.NAME] table that are not the plugin's options
-_DRIVER_KEYS = {"plugin", "url", "urls"}
+_DRIVER_KEYS = {"plugin", "url", "urls", *_QUEUE_TYPE_KEYS}
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 _DEFAULT_KEYS = {"serializer", "envelope", "message_size"}
 _SCENARIO_KEYS = {
     "pattern", "concurrency", "rate", "exchange", "topic", "durable", "timeout", "servers",
-    "pools", "fanout", "targeted", "targets", "drivers", "name",
+    "pools", "fanout", "targeted", "targets", "drivers", "name", "rpc_queue_type",
+    "notify_queue_type", "mirror_replicas", "clients_on", "servers_on",
 } | _DEFAULT_KEYS  # fmt: skip
 _TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario"}
 
@@ -277,7 +297,15 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
             "a cluster of nodes is started only with managed = true "
             "(a cluster you run yourself is given as a list in url)",
         )
-    broker = BrokerSettings(_urls(broker_r, "url", raw_url), managed, nodes)
+    urls = _urls(broker_r, "url", raw_url)
+    size = nodes if managed else len(urls)
+    broker = BrokerSettings(
+        urls,
+        managed,
+        nodes,
+        _placement(broker_r, "clients", "node1", size),
+        _placement(broker_r, "servers", "node1", size),
+    )
 
     drivers_t = top.table.get("drivers")
     if not isinstance(drivers_t, dict) or not drivers_t:
@@ -299,7 +327,9 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
             _urls(_Reader(path, where, table, set(table)), key, table[key]) if key in table else ()
         )
         opts = tuple(sorted((k, v) for k, v in table.items() if k not in _DRIVER_KEYS))
-        drivers.append(DriverSpec(name, plugin, opts, own))
+        typed = _Reader(path, where, table, set(table))
+        kinds = tuple((k, _queue_type(typed, k)) for k in _QUEUE_TYPE_KEYS if k in table)
+        drivers.append(DriverSpec(name, plugin, opts, own, kinds))
 
     defaults_r = _Reader(path, "defaults", top.table.get("defaults", {}), _DEFAULT_KEYS)
     defaults = _codec_settings(defaults_r, "json", True, parse_size("openstack"))
@@ -309,7 +339,7 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         raise ProfileError(path, "scenario", "expected at least one [[scenario]] table")
     names = {d.name for d in drivers}
     scenarios = tuple(
-        _scenario(_Reader(path, f"scenario[{i}]", raw, _SCENARIO_KEYS), defaults, names)
+        _scenario(_Reader(path, f"scenario[{i}]", raw, _SCENARIO_KEYS), defaults, names, size)
         for i, raw in enumerate(raw_scenarios)
     )
     return Profile(path, run, broker, tuple(drivers), scenarios, defaults)
@@ -330,7 +360,22 @@ def _codec_settings(r: _Reader, serializer: str, envelope: bool, size: SizeSpec)
     return out
 
 
-def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str]) -> Scenario:
+def _queue_type(r: _Reader, key: str) -> str:
+    value = r.string(key, "classic")
+    if value not in QUEUE_TYPES:
+        raise r.fail(key, f"expected one of {', '.join(QUEUE_TYPES)}, got {value!r}")
+    return value
+
+
+def _placement(r: _Reader, key: str, default: str, nodes: int) -> str:
+    value = r.string(key, default)
+    problem = check_placement(value, nodes)
+    if problem:
+        raise r.fail(key, problem)
+    return value
+
+
+def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str], nodes: int) -> Scenario:
     pattern = r.get("pattern", (str,), None, "call, cast or notify")
     if pattern not in PATTERNS:
         raise r.fail("pattern", f"expected one of call, cast, notify, got {pattern!r}")
@@ -387,4 +432,11 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str]) -> Sce
         message_size=codec["message_size"],
         drivers=tuple(only),
         name=r.string("name", pattern),
+        rpc_queue_type=_queue_type(r, "rpc_queue_type"),
+        notify_queue_type=_queue_type(r, "notify_queue_type"),
+        mirror_replicas=(
+            r.count("mirror_replicas", 1, 1) if "mirror_replicas" in r.table else None
+        ),
+        clients_on=_placement(r, "clients_on", "", nodes) if "clients_on" in r.table else "",
+        servers_on=_placement(r, "servers_on", "", nodes) if "servers_on" in r.table else "",
     )

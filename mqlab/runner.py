@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -29,6 +29,10 @@ from mqlab.plan import Layout, Plan, Step, layout
 from mqlab.snapshot import RunSnapshot, StepRow
 from mqlab.urls import mask
 from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool, process
+
+if TYPE_CHECKING:
+    from mqlab.rabbitmq.sampler import NodeSample, Sampler
+    from mqlab.rabbitmq.steps import BrokerSteps
 
 __all__ = ["Interrupted", "Runner", "StepFailed"]
 
@@ -54,6 +58,7 @@ class Runner:
         broker_pid: int | None = None,
         broker_label: str = "",
         queue_depth: QueueDepth | None = None,
+        broker_steps: BrokerSteps | None = None,
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -71,6 +76,10 @@ class Runner:
         self.started = time.monotonic()
         self.pool = WorkerPool(self.force)
         self.queue_depth = queue_depth
+        #: queue types, queue homes and per-node figures (a RabbitMQ broker), if any
+        self.broker_steps = broker_steps
+        self._node_ticks: list[list[NodeSample]] = []
+        self._broker_facts: dict[str, Any] = {}
         self._broker_cpu: list[float] = []
         self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
         self._drain: dict[str, Any] = {}
@@ -111,16 +120,24 @@ class Runner:
 
     async def run_step(self, step: Step) -> dict[str, Any]:
         run = self.plan.profile.run
+        broker = self.plan.profile.broker
+        sc = step.scenario
+        placement = (sc.clients_on or broker.clients, sc.servers_on or broker.servers)
         tmp = tempfile.mkdtemp(prefix="mqlab-step-")
         lay = layout(
             step, self.urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
-            self.in_process(step.driver.plugin), ledger_dir=tmp,
+            self.in_process(step.driver.plugin), ledger_dir=tmp, placement=placement,
         )  # fmt: skip
         self._broker_cpu = []
         self._drain = {}
+        self._node_ticks = []
+        self._broker_facts = {"placement": {"clients": placement[0], "servers": placement[1]}}
+        bsteps = self.broker_steps
         workers: list[Worker] = []
         try:
             self._show(step, "starting")
+            if bsteps is not None:
+                await bsteps.prepare(lay.marker, step.queue_type, sc.mirror_replicas)
             servers = await self.pool.spawn(lay.servers, tmp)
             workers += servers
             await self.pool.await_ready(servers)
@@ -128,6 +145,8 @@ class Runner:
             workers += clients
             await self.pool.await_ready(clients)
             interrupted = await self._measure(step, lay, workers, clients)
+            if bsteps is not None:  # while the servers still hold their queues
+                self._broker_facts.update(await bsteps.inspect(lay.marker))
             for w in workers:
                 await w.send({"type": "finish"})
             deadline = time.monotonic() + FINISH_TIMEOUT
@@ -142,6 +161,8 @@ class Runner:
             raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+            if bsteps is not None:
+                await bsteps.finish(lay.marker, step.queue_type)
         self.finished_rows.append(stepresult.row(record, record["status"]))
         self._show(step, record["status"], done=True)
         return record
@@ -166,6 +187,46 @@ class Runner:
         # CPU samples on the window's own seconds: primed at its start, then each second
         self._sample_cpu(workers, False)
         next_cpu = window_start
+        nodes = None
+        if self.broker_steps is not None:
+            sampler = self.broker_steps.sampler()
+            nodes = asyncio.create_task(self._sample_nodes(sampler, window_start))
+        try:
+            interrupted = await self._window_loop(step, lay, workers, clients, t0, next_cpu)
+        finally:
+            if nodes is not None:
+                nodes.cancel()
+                await asyncio.gather(nodes, return_exceptions=True)
+        # clients finish what is in flight (a call may wait for its timeout)
+        deadline = time.monotonic() + step.scenario.timeout + 5.0
+        while not all(w.done or w.gone for w in clients):
+            if time.monotonic() > deadline or self.force.is_set():
+                break
+            await asyncio.sleep(0.05)
+            self._show(step, "draining", workers=workers, lay=lay, t0=t0)
+        await self._drain_step(step, lay, workers, clients, t0)
+        return interrupted or self.interrupt.is_set()
+
+    async def _sample_nodes(self, sampler: Sampler, window_start: int) -> None:
+        """Each broker node's CPU and memory on the window's seconds (from its start)."""
+        from mqlab.rabbitmq.sampler import every
+
+        await asyncio.sleep(max(0.0, (window_start - time.monotonic_ns()) / 1e9))
+        async for tick in every(sampler):
+            self._node_ticks.append(tick)
+
+    async def _window_loop(
+        self,
+        step: Step,
+        lay: Layout,
+        workers: list[Worker],
+        clients: list[Worker],
+        t0: int,
+        next_cpu: int,
+    ) -> bool:
+        """The warm-up and the window, CPU sampled each second. True if interrupted."""
+        window_start, window_end = self._window
+        interrupted = False
         while (now := time.monotonic_ns()) < window_end:
             if self.interrupt.is_set():
                 interrupted = True
@@ -182,15 +243,7 @@ class Runner:
             self._show(step, phase, workers=workers, lay=lay, t0=t0)
         if not interrupted:
             self._sample_cpu(workers, True)  # the window's last (partial) second
-        # clients finish what is in flight (a call may wait for its timeout)
-        deadline = time.monotonic() + step.scenario.timeout + 5.0
-        while not all(w.done or w.gone for w in clients):
-            if time.monotonic() > deadline or self.force.is_set():
-                break
-            await asyncio.sleep(0.05)
-            self._show(step, "draining", workers=workers, lay=lay, t0=t0)
-        await self._drain_step(step, lay, workers, clients, t0)
-        return interrupted or self.interrupt.is_set()
+        return interrupted
 
     async def _drain_step(
         self, step: Step, lay: Layout, workers: list[Worker], clients: list[Worker], t0: int
@@ -295,6 +348,10 @@ class Runner:
             "samples": len(broker) if broker else max((len(w.cpu) for w in workers), default=0),
             "workers": cpu_workers,
         }
+        if self._node_ticks and self.broker_steps is not None:
+            from mqlab.rabbitmq.steps import node_figures
+
+            cpu["nodes"] = node_figures(self._node_ticks, self.broker_steps.label)
         return stepresult.Outcome(
             step=step,
             layout=lay,
@@ -310,6 +367,7 @@ class Runner:
             still_queued=self._drain.get("still_queued"),
             workers_lost=tuple(w.spec.worker for w in workers if w.final is None and not live),
             cpu=cpu,
+            broker=None if live else dict(self._broker_facts),
         )
 
     def broker_process(self) -> dict[str, Any] | None:

@@ -18,12 +18,15 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mqlab.backlog import QueueDepth, rabbit_depth_for
 from mqlab.errors import BrokerError
 from mqlab.profile import Profile
 from mqlab.urls import host_port, mask
+
+if TYPE_CHECKING:
+    from mqlab.rabbitmq.steps import BrokerSteps
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,8 @@ class ServerHandle:
     facts: Mapping[str, Any] = field(default_factory=dict)
     #: an HTTP API that can tell queue depths (RabbitMQ's management API), if any
     management_url: str | None = None
+    #: node name -> pid, in node order, for per-node figures
+    node_pids: Mapping[str, int] = field(default_factory=dict)
 
 
 class ManagedServer(Protocol):
@@ -80,7 +85,7 @@ class RabbitMQ:
         what = f"node {cluster.name}" if nodes == 1 else f"{nodes}-node cluster {cluster.name}"
         return ServerHandle(
             "rabbitmq", f"RabbitMQ {what}", tuple(cluster.urls), tuple(cluster.pids.values()),
-            state_dir, facts, cluster.management_url,
+            state_dir, facts, cluster.management_url, cluster.pids,
         )  # fmt: skip
 
     def stop(self, handle: ServerHandle) -> None:
@@ -229,6 +234,32 @@ def queue_depth(
         if kind == "rabbitmq":
             handle = handles.get(kind)
             return rabbit_depth_for(urls[name], handle.management_url if handle else None)
+    return None
+
+
+def broker_steps(
+    urls: Mapping[str, tuple[str, ...]],
+    server_of: Mapping[str, str | None],
+    handles: Mapping[str, ServerHandle],
+) -> BrokerSteps | None:
+    """Queue types, queue homes and per-node figures for the run's RabbitMQ: a managed
+    one through its own API and node PIDs, a given one through the management API
+    beside its first AMQP URL (port 15672); None when no driver talks to RabbitMQ."""
+    from mqlab.rabbitmq.mgmt import Management
+    from mqlab.rabbitmq.steps import BrokerSteps
+
+    for name, kind in server_of.items():
+        if kind != "rabbitmq":
+            continue
+        handle = handles.get(kind)
+        if handle is not None and handle.management_url:
+            api = Management.beside(handle.urls[0], handle.management_url)
+            return BrokerSteps(api, handle.urls, handle.node_pids)
+        for url in urls[name]:
+            if url.startswith(("amqp://", "amqps://")):
+                host, _ = host_port(url)
+                api = Management.beside(url, f"http://{host}:15672")
+                return BrokerSteps(api, urls[name])
     return None
 
 

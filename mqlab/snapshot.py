@@ -31,6 +31,9 @@ class StepRow:
     cpu_clients: float | None = None
     cpu_servers: float | None = None
     cpu_broker: float | None = None
+    #: (broker node, mean CPU %) per node of a cluster, in node order
+    cpu_nodes: tuple[tuple[str, float | None], ...] = ()
+    queue_type: str = "classic"  # classic | mirrored | quorum
     flags: tuple[str, ...] = ()  # could_not_keep_up | backlog_growing | unaccounted
 
 

@@ -44,6 +44,8 @@ class Outcome:
     still_queued: int | None = None  # messages the broker still held when the drain ended
     workers_lost: tuple[str, ...] = ()
     cpu: dict[str, Any] | None = None
+    #: broker-side facts of the step: placement, queues (where each lives), connections
+    broker: dict[str, Any] | None = None
 
 
 def throughput(per_second: list[int], first: int, seconds: int) -> dict[str, Any]:
@@ -181,6 +183,7 @@ def build(o: Outcome) -> dict[str, Any]:
         "envelope": sc.envelope,
         "message_size": sc.message_size.text,
         "durable": sc.durable,
+        "queue_type": step.queue_type,
         "timeout_s": sc.timeout,
         "status": "interrupted" if o.interrupted else "done",
         "workers_lost": list(o.workers_lost),
@@ -213,6 +216,7 @@ def build(o: Outcome) -> dict[str, Any]:
             "p99_ms": p99,
         },
     }
+    record.update(o.broker or {})
     return record
 
 
@@ -246,5 +250,7 @@ def row(record: dict[str, Any], phase: str, rate_now: float | None = None) -> St
         cpu_clients=cpu.get("clients_percent"),
         cpu_servers=cpu.get("servers_percent"),
         cpu_broker=cpu.get("broker_percent"),
+        cpu_nodes=tuple((n["node"], n["cpu_percent"]) for n in cpu.get("nodes") or ()),
+        queue_type=record.get("queue_type", "classic"),
         flags=tuple(f["code"] for f in record.get("flags", ())),
     )

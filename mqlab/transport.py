@@ -81,9 +81,15 @@ class Target:
     fanout: bool = False
     durable: bool = False
     priority: str = "info"  # notifications only: routing key <topic>.<priority>
+    #: the broker queue type a server declares its queues as: "classic", "mirrored"
+    #: (classic; the core sets the mirroring policy) or "quorum"; plugins that
+    #: declare ``Features.queue_types`` honour it, the core refuses it for the others
+    queue_type: str = "classic"
 
     def to_server(self, server: str) -> Target:
-        return Target(self.exchange, self.topic, server, False, self.durable, self.priority)
+        return Target(
+            self.exchange, self.topic, server, False, self.durable, self.priority, self.queue_type
+        )
 
     def describe(self) -> str:
         """How messages name this target: ``'exchange/topic.server'``, ``(fanout)`` added."""
@@ -109,6 +115,8 @@ class Features:
     #: with ``[broker] managed = true`` the core starts one of these for the run
     server: str | None = None
     in_process: bool = False  # True: servers and clients must share one process
+    #: honours Target.queue_type (classic, mirrored, quorum RabbitMQ queues)
+    queue_types: bool = False
 
     @property
     def needs_server(self) -> bool:

@@ -67,7 +67,16 @@ def _cpu(row: StepRow) -> str:
         for label, v in (("c", row.cpu_clients), ("s", row.cpu_servers), ("b", row.cpu_broker))
         if v is not None
     ]
+    # a cluster: each node's CPU after the broker total, named by its place (n1, n2, ...)
+    nodes = [f"n{i} {v:.0f}" for i, (_, v) in enumerate(row.cpu_nodes, 1) if v is not None]
+    if len(row.cpu_nodes) > 1 and nodes:
+        parts.append("[" + " ".join(nodes) + "]")
     return " ".join(parts) or "-"
+
+
+def _pattern(pattern: str, queue_type: str) -> str:
+    """The pattern, with its queue type when it is not the default (classic)."""
+    return pattern if queue_type == "classic" else f"{pattern} ({queue_type})"
 
 
 def step_table(title: str, rows: Iterable[StepRow], live: bool) -> Table:
@@ -84,7 +93,7 @@ def step_table(title: str, rows: Iterable[StepRow], live: bool) -> Table:
         table.add_row(
             str(r.index + 1),
             r.driver,
-            r.pattern,
+            _pattern(r.pattern, r.queue_type),
             r.load,
             r.phase,
             _num(r.sent),
@@ -132,7 +141,8 @@ def plain_line(row: StepRow, total: int) -> str:
     unacc = f" unaccounted={row.unaccounted:,}" if row.unaccounted else ""
     flags = "".join(f" [{_FLAG_LABEL.get(c, c)}]" for c in row.flags)
     return (
-        f"[{row.index + 1}/{total}] {row.driver} {row.pattern} {row.load} {row.phase}: "
+        f"[{row.index + 1}/{total}] {row.driver} {_pattern(row.pattern, row.queue_type)} "
+        f"{row.load} {row.phase}: "
         f"sent={row.sent:,} received={row.received:,}{rt} lost={_num(row.lost)}{unacc} "
         f"dup={row.duplicates} errors={row.errors} failed={_failed(row.failed_percent)} "
         f"msg/s={_num(row.rate_mean, '{:,.0f}')} "
@@ -200,7 +210,7 @@ def _cells(s: dict[str, Any], base: dict[str, Any], first: bool) -> list[str]:
     codes = [f["code"] if isinstance(f, dict) else f for f in flags]
     lost = f"{s['lost']:,}" + (f" +{s['unaccounted']:,}?" if s.get("unaccounted") else "")
     return [
-        f"{s['scenario']} ({s['pattern']})",
+        f"{s['scenario']} ({_pattern(s['pattern'], s.get('queue_type', 'classic'))})",
         _load(s),
         s["driver"],
         _num(tp["mean"], "{:,.0f}"),

@@ -58,7 +58,9 @@ async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec) -> Transport:
     await transport.start()
     try:
         for srv in spec.servers:
-            target = Target(spec.exchange, srv.topic, srv.name, False, spec.durable)
+            target = Target(
+                spec.exchange, srv.topic, srv.name, False, spec.durable, queue_type=spec.queue_type
+            )
             handler = server_handler(codec, rec, srv.group, spec.pattern == "call")
             if spec.pattern == "notify":
                 await transport.serve_notifications(target, srv.pool, handler)
@@ -77,8 +79,14 @@ async def _close(transport: Transport) -> None:
 
 def _client_targets(spec: WorkerSpec, role: ClientRole) -> list[Target]:
     if spec.targeted and role.pairs:
-        return [Target(spec.exchange, t, s, False, spec.durable) for t, s in role.pairs]
-    return [Target(spec.exchange, t, None, spec.fanout, spec.durable) for t in role.topics]
+        return [
+            Target(spec.exchange, t, s, False, spec.durable, queue_type=spec.queue_type)
+            for t, s in role.pairs
+        ]
+    return [
+        Target(spec.exchange, t, None, spec.fanout, spec.durable, queue_type=spec.queue_type)
+        for t in role.topics
+    ]
 
 
 async def serve(host: str, port: int, name: str) -> int:

@@ -121,16 +121,20 @@ class Management:
 
     def clear_policy(self, name: str, vhost: str = "/") -> None:
         """Remove a policy; one that does not exist is already cleared."""
-        try:
-            self.request("DELETE", f"/api/policies/{_q(vhost)}/{_q(name)}")
-        except ManagementError as exc:
-            if exc.status != 404:
-                raise
+        self._delete(f"/api/policies/{_q(vhost)}/{_q(name)}")
+
+    def delete_queue(self, name: str, vhost: str = "/") -> None:
+        """Delete a queue, messages and all; one already gone is fine."""
+        self._delete(f"/api/queues/{_q(vhost)}/{_q(name)}")
 
     def close_connection(self, name: str, reason: str = "closed by mqlab") -> None:
         """Close a client connection (the client sees ``reason``); one already gone is fine."""
+        self._delete(f"/api/connections/{_q(name)}", {"X-Reason": reason})
+
+    def _delete(self, path: str, headers: dict[str, str] | None = None) -> None:
+        """DELETE ``path``; what is already gone (404) is what was asked for."""
         try:
-            self.request("DELETE", f"/api/connections/{_q(name)}", headers={"X-Reason": reason})
+            self.request("DELETE", path, headers=headers)
         except ManagementError as exc:
             if exc.status != 404:
                 raise

@@ -38,6 +38,7 @@ async def declare_queue(channel: AbstractChannel, decl: QueueDecl) -> None:
         durable=decl.durable,
         exclusive=decl.exclusive,
         auto_delete=decl.auto_delete,
+        arguments=decl.args,
     )
     for exchange, key in decl.bindings:
         await channel.queue_bind(decl.name, exchange, routing_key=key)

@@ -68,7 +68,12 @@ class AiormqTransport(Transport):
 
     wire: ClassVar[str] = amqp.WIRE
     features: ClassVar[Features] = Features(
-        at_most_once=True, mandatory=True, durable=True, fanout=True, server="rabbitmq"
+        at_most_once=True,
+        mandatory=True,
+        durable=True,
+        fanout=True,
+        server="rabbitmq",
+        queue_types=True,
     )
     option_specs: ClassVar[Mapping[str, Option]] = OPTIONS
 

@@ -92,6 +92,7 @@ class Topology:
                     durable=decl.durable,
                     auto_delete=decl.auto_delete,
                     exclusive=decl.exclusive,
+                    arguments=decl.args,
                     timeout=TIMEOUT,
                 )
                 for exchange, key in decl.bindings:

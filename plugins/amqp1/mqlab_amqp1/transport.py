@@ -105,7 +105,12 @@ class Amqp1Transport(Transport):
 
     wire: ClassVar[str] = "amqp10"
     features: ClassVar[Features] = Features(
-        at_most_once=True, mandatory=False, durable=True, fanout=True, server="rabbitmq"
+        at_most_once=True,
+        mandatory=False,
+        durable=True,
+        fanout=True,
+        server="rabbitmq",
+        queue_types=True,
     )
     option_specs: ClassVar[Mapping[str, Option]] = {
         "presettled": Option(

@@ -114,6 +114,7 @@ class Consumers:
                     durable=decl.durable,
                     exclusive=decl.exclusive,
                     auto_delete=decl.auto_delete,
+                    arguments=decl.args,
                 )
                 for exchange, key in decl.bindings:
                     await queue.bind(exchange, key)

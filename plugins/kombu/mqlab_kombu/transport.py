@@ -55,7 +55,12 @@ class KombuTransport(Transport):
     # at_most_once: consumers always ack, and a republish may duplicate, so
     # at-most-once cannot be configured (as oslo says of the kombu driver)
     features = Features(
-        at_most_once=False, mandatory=False, durable=True, fanout=True, server="rabbitmq"
+        at_most_once=False,
+        mandatory=False,
+        durable=True,
+        fanout=True,
+        server="rabbitmq",
+        queue_types=True,
     )
     option_specs: ClassVar[Mapping[str, Option]] = {
         "retry": Option(

@@ -331,6 +331,7 @@ class Link:
             durable=queue.durable,
             exclusive=queue.exclusive,
             auto_delete=queue.auto_delete,
+            arguments=queue.args,
         )
         for exchange, key in queue.bindings:
             await chan.call(chan.channel.queue_bind, queue.name, exchange, routing_key=key)

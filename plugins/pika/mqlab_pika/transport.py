@@ -44,7 +44,12 @@ class PikaTransport(Transport):
 
     wire: ClassVar[str] = amqp.WIRE
     features: ClassVar[Features] = Features(
-        at_most_once=True, mandatory=True, durable=True, fanout=True, server="rabbitmq"
+        at_most_once=True,
+        mandatory=True,
+        durable=True,
+        fanout=True,
+        server="rabbitmq",
+        queue_types=True,
     )
     option_specs = OPTIONS
 
