@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqlab.terminal import printable_doc
+
 SCHEMAS = (1, 2)
 PERCENTILES = ("p50", "p90", "p99", "p999", "max")
 
@@ -336,11 +338,14 @@ def load_run(path: str | Path) -> Run:
         raise ResultsError(f"{p}: is a directory, not a results file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{p}: cannot read it: {exc}") from None
+    except RecursionError:
+        raise ResultsError(f"{p}: nested too deeply to be a results file") from None
     except json.JSONDecodeError as exc:
         raise ResultsError(
             f"{p}: not JSON ({exc.msg} at line {exc.lineno}): give a results file "
             "written by `mqlab run`"
         ) from None
+    doc = printable_doc(doc)  # names are shown as text, whatever they hold
     if not isinstance(doc, dict) or "schema" not in doc or not isinstance(doc.get("steps"), list):
         raise ResultsError(
             f"{p}: not an mqlab results file (no schema and steps): give a file written by "
