@@ -25,6 +25,8 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MAX_SIZE_TABLE = 1000
 #: durations, timeouts and drains: a day is the longest run anyone measures
 MAX_DURATION_S = 24 * 3600.0
+#: a call's timeout and the drain: each is waited for after the window, step after step
+MAX_WAIT_S = 600.0
 #: open-loop msg/s per step (the pacer's schedule, not a promise the machine keeps it)
 MAX_RATE = 1_000_000.0
 MAX_REPEAT = 100
@@ -58,9 +60,13 @@ def finite(value: float, what: str) -> float:
     return value
 
 
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.6g}"
+
+
 def at_most(value: float, limit: float, what: str) -> None:
     if value > limit:
-        raise ValueError(f"{what} {value:g} is above mqlab's limit of {limit:,g}")
+        raise ValueError(f"{what} {_number(value)} is above mqlab's limit of {_number(limit)}")
 
 
 def _printable(text: str) -> str | None:

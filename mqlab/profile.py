@@ -223,11 +223,13 @@ class _Reader:
         self.checked(key, value, lambda v: limits.at_most(v, maximum, key))
         return int(value)
 
-    def duration(self, key: str, default: float) -> float:
-        """A finite duration, 0 .. a day (see :func:`parse_duration`)."""
+    def duration(self, key: str, default: float, maximum: float = limits.MAX_DURATION_S) -> float:
+        """A finite duration, 0 .. ``maximum`` seconds (see :func:`parse_duration`)."""
         if key not in self.table:
             return default
-        return float(self.checked(key, self.table[key], parse_duration))
+        seconds = float(self.checked(key, self.table[key], parse_duration))
+        self.checked(key, seconds, lambda v: limits.at_most(v, maximum, f"{key} (s)"))
+        return seconds
 
     def levels(self, key: str, number: type, minimum: float, maximum: float) -> tuple[Any, ...]:
         """One finite number or a list of them (one step each), minimum .. maximum."""
@@ -295,8 +297,8 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         duration=run_r.duration("duration", 10.0),
         warmup=run_r.duration("warmup", 2.0),
         repeat=run_r.count("repeat", 1, 1, limits.MAX_REPEAT),
-        drain=run_r.duration("drain", 30.0),
-        processes=run_r.count("processes", 1, 1, limits.processes_limit()),
+        drain=run_r.duration("drain", 30.0, limits.MAX_WAIT_S),
+        processes=run_r.count("processes", 1, 1, 10**9),  # limited in _check_plan_size
     )
 
     broker_r = _Reader(path, "broker", top.table.get("broker", {}), _BROKER_KEYS)
@@ -395,7 +397,7 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str]) -> Sce
     pattern = r.get("pattern", (str,), None, "call, cast or notify")
     if pattern not in PATTERNS:
         raise r.fail("pattern", f"expected one of call, cast, notify, got {pattern!r}")
-    concurrency = r.levels("concurrency", int, 1, limits.MAX_CONCURRENCY_PER_PROCESS * 64)
+    concurrency = r.levels("concurrency", int, 1, 10**9)  # per process: _check_plan_size
     rate = r.levels("rate", float, 0.001, limits.MAX_RATE)
     if bool(concurrency) == bool(rate):
         raise r.fail(
@@ -437,7 +439,7 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str]) -> Sce
         exchange=r.topic("exchange", default_exchange),
         topic=r.topic("topic", default_topic),
         durable=r.boolean("durable", False),
-        timeout=r.duration("timeout", 10.0),
+        timeout=r.duration("timeout", 10.0, limits.MAX_WAIT_S),
         servers=servers,
         pools=pools,
         fanout=fanout,
