@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import unicodedata
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from mqlab.errors import ProfileError
 from mqlab.urls import DEFAULT_PORTS
+
+if TYPE_CHECKING:
+    from mqlab.profile import Profile
 
 #: a profile is a hand-written file; anything larger is a mistake (or /dev/zero)
 MAX_PROFILE_BYTES = 1024 * 1024
@@ -127,3 +133,55 @@ def url(text: str) -> str:
     if port == 0:
         raise ValueError(f"port 0 in {scheme}://…@{hostpart[:60]}; use 1..65535")
     return text
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: object) -> float:
+    """``"20s"``, ``"500ms"``, ``"2m"``, ``"1h"`` or a number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f'expected a duration like "20s", "500ms" or "2m", got {value!r}')
+    seconds: float | None = None
+    if isinstance(value, int | float):
+        seconds = finite(float(value), "a finite duration")
+        if seconds < 0:
+            raise ValueError(f"expected a duration >= 0, got {value!r}")
+    elif isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            seconds = float(m.group(1)) * _UNIT[m.group(2)]
+    if seconds is None:
+        shown = repr(value)[:40]
+        raise ValueError(f'expected a duration like "20s", "500ms" or "2m", got {shown}')
+    at_most(seconds, MAX_DURATION_S, "duration (s)")
+    return seconds
+
+
+def check_plan(profile: Profile, origin: str = "") -> None:
+    """Refuse a run the machine cannot start: an empty window, too many steps or tasks."""
+    path, run = profile.path, profile.run
+    if run.duration <= 0:
+        raise ProfileError(path, f"{origin}run.duration", "expected a duration > 0")
+    cap = processes_limit()
+    if run.processes > cap:
+        raise ProfileError(
+            path, f"{origin}run.processes", f"{run.processes} is above mqlab's limit of {cap} "
+            f"({MAX_PROCESSES_PER_CORE} per CPU core of this machine)",
+        )  # fmt: skip
+    steps = 0
+    for i, sc in enumerate(profile.scenarios):
+        drivers = len(sc.drivers) or len(profile.drivers)
+        steps += run.repeat * len(sc.loads) * drivers
+        per_process = max(sc.concurrency, default=0) / run.processes
+        if per_process > MAX_CONCURRENCY_PER_PROCESS:
+            raise ProfileError(
+                path, f"scenario[{i}].concurrency", f"{per_process:,.0f} senders per process is "
+                f"above mqlab's limit of {MAX_CONCURRENCY_PER_PROCESS:,}; "
+                "raise run.processes or lower concurrency",
+            )  # fmt: skip
+    if steps > MAX_STEPS:
+        raise ProfileError(
+            path, "run.repeat", f"{steps:,} steps is above mqlab's limit of {MAX_STEPS:,}"
+        )

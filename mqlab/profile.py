@@ -9,7 +9,6 @@ rename.
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -19,32 +18,10 @@ from typing import Any
 from mqlab import limits
 from mqlab.codec import SERIALIZERS
 from mqlab.errors import ProfileError
+from mqlab.limits import parse_duration as parse_duration  # part of this module's interface
 from mqlab.sizes import SizeSpec, parse_size
 
 PATTERNS = ("call", "cast", "notify")
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(value: object) -> float:
-    """``"20s"``, ``"500ms"``, ``"2m"``, ``"1h"`` or a number of seconds -> seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f'expected a duration like "20s", "500ms" or "2m", got {value!r}')
-    seconds: float | None = None
-    if isinstance(value, int | float):
-        seconds = limits.finite(float(value), "a finite duration")
-        if seconds < 0:
-            raise ValueError(f"expected a duration >= 0, got {value!r}")
-    elif isinstance(value, str):
-        m = _DURATION.match(value)
-        if m:
-            seconds = float(m.group(1)) * _UNIT[m.group(2)]
-    if seconds is None:
-        shown = repr(value)[:40]
-        raise ValueError(f'expected a duration like "20s", "500ms" or "2m", got {shown}')
-    limits.at_most(seconds, limits.MAX_DURATION_S, "duration (s)")
-    return seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +117,7 @@ class Profile:
                 raise ProfileError("--broker", "", str(exc)) from None
             brk = BrokerSettings(urls, managed=False)
         profile = replace(self, run=run, broker=brk)
-        _check_plan_size(profile, "command line: ")
+        limits.check_plan(profile, "command line: ")
         return profile
 
 
@@ -298,7 +275,7 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         warmup=run_r.duration("warmup", 2.0),
         repeat=run_r.count("repeat", 1, 1, limits.MAX_REPEAT),
         drain=run_r.duration("drain", 30.0, limits.MAX_WAIT_S),
-        processes=run_r.count("processes", 1, 1, 10**9),  # limited in _check_plan_size
+        processes=run_r.count("processes", 1, 1, 10**9),  # limited in limits.check_plan
     )
 
     broker_r = _Reader(path, "broker", top.table.get("broker", {}), _BROKER_KEYS)
@@ -346,36 +323,8 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         for i, raw in enumerate(raw_scenarios)
     )
     profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults)
-    _check_plan_size(profile)
+    limits.check_plan(profile)
     return profile
-
-
-def _check_plan_size(profile: Profile, origin: str = "") -> None:
-    """Refuse a run the machine cannot start: an empty window, too many steps or tasks."""
-    path, run = profile.path, profile.run
-    if run.duration <= 0:
-        raise ProfileError(path, f"{origin}run.duration", "expected a duration > 0")
-    cap = limits.processes_limit()
-    if run.processes > cap:
-        raise ProfileError(
-            path, f"{origin}run.processes", f"{run.processes} is above mqlab's limit of {cap} "
-            f"({limits.MAX_PROCESSES_PER_CORE} per CPU core of this machine)",
-        )  # fmt: skip
-    steps = 0
-    for i, sc in enumerate(profile.scenarios):
-        drivers = len(sc.drivers) or len(profile.drivers)
-        steps += run.repeat * len(sc.loads) * drivers
-        per_process = max(sc.concurrency, default=0) / run.processes
-        if per_process > limits.MAX_CONCURRENCY_PER_PROCESS:
-            raise ProfileError(
-                path, f"scenario[{i}].concurrency", f"{per_process:,.0f} senders per process is "
-                f"above mqlab's limit of {limits.MAX_CONCURRENCY_PER_PROCESS:,}; "
-                "raise run.processes or lower concurrency",
-            )  # fmt: skip
-    if steps > limits.MAX_STEPS:
-        raise ProfileError(
-            path, "run.repeat", f"{steps:,} steps is above mqlab's limit of {limits.MAX_STEPS:,}"
-        )
 
 
 def _codec_settings(r: _Reader, serializer: str, envelope: bool, size: SizeSpec) -> dict[str, Any]:
@@ -397,7 +346,7 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str]) -> Sce
     pattern = r.get("pattern", (str,), None, "call, cast or notify")
     if pattern not in PATTERNS:
         raise r.fail("pattern", f"expected one of call, cast, notify, got {pattern!r}")
-    concurrency = r.levels("concurrency", int, 1, 10**9)  # per process: _check_plan_size
+    concurrency = r.levels("concurrency", int, 1, 10**9)  # per process: limits.check_plan
     rate = r.levels("rate", float, 0.001, limits.MAX_RATE)
     if bool(concurrency) == bool(rate):
         raise r.fail(
