@@ -63,15 +63,20 @@ def remember_values(values: Iterable[tuple[str, Any]]) -> None:
         elif isinstance(value, str):
             if "://" in value:
                 secret = password(value)
-                if secret:
+                # a password equal to the user name (guest:guest) is shown with the user
+                # anyway; scrubbing it would hide every user name in every message
+                if secret and secret != unquote(_userinfo(value).partition(":")[0]):
                     _secrets.update({secret, unquote(secret), _raw_password(value)})
             elif is_secret_name(key) and value:
                 _secrets.add(value)
 
 
+def _userinfo(url: str) -> str:
+    return url.partition("://")[2].rpartition("@")[0]
+
+
 def _raw_password(url: str) -> str:
-    userinfo = url.partition("://")[2].rpartition("@")[0]
-    return userinfo.partition(":")[2]
+    return _userinfo(url).partition(":")[2]
 
 
 def remember(urls: Iterable[str], options: Iterable[tuple[str, Any]] = ()) -> None:

@@ -55,7 +55,7 @@ BAD = {
         LOOPBACK + '[[scenario]]\npattern = "cast"\nconcurrency = 1\n' * 100,
         "scenario",
         "limit is 100",
-    ),  # fmt: skip
+    ),
     "servers": (SCENARIO + "concurrency = 1\nservers = 100000\n", "servers", "limit of 64"),
     # class 8: settings the machine cannot honour
     "concurrency": (SCENARIO + "concurrency = 1000000\n", "concurrency", "per process"),
@@ -73,7 +73,7 @@ BAD = {
         'pattern = "cast"\nconcurrency = 1\n',
         "drivers.lb.url",
         "IPv6",
-    ),  # fmt: skip
+    ),
     "long topic": (SCENARIO + f'concurrency = 1\ntopic = "{"t" * 300}"\n', "topic", "limit"),
     "topic bytes": (SCENARIO + f'concurrency = 1\ntopic = "{"é" * 100}"\n', "topic", "bytes"),
     "topic space": (SCENARIO + 'concurrency = 1\ntopic = "a b"\n', "topic", "space"),
@@ -81,7 +81,7 @@ BAD = {
         '[drivers.""]\nplugin = "loopback"\n[[scenario]]\npattern = "cast"\nconcurrency = 1\n',
         "drivers.''",
         "non-empty driver name",
-    ),  # fmt: skip
+    ),
     "blank name": ('[run]\nname = "   "\n' + LOOPBACK, "run.name", "non-empty"),
     "long name": (f'[run]\nname = "{"n" * 65}"\n' + LOOPBACK, "run.name", "limit is 64"),
     "escape in name": ('[run]\nname = "a\\u001b[2Jb"\n' + LOOPBACK, "run.name", "\\x1b"),
@@ -90,7 +90,7 @@ BAD = {
         "concurrency = 1\n",
         "drivers.'a\\x07'",
         "\\x07",
-    ),  # fmt: skip
+    ),
     "newline in scenario": (LOOPBACK + 'name = "a\\nb"\n', "name", "\\n"),
 }
 

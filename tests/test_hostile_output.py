@@ -39,7 +39,7 @@ drivers = ["lb"]
 
 
 def _leaks(text: str) -> list[str]:
-    return [s for s in SECRETS + ("s3cr", "hunter2") if s in text]
+    return [s for s in (*SECRETS, "s3cr", "hunter2") if s in text]
 
 
 # -- class 1: secrets ----------------------------------------------------------------
@@ -70,6 +70,9 @@ def test_no_secret_in_error_lines_or_logs(tmp_path: Path) -> None:
     redact.remember([f"amqp://u:{SECRETS[0]}@h/"], [("api_token", "tok-123456")])
     line = redact.scrub(f"login failed for amqp://u:{SECRETS[0]}@h/ (password {SECRETS[0]})")
     assert not _leaks(line) and "tok-123456" not in redact.scrub("auth tok-123456 refused")
+    # a password that is its own user name is shown with the user anyway: names stay readable
+    redact.remember(["amqp://guest:guest@h/"])
+    assert redact.scrub("login refused for user guest") == "login refused for user guest"
     # a library's log record goes through the same scrubbing
     proc = subprocess.run(
         [sys.executable, "-c",
@@ -150,9 +153,7 @@ def test_two_runs_never_share_a_results_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["../../escape", "/tmp/abs", "a/b/c", "..", ".hidden", "ü [x]"])
-def test_default_results_path_stays_in_results_with_a_safe_name(
-    tmp_path: Path, name: str
-) -> None:
+def test_default_results_path_stays_in_results_with_a_safe_name(tmp_path: Path, name: str) -> None:
     work = tmp_path / "deep" / "work"
     work.mkdir(parents=True)
     profile = write_profile(work / "p.toml", f"[run]\nname = {json.dumps(name)}\n" +
@@ -258,13 +259,21 @@ def test_escape_sequences_in_a_results_file_never_reach_the_terminal(
         ("[]", "expected a JSON object"),
         ('{"schema": 1}', "unsupported results schema"),
         ('{"schema": 2}', "'steps'"),
-        ('{"schema": 2, "steps": [1], "profile": {}, "environment": {}, "status": "done"}',
-         "a step"),  # fmt: skip
-        ('{"schema": 2, "steps": [{"driver": NaN}], "profile": {}, "environment": {}, '
-         '"status": "done"}', "not strict JSON"),  # fmt: skip
+        (
+            '{"schema": 2, "steps": [1], "profile": {}, "environment": {}, "status": "done"}',
+            "a step",
+        ),
+        (
+            '{"schema": 2, "steps": [{"driver": NaN}], "profile": {}, "environment": {}, '
+            '"status": "done"}',
+            "not strict JSON",
+        ),
         ("[" * 100000 + "]" * 100000, "nested too deeply"),
-        ('{"schema": 2, "steps": [{"throughput": "x"}], "profile": {"run": []}, '
-         '"environment": {}, "status": "done"}', "not a results file mqlab can show"),  # fmt: skip
+        (
+            '{"schema": 2, "steps": [{"throughput": "x"}], "profile": {"run": []}, '
+            '"environment": {}, "status": "done"}',
+            "not a results file mqlab can show",
+        ),
         ("\xff\xfe", "cannot read"),
     ],
 )
@@ -276,3 +285,17 @@ def test_show_refuses_files_of_the_wrong_shape_in_one_line(
     assert main(["show", str(path)]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and words in err, err
+
+
+def test_report_output_follows_the_same_file_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = write_profile(tmp_path / "p.toml", QUICK + LOOPBACK)
+    out = tmp_path / "r.json"
+    assert mqlab("run", str(profile), "-o", str(out), "-q").returncode == 0
+    notes = write_profile(tmp_path / "notes.html", "<p>mine</p>\n")
+    for target in (notes, out, Path("/dev/null"), tmp_path):
+        assert main(["report", str(out), "-o", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and str(target) in err, err
+    assert notes.read_text() == "<p>mine</p>\n" and strict_json(out)["status"] == "done"
