@@ -34,7 +34,7 @@ MAX_DURATION_S = 24 * 3600.0
 #: a call's timeout and the drain: each is waited for after the window, step after step
 MAX_WAIT_S = 600.0
 #: open-loop msg/s per step (the pacer's schedule, not a promise the machine keeps it)
-MAX_RATE = 1_000_000.0
+MAX_RATE = 10_000_000.0
 MAX_REPEAT = 100
 MAX_SCENARIOS = 100
 #: values of one concurrency or rate list

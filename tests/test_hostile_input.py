@@ -49,7 +49,7 @@ BAD = {
     ),
     "size range": (LOOPBACK + 'message_size = "1..999999999"\n', "message_size", "limit"),
     "size table": (LOOPBACK + "message_size = [[99999999, 1]]\n", "message_size", "limit"),
-    "rate": (SCENARIO + "rate = 1e12\n", "rate", "limit of 1,000,000"),
+    "rate": (SCENARIO + "rate = 1e12\n", "rate", "limit of 10,000,000"),
     "levels": (SCENARIO + f"concurrency = {list(range(1, 200))}\n", "concurrency", "limit"),
     "scenarios": (
         LOOPBACK + '[[scenario]]\npattern = "cast"\nconcurrency = 1\n' * 100,
