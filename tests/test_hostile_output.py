@@ -10,6 +10,7 @@ import json
 import os
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -106,8 +107,13 @@ def test_login_failure_against_a_real_broker_never_shows_the_password(
 @pytest.mark.parametrize("target", ["/dev/null", "profile", "foreign", "directory", "fifo"])
 def test_output_never_replaces_what_mqlab_did_not_write(tmp_path: Path, target: str) -> None:
     profile = write_profile(tmp_path / "p.toml", QUICK + LOOPBACK)
+    device = tmp_path / "null"
+    try:  # a private copy of /dev/null: a broken policy must not take the machine's
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        device = Path("/dev/null")
     paths = {
-        "/dev/null": Path("/dev/null"),
+        "/dev/null": device,
         "profile": profile,
         "foreign": write_profile(tmp_path / "notes.txt", "my notes\n"),
         "directory": tmp_path,
@@ -120,7 +126,7 @@ def test_output_never_replaces_what_mqlab_did_not_write(tmp_path: Path, target: 
     refused(mqlab("run", str(profile), "-o", str(path)), str(path))
     if before is not None and path.is_file():
         assert path.stat().st_mtime_ns == before.st_mtime_ns and path.stat().st_ino == before.st_ino
-    assert Path("/dev/null").is_char_device()
+    assert device.is_char_device() and Path("/dev/null").is_char_device()
 
 
 def test_a_results_file_mqlab_wrote_may_be_written_again(tmp_path: Path) -> None:
@@ -251,6 +257,24 @@ def test_escape_sequences_in_a_results_file_never_reach_the_terminal(
         captured = capsys.readouterr()
         assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out
         assert "\\x1b[31mred" in captured.out
+
+
+def test_the_console_prints_any_text_as_text() -> None:
+    import io
+
+    from rich.table import Table
+
+    from mqlab.terminal import SafeConsole
+
+    buf = io.StringIO()
+    console = SafeConsole(file=buf, width=120)
+    table = Table("driver")
+    table.add_row("\x1b[31mred[/] [bold]x\x07\r")
+    console.print(table)
+    console.print("broker said: \x1b]0;title\x07 [/red]")
+    text = buf.getvalue()
+    assert "\x1b" not in text and "\x07" not in text and "\r" not in text
+    assert "\\x1b[31mred[/] [bold]x\\x07\\r" in text and "[/red]" in text
 
 
 @pytest.mark.parametrize(
