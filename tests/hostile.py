@@ -42,3 +42,15 @@ def strict_json(path: Path) -> dict[str, Any]:
 
 def files_under(root: Path) -> set[Path]:
     return {p for p in root.rglob("*")}
+
+
+def quick_run(tmp_path: Path) -> Path:
+    """A one-second loopback run's results file (written by the real command line)."""
+    from .helpers import mqlab, write_profile  # helpers imports this module's users only
+
+    out = tmp_path / "r.json"
+    proc = mqlab(
+        "run", str(write_profile(tmp_path / "p.toml", QUICK + LOOPBACK)), "-o", str(out), "-q"
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out

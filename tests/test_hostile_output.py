@@ -21,7 +21,7 @@ import pytest
 from mqlab.cli import main
 
 from .helpers import ROOT, mqlab, write_profile
-from .hostile import LOOPBACK, QUICK, files_under, refused, strict_json
+from .hostile import LOOPBACK, QUICK, files_under, quick_run, refused, strict_json
 
 SECRETS = ("s3cr#t/pw?x", "s3cr%23t%2Fpw%3Fx", "hunter2@x")
 SECRET_PROFILE = f"""{QUICK}
@@ -245,9 +245,7 @@ def test_markup_in_names_is_shown_as_written_in_run_and_show(tmp_path: Path) -> 
 def test_escape_sequences_in_a_results_file_never_reach_the_terminal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    profile = write_profile(tmp_path / "p.toml", QUICK + LOOPBACK)
-    out = tmp_path / "r.json"
-    assert mqlab("run", str(profile), "-o", str(out), "-q").returncode == 0
+    out = quick_run(tmp_path)
     doc = strict_json(out)
     doc["profile"]["run"]["name"] = "\x1b[2J\x1b]0;owned\x07"
     doc["steps"][0]["driver"] = "\x1b[31mred"
@@ -314,9 +312,7 @@ def test_show_refuses_files_of_the_wrong_shape_in_one_line(
 def test_report_output_follows_the_same_file_policy(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    profile = write_profile(tmp_path / "p.toml", QUICK + LOOPBACK)
-    out = tmp_path / "r.json"
-    assert mqlab("run", str(profile), "-o", str(out), "-q").returncode == 0
+    out = quick_run(tmp_path)
     notes = write_profile(tmp_path / "notes.html", "<p>mine</p>\n")
     for target in (notes, out, Path("/dev/null"), tmp_path):
         assert main(["report", str(out), "-o", str(target)]) == 2
