@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from .helpers import mqlab, write_profile
+
 LOOPBACK = """
 [drivers.lb]
 plugin = "loopback"
@@ -46,8 +48,6 @@ def files_under(root: Path) -> set[Path]:
 
 def quick_run(tmp_path: Path) -> Path:
     """A one-second loopback run's results file (written by the real command line)."""
-    from .helpers import mqlab, write_profile  # helpers imports this module's users only
-
     out = tmp_path / "r.json"
     proc = mqlab(
         "run", str(write_profile(tmp_path / "p.toml", QUICK + LOOPBACK)), "-o", str(out), "-q"
