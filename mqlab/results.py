@@ -20,6 +20,9 @@ from typing import Any
 from mqlab.aggregate import aggregate
 
 SCHEMA = 2
+#: the largest results file mqlab reads (``show``, ``report``, ``compare``): a device or a
+#: huge file is refused instead of read without end
+MAX_RESULTS_BYTES = 64 * 1024 * 1024
 
 
 def strict(value: Any) -> Any:
@@ -98,12 +101,18 @@ class ResultsShapeError(ValueError):
     """A file that is JSON but not an mqlab results document."""
 
 
+def read_bounded(path: str | Path) -> bytes:
+    """A results file's bytes; ResultsShapeError if larger than MAX_RESULTS_BYTES."""
+    with open(path, "rb") as f:
+        raw = f.read(MAX_RESULTS_BYTES + 1)
+    if len(raw) > MAX_RESULTS_BYTES:
+        raise ResultsShapeError(f"larger than {MAX_RESULTS_BYTES:,} bytes: not a results file")
+    return raw
+
+
 def load_results(path: str | Path) -> dict[str, Any]:
     """Read a results file; ValueError (one line) if it is not one mqlab can show."""
-    with open(path, "rb") as f:
-        raw = f.read(256 * 1024 * 1024 + 1)
-    if len(raw) > 256 * 1024 * 1024:
-        raise ResultsShapeError("larger than 256 MiB: not a results file")
+    raw = read_bounded(path)
 
     def refuse(constant: str) -> Any:
         raise ResultsShapeError(f"not strict JSON ({constant})")

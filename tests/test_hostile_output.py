@@ -319,3 +319,12 @@ def test_report_output_follows_the_same_file_policy(
         err = capsys.readouterr().err
         assert len(err.splitlines()) == 1 and str(target) in err, err
     assert notes.read_text() == "<p>mine</p>\n" and strict_json(out)["status"] == "done"
+
+
+@pytest.mark.parametrize("command", [["show"], ["report"], ["compare", "/dev/zero"]])
+def test_readers_of_results_files_refuse_a_device_without_reading_it_all(
+    capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    assert main([*command, "/dev/zero"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "67,108,864 bytes" in err, err
