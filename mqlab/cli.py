@@ -17,15 +17,15 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
-from mqlab import __version__, registry, servers
+from mqlab import __version__, output, redact, registry, servers
 from mqlab.calibration import codec_costs
 from mqlab.check import check_profile
 from mqlab.errors import BrokerError, MqlabError, PluginError, ProfileError
@@ -36,6 +36,8 @@ from mqlab.registry import LoadedPlugin
 from mqlab.report import command as report
 from mqlab.results import ResultsFile
 from mqlab.snapshot import RunSnapshot
+from mqlab.terminal import console as _console
+from mqlab.terminal import printable, printable_doc
 from mqlab.transport import PATTERNS
 from mqlab.urls import mask
 
@@ -48,6 +50,13 @@ class CliError(Exception):
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad command-line values end in one line, like every other refusal."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"mqlab: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _duration_arg(text: str) -> float:
@@ -73,10 +82,18 @@ def _positive_int(text: str) -> int:
 def _load(path: str, args: argparse.Namespace | None = None) -> Profile:
     try:
         profile = load_profile(path)
+        if args is not None:
+            profile = profile.with_overrides(
+                args.duration, args.warmup, args.processes, args.broker
+            )
     except ProfileError as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
-    if args is not None:
-        profile = profile.with_overrides(args.duration, args.warmup, args.processes, args.broker)
+    # every later output (errors, logs, results) is scrubbed of these
+    redact.remember(
+        (u for d in profile.drivers for u in profile.urls_of(d)),
+        (o for d in profile.drivers for o in d.options),
+    )
+    redact.remember(profile.broker.urls)
     return profile
 
 
@@ -98,12 +115,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _console(stderr: bool = False) -> Console:
-    # a pipe or CI log has no width: give tables room rather than truncating figures
-    tty = (sys.stderr if stderr else sys.stdout).isatty()
-    return Console(stderr=stderr) if tty else Console(stderr=stderr, width=160)
-
-
 def cmd_plugins(args: argparse.Namespace) -> int:
     console = _console()
     table = Table(title="mqlab plugins (entry-point group mqlab.transports)", title_justify="left")
@@ -113,7 +124,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         try:
             cls = registry.load(info).cls
         except PluginError as exc:
-            table.add_row(name, info.package, info.version, "-", f"[red]{exc}[/red]", "")
+            table.add_row(name, info.package, info.version, "-", Text(str(exc), "red"), "")
             continue
         f = cls.features
         feats = ", ".join(
@@ -136,6 +147,7 @@ def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> di
     doc["broker"]["urls"] = [mask(u) for u in dict.fromkeys(u for us in urls.values() for u in us)]
     for driver in doc["drivers"]:
         driver["urls"] = [mask(u) for u in urls.get(driver["name"], ())]
+        driver["options"] = [[k, redact.option_value(k, v)] for k, v in driver["options"]]
     doc["defaults"] = {
         k: (v.text if hasattr(v, "text") else v) for k, v in profile.defaults.items()
     }
@@ -157,18 +169,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         if not args.quiet or line.startswith("mqlab:"):
             with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-                err.print(line)
+                err.print(redact.scrub(line))
 
     state = Path(args.state_dir) if args.state_dir else None
+    try:
+        # claimed before any server starts: a refused output path costs nothing
+        lock = output.claim(args.output, profile.run.name, profile.path)
+    except output.OutputRefused as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
     try:
         with servers.managed(kinds, state, say, nodes=profile.broker.nodes) as handles:
             urls = servers.endpoints(profile, server_of, handles)
             problem = servers.unreachable(urls, server_of)
             if problem:
                 raise CliError(problem, EXIT_FAILED)
-            return _run(args, profile, plan, plugins, urls, handles, console, err)
+            return _run(args, profile, plan, plugins, urls, handles, console, err, lock.path)
     except BrokerError as exc:
         raise CliError(f"managed broker: {exc}", EXIT_FAILED) from None
+    finally:
+        lock.release()
 
 
 def _run(
@@ -180,18 +199,25 @@ def _run(
     handles: Mapping[str, servers.ServerHandle],
     console: Console,
     err: Console,
+    out: Path,
 ) -> int:
     from mqlab import environment, view
     from mqlab.runner import Interrupted, Runner, StepFailed
 
     server_of = {name: p.cls.features.server for name, p in plugins.items()}
     broker_info, broker_pid = servers.facts(urls, server_of, handles)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(args.output) if args.output else Path("results") / f"{profile.run.name}-{stamp}.json"
+
+    def warn(line: str) -> None:
+        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+            err.print(redact.scrub(line))
+
+    if not args.quiet:
+        err.print(f"{profile.run.name}: measuring codec costs…")
     env = environment.gather(registry.discover(), broker_info, {d.plugin for d in profile.drivers})
     env["codec_cost_us"] = codec_costs(profile)
-    results = ResultsFile(out, _profile_record(profile, urls), env)
-    results.write()
+    results = ResultsFile(out, _profile_record(profile, urls), env, warn)
+    if not results.write():
+        raise CliError(results.write_error or "cannot write the results file", EXIT_FAILED)
     interactive = console.is_terminal and not args.quiet
     if not args.quiet:
         err.print(
@@ -254,7 +280,7 @@ def _run(
         if runner.interrupt.is_set() and code == 0:
             status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
         # the results first: the terminal may be gone (SIGHUP), the figures must not be
-        results.finish(status, message)
+        results.finish(status, redact.scrub(message))
         if live is not None:
             with contextlib.suppress(OSError):
                 live.stop()
@@ -269,21 +295,42 @@ def _run(
         step = plan.steps[failed_at - 1] if failed_at <= len(plan.steps) else None
         where = f"step {failed_at} ({step.label})" if step else "run"
         raise CliError(f"{where} failed: {message} (results so far: {out})", EXIT_FAILED)
+    if results.write_error:
+        raise CliError(
+            f"{results.write_error}; what was measured is printed above, the file keeps "
+            f"{len(steps)} fewer step(s) or its last good copy", EXIT_FAILED,
+        )  # fmt: skip
     if not args.quiet:
         err.print(f"results: {out} ({len(steps)} of {len(plan.steps)} steps, {status})")
     return code
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from mqlab import view
     from mqlab.results import load_results
 
     try:
-        doc = load_results(args.results)
-    except (OSError, ValueError) as exc:
+        # a results file is user input too: its text is shown, never interpreted
+        doc = printable_doc(load_results(args.results))
+    except OSError as exc:
+        raise CliError(
+            f"{args.results}: cannot read the results file: {exc.strerror or exc}", EXIT_BAD_INPUT
+        ) from None
+    except ValueError as exc:
         raise CliError(
             f"{args.results}: cannot read the results file: {exc}", EXIT_BAD_INPUT
         ) from None
+    try:
+        return _show(args, doc)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise CliError(
+            f"{args.results}: not a results file mqlab can show ({type(exc).__name__}: "
+            f"{str(exc)[:80]})", EXIT_BAD_INPUT,
+        ) from None  # fmt: skip
+
+
+def _show(args: argparse.Namespace, doc: dict[str, Any]) -> int:
+    from mqlab import view
+
     steps = doc.get("steps", [])
     aggregates = doc.get("aggregates", [])
     env = doc.get("environment", {})
@@ -318,7 +365,14 @@ def cmd_broker(args: argparse.Namespace) -> int:
             if problem:
                 raise CliError(problem, EXIT_FAILED)
             t = time.monotonic()
-            cluster = rabbitmq.start(state, port=args.port, nodes=args.nodes)
+            try:
+                cluster = rabbitmq.start(state, port=args.port, nodes=args.nodes)
+            except KeyboardInterrupt:
+                # start() stops what it launched on any exception, a SIGTERM included (main)
+                raise CliError(
+                    "interrupted while the broker was starting; the nodes it was starting are "
+                    "stopped (`mqlab broker status` shows what is left)", EXIT_INTERRUPTED,
+                ) from None  # fmt: skip
             what = "node" if len(cluster.nodes) == 1 else f"{len(cluster.nodes)}-node cluster"
             print(
                 f"RabbitMQ {cluster.version} {what} ready in {time.monotonic() - t:.1f}s; "
@@ -351,7 +405,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mqlab",
         description=(
             "Compare messaging drivers side by side: every driver in a profile runs the same "
@@ -424,21 +478,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say_error(text: str) -> None:
+    """The one line of a refusal or failure: scrubbed of secrets, control codes shown."""
+    with contextlib.suppress(OSError):
+        print(f"mqlab: {printable(redact.scrub(text))}", file=sys.stderr)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM and SIGHUP clean up like Ctrl-C (`run` has its own)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    previous = {sig: signal.signal(sig, _terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
+        args = parser.parse_args(argv)
+        redact.scrub_logs()
         code: int = args.func(args)
         return code
     except CliError as exc:
-        print(f"mqlab: {exc}", file=sys.stderr)
+        _say_error(str(exc))
         return exc.code
     except MqlabError as exc:
-        print(f"mqlab: {exc}", file=sys.stderr)
+        _say_error(str(exc))
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("mqlab: interrupted", file=sys.stderr)
+        _say_error("interrupted")
         return EXIT_INTERRUPTED
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

@@ -8,39 +8,23 @@ rename.
 
 from __future__ import annotations
 
-import re
+import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from mqlab import limits
 from mqlab.codec import SERIALIZERS
 from mqlab.errors import ProfileError
+from mqlab.limits import parse_duration as parse_duration  # part of this module's interface
 from mqlab.rabbitmq.cluster import MAX_NODES
 from mqlab.rabbitmq.placement import check_placement
 from mqlab.rabbitmq.queues import QUEUE_TYPES
 from mqlab.sizes import SizeSpec, parse_size
 
 PATTERNS = ("call", "cast", "notify")
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(value: object) -> float:
-    """``"20s"``, ``"500ms"``, ``"2m"``, ``"1h"`` or a number of seconds -> seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f'expected a duration like "20s", "500ms" or "2m", got {value!r}')
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"expected a duration >= 0, got {value!r}")
-        return float(value)
-    if isinstance(value, str):
-        m = _DURATION.match(value)
-        if m:
-            return float(m.group(1)) * _UNIT[m.group(2)]
-    raise ValueError(f'expected a duration like "20s", "500ms" or "2m", got {value!r}')
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +121,7 @@ class Profile:
         processes: int | None = None,
         broker: str | None = None,
     ) -> Profile:
-        """The profile with command-line overrides applied."""
+        """The profile with command-line overrides applied, under the profile's own rules."""
         run = self.run
         if duration is not None:
             run = replace(run, duration=duration)
@@ -147,8 +131,14 @@ class Profile:
             run = replace(run, processes=processes)
         brk = self.broker
         if broker is not None:
-            brk = BrokerSettings(tuple(u.strip() for u in broker.split(",")), managed=False)
-        return replace(self, run=run, broker=brk)
+            try:
+                urls = tuple(limits.url(u.strip()) for u in broker.split(","))
+            except ValueError as exc:
+                raise ProfileError("--broker", "", str(exc)) from None
+            brk = BrokerSettings(urls, managed=False)
+        profile = replace(self, run=run, broker=brk)
+        limits.check_plan(profile, "command line: ")
+        return profile
 
 
 # -- parsing ---------------------------------------------------------------
@@ -207,65 +197,92 @@ class _Reader:
             raise self.fail(key, "expected a non-empty string")
         return str(value)
 
-    def boolean(self, key: str, default: bool) -> bool:
-        return bool(self.get(key, (bool,), default, "true or false"))
-
-    def count(self, key: str, default: int, minimum: int) -> int:
-        value = self.get(key, (int,), default, f"a whole number >= {minimum}")
-        if value < minimum:
-            raise self.fail(key, f"expected a whole number >= {minimum}, got {value}")
-        return int(value)
-
-    def duration(self, key: str, default: float) -> float:
-        if key not in self.table:
-            return default
+    def checked(self, key: str, value: Any, check: Callable[[Any], Any]) -> Any:
+        """``check(value)``, its ValueError turned into this field's ProfileError."""
         try:
-            return parse_duration(self.table[key])
+            return check(value)
         except ValueError as exc:
             raise self.fail(key, str(exc)) from None
 
+    def name(self, key: str, default: str) -> str:
+        """A name shown in tables and file names (see :func:`mqlab.limits.name`)."""
+        return str(self.checked(key, self.string(key, default), lambda v: limits.name(v, key)))
 
-def _levels(r: _Reader, key: str, number: type, minimum: float) -> tuple[Any, ...]:
-    if key not in r.table:
-        return ()
-    raw = r.table[key]
-    values = raw if isinstance(raw, list) else [raw]
-    kinds = (int,) if number is int else (int, float)
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, kinds) or v < minimum:
-            what = "whole numbers" if number is int else "numbers"
-            raise r.fail(key, f"expected {what} >= {minimum:g} (or a list of them), got {v!r}")
-        out.append(number(v))
-    if not out:
-        raise r.fail(key, "expected at least one value")
-    return tuple(out)
+    def topic(self, key: str, default: str) -> str:
+        """An exchange or topic name a broker will be given."""
+        return str(self.checked(key, self.string(key, default), lambda v: limits.topic(v, key)))
 
+    def boolean(self, key: str, default: bool) -> bool:
+        return bool(self.get(key, (bool,), default, "true or false"))
 
-def _urls(r: _Reader, key: str, raw: object) -> tuple[str, ...]:
-    """One URL or a list of them (a cluster), each with a scheme."""
-    urls = [raw] if isinstance(raw, str) else raw
-    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) and u for u in urls):
-        raise r.fail(key, "expected a URL string or a list of URL strings")
-    for u in urls:
-        if "://" not in u:
-            raise r.fail(key, f"expected a URL like amqp://user:pass@host:5672/, got {u!r}")
-    return tuple(urls)
+    def count(self, key: str, default: int, minimum: int, maximum: int) -> int:
+        value = self.get(key, (int,), default, f"a whole number >= {minimum}")
+        if value < minimum:
+            raise self.fail(key, f"expected a whole number >= {minimum}, got {value}")
+        self.checked(key, value, lambda v: limits.at_most(v, maximum, key))
+        return int(value)
+
+    def duration(self, key: str, default: float, maximum: float = limits.MAX_DURATION_S) -> float:
+        """A finite duration, 0 .. ``maximum`` seconds (see :func:`parse_duration`)."""
+        if key not in self.table:
+            return default
+        seconds = float(self.checked(key, self.table[key], parse_duration))
+        self.checked(key, seconds, lambda v: limits.at_most(v, maximum, f"{key} (s)"))
+        return seconds
+
+    def levels(self, key: str, number: type, minimum: float, maximum: float) -> tuple[Any, ...]:
+        """One finite number or a list of them (one step each), minimum .. maximum."""
+        if key not in self.table:
+            return ()
+        raw = self.table[key]
+        values = raw if isinstance(raw, list) else [raw]
+        kinds = (int,) if number is int else (int, float)
+        what = "whole numbers" if number is int else "finite numbers"
+        out = []
+        for v in values:
+            ok = not isinstance(v, bool) and isinstance(v, kinds) and math.isfinite(v)
+            if not ok or v < minimum:
+                shown = repr(v)[:40]
+                raise self.fail(key, f"expected {what} >= {minimum:g} (or a list of them), "
+                                f"got {shown}")  # fmt: skip
+            self.checked(key, v, lambda x: limits.at_most(x, maximum, key))
+            out.append(number(v))
+        if not out:
+            raise self.fail(key, "expected at least one value")
+        self.checked(key, len(out), lambda n: limits.at_most(n, limits.MAX_LEVELS, "values"))
+        return tuple(out)
+
+    def urls(self, key: str, default: object = None) -> tuple[str, ...]:
+        """One URL or a list of them (a cluster), each checked by :func:`mqlab.limits.url`."""
+        raw = self.table.get(key, default)
+        urls = [raw] if isinstance(raw, str) else raw
+        if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
+            raise self.fail(key, "expected a URL string or a list of URL strings")
+        self.checked(key, len(urls), lambda n: limits.at_most(n, limits.MAX_SERVERS, "URLs"))
+        return tuple(self.checked(key, u, limits.url) for u in urls)
 
 
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile file."""
     p = str(path)
     try:
-        text = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            # bounded: a device (/dev/zero) or a huge file is refused, not read to the end
+            text = f.read(limits.MAX_PROFILE_BYTES + 1)
     except OSError as exc:
         raise ProfileError(p, "", f"cannot read the profile: {exc.strerror or exc}") from None
+    if len(text) > limits.MAX_PROFILE_BYTES:
+        raise ProfileError(
+            p, "", f"larger than mqlab's limit for a profile ({limits.MAX_PROFILE_BYTES:,} bytes)"
+        )
     try:
         data = tomllib.loads(text.decode("utf-8"))
     except UnicodeDecodeError:
         raise ProfileError(p, "", "not a UTF-8 text file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(p, "", f"TOML syntax error: {exc}") from None
+    except RecursionError:
+        raise ProfileError(p, "", "tables or arrays nested too deeply to be a profile") from None
     return parse_profile(data, p)
 
 
@@ -275,20 +292,17 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
     run_r = _Reader(path, "run", top.table.get("run", {}), _RUN_KEYS)
     default_name = Path(path).stem if path != "<profile>" else "profile"
     run = RunSettings(
-        name=run_r.string("name", default_name),
+        name=run_r.name("name", default_name[: limits.MAX_NAME_CHARS] or "profile"),
         duration=run_r.duration("duration", 10.0),
         warmup=run_r.duration("warmup", 2.0),
-        repeat=run_r.count("repeat", 1, 1),
-        drain=run_r.duration("drain", 30.0),
-        processes=run_r.count("processes", 1, 1),
+        repeat=run_r.count("repeat", 1, 1, limits.MAX_REPEAT),
+        drain=run_r.duration("drain", 30.0, limits.MAX_WAIT_S),
+        processes=run_r.count("processes", 1, 1, 10**9),  # limited in limits.check_plan
     )
-    if run.duration <= 0:
-        raise run_r.fail("duration", "expected a duration > 0")
 
     broker_r = _Reader(path, "broker", top.table.get("broker", {}), _BROKER_KEYS)
-    raw_url = broker_r.table.get("url", DEFAULT_URL)
     managed = broker_r.boolean("managed", False)
-    nodes = broker_r.count("nodes", 1, 1)
+    nodes = broker_r.count("nodes", 1, 1, 10**9)
     if nodes > MAX_NODES:
         raise broker_r.fail("nodes", f"expected 1 to {MAX_NODES} nodes, got {nodes}")
     if nodes > 1 and not managed:
@@ -297,7 +311,7 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
             "a cluster of nodes is started only with managed = true "
             "(a cluster you run yourself is given as a list in url)",
         )
-    urls = _urls(broker_r, "url", raw_url)
+    urls = broker_r.urls("url", DEFAULT_URL)
     size = nodes if managed else len(urls)
     broker = BrokerSettings(
         urls,
@@ -312,8 +326,14 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         raise ProfileError(
             path, "drivers", 'expected at least one [drivers.NAME] table with plugin = "..."'
         )
+    if len(drivers_t) > limits.MAX_DRIVERS:
+        raise ProfileError(path, "drivers", f"more than mqlab's limit of {limits.MAX_DRIVERS}")
     drivers = []
     for name, table in drivers_t.items():
+        try:
+            limits.name(name, "driver name")
+        except ValueError as exc:
+            raise ProfileError(path, f"drivers.{ascii(name)[:40]}", str(exc)) from None
         where = f"drivers.{name}"
         if not isinstance(table, dict):
             raise ProfileError(path, where, "expected a table")
@@ -323,9 +343,7 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         if "url" in table and "urls" in table:
             raise ProfileError(path, f"{where}.urls", "give url or urls, not both")
         key = "urls" if "urls" in table else "url"
-        own = (
-            _urls(_Reader(path, where, table, set(table)), key, table[key]) if key in table else ()
-        )
+        own = _Reader(path, where, table, set(table)).urls(key) if key in table else ()
         opts = tuple(sorted((k, v) for k, v in table.items() if k not in _DRIVER_KEYS))
         typed = _Reader(path, where, table, set(table))
         kinds = tuple((k, _queue_type(typed, k)) for k in _QUEUE_TYPE_KEYS if k in table)
@@ -337,12 +355,18 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
     raw_scenarios = top.table.get("scenario")
     if not isinstance(raw_scenarios, list) or not raw_scenarios:
         raise ProfileError(path, "scenario", "expected at least one [[scenario]] table")
+    if len(raw_scenarios) > limits.MAX_SCENARIOS:
+        raise ProfileError(
+            path, "scenario", f"{len(raw_scenarios)} scenarios; the limit is {limits.MAX_SCENARIOS}"
+        )
     names = {d.name for d in drivers}
     scenarios = tuple(
         _scenario(_Reader(path, f"scenario[{i}]", raw, _SCENARIO_KEYS), defaults, names, size)
         for i, raw in enumerate(raw_scenarios)
     )
-    return Profile(path, run, broker, tuple(drivers), scenarios, defaults)
+    profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults)
+    limits.check_plan(profile)
+    return profile
 
 
 def _codec_settings(r: _Reader, serializer: str, envelope: bool, size: SizeSpec) -> dict[str, Any]:
@@ -379,8 +403,8 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str], nodes:
     pattern = r.get("pattern", (str,), None, "call, cast or notify")
     if pattern not in PATTERNS:
         raise r.fail("pattern", f"expected one of call, cast, notify, got {pattern!r}")
-    concurrency = _levels(r, "concurrency", int, 1)
-    rate = _levels(r, "rate", float, 0.001)
+    concurrency = r.levels("concurrency", int, 1, 10**9)  # per process: limits.check_plan
+    rate = r.levels("rate", float, 0.001, limits.MAX_RATE)
     if bool(concurrency) == bool(rate):
         raise r.fail(
             "concurrency",
@@ -398,10 +422,10 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str], nodes:
     fanout = r.boolean("fanout", False)
     if fanout and pattern != "cast":
         raise r.fail("fanout", "fanout applies to cast scenarios only")
-    pools = r.count("pools", 1, 1)
+    pools = r.count("pools", 1, 1, limits.MAX_SERVERS)
     if pools != 1 and pattern != "notify":
         raise r.fail("pools", "pools apply to notify scenarios only")
-    servers = r.count("servers", 1, 0)
+    servers = r.count("servers", 1, 0, limits.MAX_SERVERS)
     if servers and pools > servers:
         # a pool without a listener would count every notification to it as lost
         raise r.fail(
@@ -418,24 +442,24 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str], nodes:
         pattern=pattern,
         concurrency=concurrency,
         rate=rate,
-        exchange=r.string("exchange", default_exchange),
-        topic=r.string("topic", default_topic),
+        exchange=r.topic("exchange", default_exchange),
+        topic=r.topic("topic", default_topic),
         durable=r.boolean("durable", False),
-        timeout=r.duration("timeout", 10.0),
+        timeout=r.duration("timeout", 10.0, limits.MAX_WAIT_S),
         servers=servers,
         pools=pools,
         fanout=fanout,
         targeted=targeted,
-        targets=r.count("targets", 1, 1),
+        targets=r.count("targets", 1, 1, limits.MAX_TARGETS),
         serializer=codec["serializer"],
         envelope=codec["envelope"],
         message_size=codec["message_size"],
         drivers=tuple(only),
-        name=r.string("name", pattern),
+        name=r.name("name", pattern),
         rpc_queue_type=_queue_type(r, "rpc_queue_type"),
         notify_queue_type=_queue_type(r, "notify_queue_type"),
         mirror_replicas=(
-            r.count("mirror_replicas", 1, 1) if "mirror_replicas" in r.table else None
+            r.count("mirror_replicas", 1, 1, MAX_NODES) if "mirror_replicas" in r.table else None
         ),
         clients_on=_placement(r, "clients_on", "", nodes) if "clients_on" in r.table else "",
         servers_on=_placement(r, "servers_on", "", nodes) if "servers_on" in r.table else "",

@@ -41,6 +41,8 @@ FINISH_TIMEOUT = 10.0
 #: a drain is over when every server's own clock shows no receipt for this long
 DRAIN_IDLE = 1.0
 _TICK = 0.25
+#: after a Ctrl-C, the longest the in-flight wait and the drain go on
+INTERRUPT_GRACE = 1.0
 _NS = 1_000_000_000
 
 
@@ -72,6 +74,7 @@ class Runner:
         self.broker_label = broker_label or ", ".join(mask(u) for u in shown)
         self.interrupt = asyncio.Event()  # first Ctrl-C: finish this interval, keep results
         self.force = asyncio.Event()  # second Ctrl-C: stop now
+        self._interrupted_at: float | None = None
         self.finished_rows: list[StepRow] = []
         self.started = time.monotonic()
         self.pool = WorkerPool(self.force)
@@ -106,6 +109,20 @@ class Runner:
                 self._broker_cpu.append(cpu)
 
     # -- a step ------------------------------------------------------------
+
+    def _cut_short(self) -> bool:
+        """True once a Ctrl-C is INTERRUPT_GRACE old: the waits after a window end then.
+
+        The window's figures are kept; only the wait for in-flight calls (up to their
+        timeout) and the drain are cut, so a Ctrl-C always takes effect within seconds.
+        """
+        if self.force.is_set():
+            return True
+        if not self.interrupt.is_set():
+            return False
+        if self._interrupted_at is None:
+            self._interrupted_at = time.monotonic()
+        return time.monotonic() - self._interrupted_at > INTERRUPT_GRACE
 
     async def run(self) -> list[dict[str, Any]]:
         """Every step in order; stops early after a Ctrl-C. Returns the step records."""
@@ -200,7 +217,7 @@ class Runner:
         # clients finish what is in flight (a call may wait for its timeout)
         deadline = time.monotonic() + step.scenario.timeout + 5.0
         while not all(w.done or w.gone for w in clients):
-            if time.monotonic() > deadline or self.force.is_set():
+            if time.monotonic() > deadline or self._cut_short():
                 break
             await asyncio.sleep(0.05)
             self._show(step, "draining", workers=workers, lay=lay, t0=t0)
@@ -273,7 +290,7 @@ class Runner:
             if got >= sent * lay.groups:
                 end = "complete"
                 break
-            if self.force.is_set():
+            if self._cut_short():
                 end = "user"
                 break
             if time.monotonic() > limit:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from mqlab.limits import MAX_MESSAGE_BYTES, MAX_SIZE_TABLE
+
 # (low, high, messages) from oslo.messaging tools/messages_length.yaml, 500-char bins
 OPENSTACK_BINS: tuple[tuple[int, int, int], ...] = (
     (500, 999, 56),
@@ -50,7 +52,20 @@ class SizeSpec:
 
 
 def parse_size(value: object) -> SizeSpec:
-    """Parse a profile's ``message_size``; raises ValueError with what was expected."""
+    """Parse a profile's ``message_size``; raises ValueError with what was expected.
+
+    No size may exceed :data:`~mqlab.limits.MAX_MESSAGE_BYTES`.
+    """
+    spec = _parse_size(value)
+    largest = max(hi for _, hi, _ in spec.bins)
+    if largest > MAX_MESSAGE_BYTES:
+        raise ValueError(
+            f"message size {largest:,} bytes is above mqlab's limit of {MAX_MESSAGE_BYTES:,}"
+        )
+    return spec
+
+
+def _parse_size(value: object) -> SizeSpec:
     expected = (
         'expected a byte count (1024), a range ("64..4096"), a built-in table '
         f"({', '.join(repr(k) for k in BUILTIN)}) or [[size, weight], ...]"
@@ -73,7 +88,9 @@ def parse_size(value: object) -> SizeSpec:
             if lo < 1 or hi < lo:
                 raise ValueError(f"range needs 1 <= low <= high, got {value!r}")
             return SizeSpec(value, ((lo, hi, 1),))
-        raise ValueError(f"{expected}, got {value!r}")
+        raise ValueError(f"{expected}, got {value[:40]!r}")
+    if isinstance(value, list) and len(value) > MAX_SIZE_TABLE:
+        raise ValueError(f"a size table of {len(value):,} entries; the limit is {MAX_SIZE_TABLE}")
     if isinstance(value, list) and value:
         bins = []
         for item in value:

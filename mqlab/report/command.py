@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
+from mqlab import output
 from mqlab.report.load import ResultsError, load_run
+from mqlab.terminal import console as safe_console
 
 EXIT_BAD_INPUT = 2
 
@@ -27,6 +27,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"mqlab: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     out = Path(args.output) if args.output else run.path.with_suffix(".html")
+    try:
+        output.check(out, str(run.path), output.report_file, "report")
+    except output.OutputRefused as exc:
+        print(f"mqlab: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         charts = write_report(run, out)
     except OSError as exc:
@@ -51,8 +56,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"{compare.markdown(a, b)}\n\n{compare.NOISE_RULE}"
         )
         return 0
-    tty = sys.stdout.isatty()
-    console = Console() if tty else Console(width=200)
+    console = safe_console(width=200)
     console.print(f"A: {a.path} ({a.name})\nB: {b.path} ({b.name})\n{env}", highlight=False)
     console.print(compare.table(a, b))
     console.print(

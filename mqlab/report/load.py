@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqlab.results import ResultsShapeError, read_bounded
+from mqlab.terminal import printable_doc
+
 SCHEMAS = (1, 2)
 PERCENTILES = ("p50", "p90", "p99", "p999", "max")
 
@@ -328,19 +331,23 @@ def load_run(path: str | Path) -> Run:
     """Read a results file; raise :class:`ResultsError` (one line) if it is not one we know."""
     p = Path(path)
     try:
-        with p.open(encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = json.loads(read_bounded(p))
     except FileNotFoundError:
         raise ResultsError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise ResultsError(f"{p}: is a directory, not a results file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{p}: cannot read it: {exc}") from None
+    except RecursionError:
+        raise ResultsError(f"{p}: nested too deeply to be a results file") from None
+    except ResultsShapeError as exc:
+        raise ResultsError(f"{p}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ResultsError(
             f"{p}: not JSON ({exc.msg} at line {exc.lineno}): give a results file "
             "written by `mqlab run`"
         ) from None
+    doc = printable_doc(doc)  # names are shown as text, whatever they hold
     if not isinstance(doc, dict) or "schema" not in doc or not isinstance(doc.get("steps"), list):
         raise ResultsError(
             f"{p}: not an mqlab results file (no schema and steps): give a file written by "
