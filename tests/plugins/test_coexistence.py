@@ -26,7 +26,7 @@ from .kit import Mgmt, eventually
 pytestmark = pytest.mark.broker
 
 #: every plugin that declares on an AMQP 0-9-1 broker (amqp1 declares over 0-9-1 too)
-AMQP_PLUGINS = ["kombu", "pika", "aiormq", "amqp1"]
+AMQP_PLUGINS = ["kombu", "pika", "aiormq", "amqp1", "pyamqp"]
 RPC_EXCHANGE = "openstack"  # oslo's control_exchange default
 NOTIFY_EXCHANGE = "notifications"  # mqlab's default for notify scenarios
 
