@@ -107,7 +107,7 @@ async def test_close_deletes_what_the_run_declared(make: Make, tag: str, mgmt: M
     replies = len(mgmt.names("queues", "reply_"))  # the client's, and any other test's
     await server.aclose()
     await client.aclose()
-    # the fanout queue too, though oslo names it with a uuid of its own
+    # oslo deletes its uuid-named fanout queue itself; mqlab the rest, and the reply queue
     await eventually(lambda: not mgmt.names("queues", tag), timeout=5)
     await eventually(lambda: len(mgmt.names("queues", "reply_")) == replies - 1, timeout=5)
     assert mgmt.entity("exchanges", tag) is None

@@ -189,7 +189,7 @@ class OsloTransport(Transport):
         self._declared.exchange(amqp.ExchangeDecl(target.exchange, "topic", durable, False))
         for queue in queues:
             if queue.arguments:
-                continue  # oslo names fanout copies with a uuid: see _consumed_queues
+                continue  # a fanout copy: oslo deletes it itself when its connection closes
             self._declared.queue(amqp.QueueDecl(queue.name, durable, False, False))
 
     # -- server side ---------------------------------------------------------
@@ -213,9 +213,6 @@ class OsloTransport(Transport):
             server = await self._pool.run(start)
         self._servers.append(server)
         self._note(target, amqp.rpc_server_queues(target, server_name))
-        for name in _consumed_queues(server):
-            if name.startswith(f"{target.topic}_fanout_"):
-                self._declared.queue(amqp.QueueDecl(name, False, False, False))
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         """An oslo notification listener; listeners of one ``pool`` share one queue."""
@@ -300,19 +297,6 @@ class OsloTransport(Transport):
 
         with map_errors(_SEND_ERRORS):
             await self._pool.run(notify)
-
-
-def _consumed_queues(server: Any) -> list[str]:
-    """The queues an oslo RPC server consumes, from oslo's private objects (18.x).
-
-    oslo names a server's fanout queue ``<topic>_fanout_<uuid>`` and keeps the uuid
-    to itself; without it mqlab could not delete the queue, which would stay for
-    oslo's 30 minutes of ``x-expires``. Anything missing gives ``[]``: then it does.
-    """
-    listener = getattr(getattr(server, "listener", None), "_poll_style_listener", None)
-    connection = getattr(getattr(listener, "conn", None), "connection", None)
-    consumers = getattr(connection, "_consumers", None) or {}
-    return [name for c in consumers if isinstance(name := getattr(c, "queue_name", None), str)]
 
 
 def _probe(url: str, timeout: float) -> None:
