@@ -22,6 +22,7 @@ from mqlab import registry
 from mqlab.transport import Target, TransportConfig
 
 from .kit import Mgmt, eventually
+from .threaded import Got
 
 pytestmark = pytest.mark.broker
 
@@ -29,15 +30,6 @@ pytestmark = pytest.mark.broker
 AMQP_PLUGINS = ["kombu", "pika", "aiormq", "amqp1", "pyamqp"]
 RPC_EXCHANGE = "openstack"  # oslo's control_exchange default
 NOTIFY_EXCHANGE = "notifications"  # mqlab's default for notify scenarios
-
-
-class Got:
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-
-    def __call__(self, body: bytes) -> bytes:
-        self.bodies.append(body)
-        return b"re:" + body
 
 
 @pytest.fixture

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from mqlab_oslo import OsloTransport
 
-from mqlab.errors import CallTimeout, ConnectFailed
-from mqlab.transport import Target, TransportConfig
+from mqlab.transport import Target
 
 from .kit import Mgmt, eventually
+from .threaded import Got, Make, starter
 
 pytestmark = pytest.mark.broker
-
-Make = Callable[..., Awaitable[OsloTransport]]
 
 
 @pytest.fixture
@@ -27,26 +25,8 @@ def tag() -> str:
 
 @pytest.fixture
 async def make(broker: Any) -> AsyncIterator[Make]:
-    made: list[OsloTransport] = []
-
-    async def factory(worker: str, **options: Any) -> OsloTransport:
-        transport = OsloTransport(TransportConfig((broker.url,), options, worker))
-        await transport.start()
-        made.append(transport)
-        return transport
-
-    yield factory
-    for transport in made:
-        await transport.aclose()
-
-
-class Got:
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-
-    def __call__(self, body: bytes) -> bytes:
-        self.bodies.append(body)
-        return b"re:" + body
+    async for factory in starter(broker.url, OsloTransport):
+        yield factory
 
 
 async def test_call_cast_and_fanout_through_oslo_messaging(make: Make, tag: str) -> None:
@@ -77,23 +57,6 @@ async def test_notify_reaches_every_pool(make: Make, tag: str) -> None:
         await client.notify(target, b"n%d" % i)
     await eventually(lambda: len(a.bodies) == 20 and len(b.bodies) == 20, timeout=10)
     assert sorted(a.bodies) == sorted(b.bodies) == sorted(b"n%d" % i for i in range(20))
-
-
-async def test_a_call_nobody_serves_times_out_within_its_slack(make: Make, tag: str) -> None:
-    client = await make(f"{tag}-c")
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    with pytest.raises(CallTimeout):
-        await client.call(Target(tag, f"{tag}-nobody"), b"x", 1.0)
-    assert loop.time() - began < 1.0 + 1.0
-
-
-async def test_no_broker_is_one_line_without_password() -> None:
-    transport = OsloTransport(TransportConfig(("amqp://u:sekret@127.0.0.1:1/",), {}, "w"))
-    with pytest.raises(ConnectFailed) as info:
-        await transport.start()
-    await transport.aclose()
-    assert "sekret" not in str(info.value) and "127.0.0.1:1" in str(info.value)
 
 
 async def test_close_deletes_what_the_run_declared(make: Make, tag: str, mgmt: Mgmt) -> None:

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from mqlab_kombu import KombuTransport
 from mqlab_pyamqp import PyamqpTransport
 
-from mqlab.errors import CallTimeout, ConnectFailed
-from mqlab.transport import Target, Transport, TransportConfig
+from mqlab.transport import Target
 
 from .kit import Mgmt, eventually
+from .threaded import Got, Make, starter
 
 pytestmark = pytest.mark.broker
-
-Make = Callable[..., Awaitable[Transport]]
 
 
 @pytest.fixture
@@ -28,28 +26,8 @@ def tag() -> str:
 
 @pytest.fixture
 async def make(broker: Any) -> AsyncIterator[Make]:
-    made: list[Transport] = []
-
-    async def factory(
-        worker: str, cls: type[Transport] = PyamqpTransport, **options: Any
-    ) -> Transport:
-        transport = cls(TransportConfig((broker.url,), options, worker))
-        await transport.start()
-        made.append(transport)
-        return transport
-
-    yield factory
-    for transport in made:
-        await transport.aclose()
-
-
-class Got:
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-
-    def __call__(self, body: bytes) -> bytes:
-        self.bodies.append(body)
-        return b"re:" + body
+    async for factory in starter(broker.url, PyamqpTransport):
+        yield factory
 
 
 @pytest.mark.parametrize("threads", [1, 4])
@@ -89,23 +67,6 @@ async def test_talks_to_the_kombu_plugin_both_ways(make: Make, tag: str) -> None
         client = await make(f"{name}-c", client_cls)
         await server.serve_rpc(Target(tag, name, "s1"), Got())
         assert await client.call(Target(tag, name), b"x", 10) == b"re:x"
-
-
-async def test_a_call_nobody_serves_times_out_within_its_slack(make: Make, tag: str) -> None:
-    client = await make(f"{tag}-c")
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    with pytest.raises(CallTimeout):
-        await client.call(Target(tag, f"{tag}-nobody"), b"x", 1.0)
-    assert loop.time() - began < 2.0
-
-
-async def test_no_broker_is_one_line_without_password() -> None:
-    transport = PyamqpTransport(TransportConfig(("amqp://u:sekret@127.0.0.1:1/",), {}, "w"))
-    with pytest.raises(ConnectFailed) as info:
-        await transport.start()
-    await transport.aclose()
-    assert "sekret" not in str(info.value) and "127.0.0.1:1" in str(info.value)
 
 
 async def test_close_deletes_what_it_declared(make: Make, tag: str, mgmt: Mgmt) -> None:
