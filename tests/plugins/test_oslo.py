@@ -64,6 +64,8 @@ async def test_close_deletes_what_the_run_declared(make: Make, tag: str, mgmt: M
     client = await make(f"{tag}-c")
     await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), Got())
     await server.serve_notifications(Target(f"{tag}-n", f"{tag}-t"), f"{tag}-p", Got())
+    # without a pool oslo names the queue after the routing key: one queue, not one per priority
+    await server.serve_notifications(Target(f"{tag}-n", f"{tag}-u"), "", Got())
     assert await client.call(Target(tag, f"{tag}-t"), b"x", 10) == b"re:x"
     await client.notify(Target(f"{tag}-n", f"{tag}-t"), b"y")
     assert mgmt.entity("queues", f"{tag}-t") is not None

@@ -47,8 +47,6 @@ Connection: Any = _KombuConnection
 
 #: the RPC method mqlab's endpoint exposes
 METHOD = "mqlab"
-#: notification priorities oslo's listener dispatches (the endpoint takes them all)
-PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
 
 _SEND_ERRORS = [
     (oslo_messaging.MessagingTimeout, lambda e: CallTimeout(f"no reply: {e}")),
@@ -70,16 +68,16 @@ class _RpcEndpoint:
 
 
 class _NotificationEndpoint:
-    """oslo dispatches by priority name: every priority goes to the handler."""
+    """oslo dispatches by priority name, and listens to (one queue per) priority the
+    endpoint has a method for: only the target's, as one queue per pool."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, priority: str) -> None:
         def on_notification(
             ctxt: Any, publisher_id: str, event_type: str, payload: str, metadata: Any
         ) -> None:
             handler(payload.encode("latin-1"))
 
-        for priority in PRIORITIES:
-            setattr(self, priority, on_notification)
+        setattr(self, priority, on_notification)
 
 
 class OsloTransport(Transport):
@@ -216,7 +214,7 @@ class OsloTransport(Transport):
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         """An oslo notification listener; listeners of one ``pool`` share one queue."""
-        endpoint = _NotificationEndpoint(on_loop(handler))
+        endpoint = _NotificationEndpoint(on_loop(handler), target.priority)
 
         def start() -> Any:
             transport = self._transport("notification", target.exchange)
