@@ -1,33 +1,43 @@
 """The oslo-style AMQP 0-9-1 topology, shared by every ``amqp091-oslo`` plugin.
 
 Names and declare arguments live here, not in a plugin, so that two plugins
-written on different client libraries (aio-pika, pika, aiormq) declare the same
-exchanges and queues with the same arguments and can talk to each other: a pika
-client can call a kombu-style server. Nothing here imports a client library.
+written on different client libraries (aio-pika, pika, aiormq, py-amqp, and
+oslo.messaging itself) declare the same exchanges and queues with the same
+arguments and can talk to each other: a pika client can call a kombu-style
+server. Nothing here imports a client library.
 
-Layout, as oslo.messaging's rabbit driver lays it out:
+Layout and arguments are oslo.messaging's rabbit driver's, with its defaults
+(``amqp_durable_queues = false``, ``amqp_auto_delete = false``,
+``rabbit_transient_queues_ttl = 1800``), so that mqlab can run on a broker that
+OpenStack services or oslo's simulator already use: RabbitMQ refuses to
+redeclare an exchange or queue with other arguments (``PRECONDITION_FAILED -
+inequivalent arg``), so every argument must match.
 
-- RPC: a topic exchange named ``target.exchange``; every server consumes the
-  shared queue ``<topic>`` (round robin) and its own ``<topic>.<server>``; a
-  fanout exchange ``<topic>_fanout`` with one queue per server.
-- Replies: one queue ``reply_<uuid>`` per client process, published to through
-  the default exchange (routing key = queue name); the request carries
-  ``reply_to`` and ``correlation_id`` properties.
+- RPC: a topic exchange named ``target.exchange`` (the control exchange,
+  ``openstack`` by default); every server consumes the shared queue
+  ``<topic>`` (round robin) and its own ``<topic>.<server>``; a fanout exchange
+  ``<topic>_fanout`` (never durable, auto-deleted) with one queue per server,
+  ``<topic>_fanout_<unique>``, which expires after 30 min unused.
+- Replies: one queue ``reply_<uuid>`` per client, published to through the
+  default exchange (routing key = queue name); the request carries
+  ``reply_to`` and ``correlation_id`` properties; it expires like a fanout queue.
 - Notifications: a topic exchange ``target.exchange`` (default ``notifications``),
   routing key ``<topic>.<priority>``, one shared queue per listener pool.
 
-Durability follows ``target.durable``; what is not durable is auto-deleted so a
-run leaves nothing behind on a shared broker. RabbitMQ auto-deletes an exchange
-only when its last binding goes, never one that was never bound (a client that
-published to a topic nobody served): a plugin deletes, on close, the non-durable
-exchanges it declared that nothing binds (``if_unused``).
+Durability follows ``target.durable`` (oslo's ``amqp_durable_queues``); nothing
+is auto-deleted but the fanout exchange, as oslo does. So a plugin cleans up
+after itself: it notes what it declares in a :class:`Declared` and, at close,
+deletes the non-durable queues and exchanges it declared, each only if unused
+(no consumer on a queue, no binding on an exchange). A durable one stays (it
+was asked to outlive the run), and an entity that an OpenStack service still
+consumes or binds is never touched.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from mqlab.transport import Target
 
@@ -35,6 +45,13 @@ WIRE = "amqp091-oslo"
 
 #: the default exchange; replies are routed by queue name through it
 DEFAULT_EXCHANGE = ""
+
+#: oslo.messaging's ``amqp_auto_delete`` default: exchanges and queues stay when unused
+AUTO_DELETE = False
+
+#: oslo.messaging's ``rabbit_transient_queues_ttl`` (1800 s) as RabbitMQ's ``x-expires``
+#: (ms): reply and fanout queues a dead client left behind go away by themselves
+TRANSIENT_ARGUMENTS: tuple[tuple[str, int], ...] = (("x-expires", 1_800_000),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +70,12 @@ class QueueDecl:
     exclusive: bool
     #: (exchange, routing key) pairs to bind after declaring
     bindings: tuple[tuple[str, str], ...] = ()
-    #: declare arguments as (key, value) pairs, e.g. (("x-queue-type", "quorum"),)
+    #: queue.declare arguments as (name, value) pairs (hashable), e.g. (("x-expires", 1800000),)
     arguments: tuple[tuple[str, Any], ...] = ()
 
-    @property
-    def args(self) -> dict[str, Any] | None:
-        """The declare arguments as a client library takes them (None: none)."""
-        return dict(self.arguments) or None
+    def argument_map(self) -> dict[str, Any]:
+        """The declare arguments as the dict a client library takes (each types it its own way)."""
+        return dict(self.arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +92,12 @@ def new_id() -> str:
 
 
 def rpc_exchange(target: Target) -> ExchangeDecl:
-    return ExchangeDecl(target.exchange, "topic", target.durable, not target.durable)
+    return ExchangeDecl(target.exchange, "topic", target.durable, AUTO_DELETE)
 
 
 def fanout_exchange(target: Target) -> ExchangeDecl:
-    return ExchangeDecl(f"{target.topic}_fanout", "fanout", target.durable, not target.durable)
+    # oslo declares it transient and auto-deleted whatever amqp_durable_queues says
+    return ExchangeDecl(f"{target.topic}_fanout", "fanout", False, True)
 
 
 def rpc_exchanges(target: Target) -> tuple[ExchangeDecl, ExchangeDecl]:
@@ -93,7 +110,8 @@ def typed(decl: QueueDecl, queue_type: str) -> QueueDecl:
     are declared alike (mirroring is a policy the core sets, not an argument)."""
     if queue_type != "quorum":
         return decl
-    return replace(decl, durable=True, auto_delete=False, arguments=(("x-queue-type", "quorum"),))
+    arguments = (*decl.arguments, ("x-queue-type", "quorum"))
+    return replace(decl, durable=True, auto_delete=False, arguments=arguments)
 
 
 def rpc_server_queues(target: Target, server: str) -> tuple[QueueDecl, QueueDecl, QueueDecl]:
@@ -105,19 +123,26 @@ def rpc_server_queues(target: Target, server: str) -> tuple[QueueDecl, QueueDecl
     keep = target.durable
     kind = target.queue_type
     return (
-        typed(QueueDecl(target.topic, keep, not keep, False, ((ex, target.topic),)), kind),
+        typed(QueueDecl(target.topic, keep, AUTO_DELETE, False, ((ex, target.topic),)), kind),
         typed(
             QueueDecl(
                 f"{target.topic}.{server}",
                 keep,
-                not keep,
+                AUTO_DELETE,
                 False,
                 ((ex, f"{target.topic}.{server}"),),
             ),
             kind,
         ),
-        # fanout copies are per server instance: never durable, gone with the server
-        QueueDecl(f"{fan}_{server}", False, True, False, ((fan, ""),)),
+        # oslo: <topic>_fanout_<unique>, transient, expiring; the server name is unique here
+        QueueDecl(
+            f"{fan}_{server}",
+            False,
+            AUTO_DELETE,
+            False,
+            ((fan, target.topic),),
+            TRANSIENT_ARGUMENTS,
+        ),
     )
 
 
@@ -131,12 +156,14 @@ def rpc_route(target: Target) -> Route:
 
 
 def reply_queue(client: str | None = None) -> QueueDecl:
-    """One reply queue per client process; exclusive and auto-deleted."""
-    return QueueDecl(f"reply_{client or new_id()}", False, True, True, ())
+    """One reply queue per client: transient, shared-nothing, expiring (as oslo's)."""
+    return QueueDecl(
+        f"reply_{client or new_id()}", False, AUTO_DELETE, False, (), TRANSIENT_ARGUMENTS
+    )
 
 
 def notification_exchange(target: Target) -> ExchangeDecl:
-    return ExchangeDecl(target.exchange, "topic", target.durable, not target.durable)
+    return ExchangeDecl(target.exchange, "topic", target.durable, AUTO_DELETE)
 
 
 def notification_key(target: Target) -> str:
@@ -147,9 +174,49 @@ def notification_queue(target: Target, pool: str) -> QueueDecl:
     """The queue a listener pool shares (oslo names it after the pool)."""
     key = notification_key(target)
     name = pool or key
-    decl = QueueDecl(name, target.durable, not target.durable, False, ((target.exchange, key),))
+    decl = QueueDecl(name, target.durable, AUTO_DELETE, False, ((target.exchange, key),))
     return typed(decl, target.queue_type)
 
 
 def notification_route(target: Target) -> Route:
     return Route(target.exchange, notification_key(target), target.durable)
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """One clean-up step at close: delete ``name`` if unused."""
+
+    kind: Literal["queue", "exchange"]
+    name: str
+
+
+class Declared:
+    """What one transport declared, so that it deletes its own entities at close.
+
+    Only non-durable entities are noted: a durable one was asked to outlive the
+    run. Every deletion is ``if_unused``: a queue someone still consumes, an
+    exchange something still binds (an OpenStack service's), stays.
+    """
+
+    def __init__(self) -> None:
+        # dicts as ordered sets: deletions follow declaration order
+        self._queues: dict[str, None] = {}
+        self._exchanges: dict[str, None] = {}
+
+    def exchange(self, decl: ExchangeDecl) -> None:
+        if not decl.durable and decl.name != DEFAULT_EXCHANGE:
+            self._exchanges[decl.name] = None
+
+    def queue(self, decl: QueueDecl) -> None:
+        if not decl.durable:
+            self._queues[decl.name] = None
+
+    def deletions(self) -> tuple[Deletion, ...]:
+        """Queues first (their bindings go with them), then the exchanges they were bound to."""
+        return tuple(Deletion("queue", q) for q in self._queues) + tuple(
+            Deletion("exchange", e) for e in self._exchanges
+        )
+
+    def forget(self) -> None:
+        self._queues.clear()
+        self._exchanges.clear()

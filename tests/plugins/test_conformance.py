@@ -73,6 +73,20 @@ class TestAmqp1(ConformanceSuite):
         )
 
 
+class TestPyamqp(ConformanceSuite):
+    @pytest.fixture
+    def subject(self, broker: BrokerHandle) -> Subject:
+        return on_rabbitmq("pyamqp", broker, bad_options={"threads": 0, "prefetch": -1})
+
+
+class TestOslo(ConformanceSuite):
+    """oslo.messaging itself: its rabbit driver, kombu over py-amqp, in threads."""
+
+    @pytest.fixture
+    def subject(self, broker: BrokerHandle) -> Subject:
+        return on_rabbitmq("oslo", broker, bad_options={"threads": 0, "retry": -2})
+
+
 class TestZmq(ConformanceSuite):
     @pytest.fixture
     def subject(self, tmp_path: Path) -> Subject:

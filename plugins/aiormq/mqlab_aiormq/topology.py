@@ -6,12 +6,13 @@ and every other ``amqp091-oslo`` plugin declare identical entities.
 
 from __future__ import annotations
 
+import contextlib
 from typing import cast
 
 import aiormq
 from aiormq.abc import AbstractChannel
 
-from mqlab.amqp import DEFAULT_EXCHANGE, ExchangeDecl, QueueDecl
+from mqlab.amqp import DEFAULT_EXCHANGE, Declared, ExchangeDecl, QueueDecl
 
 
 async def open_channel(conn: aiormq.Connection, *, confirms: bool) -> aiormq.Channel:
@@ -19,8 +20,8 @@ async def open_channel(conn: aiormq.Connection, *, confirms: bool) -> aiormq.Cha
     return cast(aiormq.Channel, await conn.channel(publisher_confirms=confirms))
 
 
-async def declare_exchange(channel: AbstractChannel, decl: ExchangeDecl) -> None:
-    """Declare one exchange (the default exchange needs no declaration)."""
+async def declare_exchange(channel: AbstractChannel, decl: ExchangeDecl, noted: Declared) -> None:
+    """Declare one exchange (the default exchange needs no declaration); note it."""
     if decl.name == DEFAULT_EXCHANGE:
         return
     await channel.exchange_declare(
@@ -29,16 +30,35 @@ async def declare_exchange(channel: AbstractChannel, decl: ExchangeDecl) -> None
         durable=decl.durable,
         auto_delete=decl.auto_delete,
     )
+    noted.exchange(decl)
 
 
-async def declare_queue(channel: AbstractChannel, decl: QueueDecl) -> None:
-    """Declare one queue and its bindings."""
+async def declare_queue(channel: AbstractChannel, decl: QueueDecl, noted: Declared) -> None:
+    """Declare one queue and its bindings; note it."""
     await channel.queue_declare(
         decl.name,
         durable=decl.durable,
         exclusive=decl.exclusive,
         auto_delete=decl.auto_delete,
-        arguments=decl.args,
+        arguments=decl.argument_map(),
     )
+    noted.queue(decl)
     for exchange, key in decl.bindings:
         await channel.queue_bind(decl.name, exchange, routing_key=key)
+
+
+async def delete_declared(conn: aiormq.Connection, noted: Declared) -> None:
+    """Delete what ``noted`` holds, each only if unused (oslo's topology auto-deletes little)."""
+    channel: aiormq.Channel | None = None
+    for gone in noted.deletions():
+        if channel is None or channel.is_closed:
+            channel = await open_channel(conn, confirms=False)
+        # in use -> precondition failed closes this channel: open another
+        with contextlib.suppress(aiormq.AMQPError, aiormq.ChannelInvalidStateError):
+            if gone.kind == "queue":
+                await channel.queue_delete(gone.name, if_unused=True)
+            else:
+                await channel.exchange_delete(gone.name, if_unused=True)
+    noted.forget()
+    if channel is not None and not channel.is_closed:
+        await channel.close()

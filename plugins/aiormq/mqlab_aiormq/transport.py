@@ -30,7 +30,7 @@ from mqlab.transport import (
 from . import errors
 from .consumer import Consumer
 from .options import OPTIONS, check_combinations
-from .topology import declare_exchange, declare_queue, open_channel
+from .topology import declare_exchange, declare_queue, delete_declared, open_channel
 
 #: start() gives up on a broker after this long (a black-holed host never refuses)
 CONNECT_TIMEOUT = 10.0
@@ -90,7 +90,8 @@ class AiormqTransport(Transport):
         # client side
         self._rpc_dests: dict[Target, _Dest] = {}
         self._notify_dests: dict[Target, _Dest] = {}
-        self._declared: set[amqp.ExchangeDecl] = set()
+        self._declared: set[amqp.ExchangeDecl] = set()  # on this publishing channel
+        self._created = amqp.Declared()  # deleted at close
         self._declare_lock = asyncio.Lock()
         self._reply_lock = asyncio.Lock()
         self._reply_to: str | None = None
@@ -152,36 +153,19 @@ class AiormqTransport(Transport):
             for consumer in self._consumers:
                 await consumer.stop()
             self._consumers.clear()
-            if self._open():
+            if self._conn is not None and self._open():
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(CLOSE_TIMEOUT):
-                        await self._delete_unused_exchanges()
+                        # its consumer first, or the reply queue is in use and stays
+                        if self._reply_channel is not None:
+                            await self._reply_channel.close()
+                        await delete_declared(self._conn, self._created)
             self._calls.reject_all(ConnectionLost("the transport was closed while the call waited"))
             if self._conn is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._conn.close(), CLOSE_TIMEOUT)
         except Exception:  # noqa: BLE001 - aclose must never raise; nothing is left to release
             pass
-
-    async def _delete_unused_exchanges(self) -> None:
-        """Delete the transient exchanges this client declared that nobody bound to.
-
-        A broker auto-deletes an exchange when its last binding goes, never one
-        that was never bound (a cast nobody listened to); ``if_unused`` keeps
-        the ones a server still uses.
-        """
-        assert self._conn is not None
-        channel: aiormq.Channel | None = None
-        for decl in self._declared:
-            if decl.durable:
-                continue
-            if channel is None or channel.is_closed:
-                channel = await open_channel(self._conn, confirms=False)
-            # in use -> precondition failed closes this channel: open another
-            with contextlib.suppress(aiormq.AMQPError, aiormq.ChannelInvalidStateError):
-                await channel.exchange_delete(decl.name, if_unused=True)
-        if channel is not None and not channel.is_closed:
-            await channel.close()
 
     # -- server side -------------------------------------------------------------------
 
@@ -201,10 +185,10 @@ class AiormqTransport(Transport):
             consumer = await self._consumer_channel(handler)
             channel = consumer.channel
             for exchange in amqp.rpc_exchanges(target):
-                await declare_exchange(channel, exchange)
+                await declare_exchange(channel, exchange, self._created)
             queues = amqp.rpc_server_queues(target, server)
             for queue in queues:
-                await declare_queue(channel, queue)
+                await declare_queue(channel, queue, self._created)
             for queue in queues:
                 await consumer.consume(queue.name)
         except Exception as exc:
@@ -219,9 +203,9 @@ class AiormqTransport(Transport):
         try:
             consumer = await self._consumer_channel(handler)
             channel = consumer.channel
-            await declare_exchange(channel, amqp.notification_exchange(target))
+            await declare_exchange(channel, amqp.notification_exchange(target), self._created)
             queue = amqp.notification_queue(target, pool)
-            await declare_queue(channel, queue)
+            await declare_queue(channel, queue, self._created)
             await consumer.consume(queue.name)
         except Exception as exc:
             if consumer is not None:
@@ -254,7 +238,7 @@ class AiormqTransport(Transport):
                 channel = self._admin
                 if channel is None or channel.is_closed:
                     channel = self._admin = await open_channel(self._connection(), confirms=False)
-                await declare_exchange(channel, decl)
+                await declare_exchange(channel, decl, self._created)
                 self._declared.add(decl)
             dest = _Dest(
                 route.exchange,
@@ -281,7 +265,7 @@ class AiormqTransport(Transport):
             if self._reply_to is None:
                 queue = amqp.reply_queue()
                 channel = await open_channel(self._connection(), confirms=False)
-                await declare_queue(channel, queue)
+                await declare_queue(channel, queue, self._created)
                 await channel.basic_consume(queue.name, self._on_reply, no_ack=True)
                 self._reply_channel = channel
                 self._reply_to = queue.name

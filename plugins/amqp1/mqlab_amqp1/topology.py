@@ -19,12 +19,14 @@ import aiormq
 import aiormq.abc
 from aiormq import exceptions as amqp_errors
 
-from mqlab.amqp import ExchangeDecl, QueueDecl
+from mqlab.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab.errors import ConnectFailed, DriverError, map_errors
 from mqlab_amqp1.url import BrokerUrl
 
 #: bound on every 0-9-1 round trip: declarations are tiny
 TIMEOUT = 10.0
+#: seconds the deletions at close may take (the transport's close is bounded)
+CLEAN_UP_BUDGET = 2.5
 
 
 class Topology:
@@ -36,6 +38,7 @@ class Topology:
         self._channel: aiormq.abc.AbstractChannel | None = None
         self._lock = asyncio.Lock()
         self._exchanges: set[str] = set()
+        self._created = Declared()  # deleted at close
 
     async def _ready(self) -> aiormq.abc.AbstractChannel:
         if self._channel is not None and not self._channel.is_closed:
@@ -81,6 +84,7 @@ class Topology:
                     timeout=TIMEOUT,
                 )
             self._exchanges.add(decl.name)
+            self._created.exchange(decl)
 
     async def queue(self, decl: QueueDecl) -> None:
         """Declare ``decl`` and its bindings (declaring an existing queue is a no-op)."""
@@ -92,9 +96,10 @@ class Topology:
                     durable=decl.durable,
                     auto_delete=decl.auto_delete,
                     exclusive=decl.exclusive,
-                    arguments=decl.args,
+                    arguments=decl.argument_map(),
                     timeout=TIMEOUT,
                 )
+                self._created.queue(decl)
                 for exchange, key in decl.bindings:
                     await channel.queue_bind(decl.name, exchange, key, timeout=TIMEOUT)
 
@@ -106,7 +111,21 @@ class Topology:
                 await channel.queue_delete(name, if_unused=True, timeout=TIMEOUT)
 
     async def close(self) -> None:
-        """Close the 0-9-1 connection; never raises."""
+        """Delete what was declared (if unused), close the 0-9-1 connection; never raises.
+
+        Call it after the AMQP 1.0 receivers are gone, or their queues are in use and stay.
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CLEAN_UP_BUDGET):
+                for gone in self._created.deletions():
+                    with contextlib.suppress(Exception):
+                        # in use -> precondition failed closes the channel; _ready opens another
+                        channel = await self._ready()
+                        if gone.kind == "queue":
+                            await channel.queue_delete(gone.name, if_unused=True)
+                        else:
+                            await channel.exchange_delete(gone.name, if_unused=True)
+        self._created.forget()
         conn, self._conn, self._channel = self._conn, None, None
         if conn is not None:
             with contextlib.suppress(Exception):

@@ -20,7 +20,6 @@ message's ``subject``. Requests carry ``reply-to`` = ``/queue/reply_<id>``
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import logging
 import uuid
@@ -220,7 +219,7 @@ class Amqp1Transport(Transport):
 
     @property
     def reply_queue(self) -> str | None:
-        """This client's reply queue, once it made a call (auto-deleted when it closes)."""
+        """This client's reply queue, once it made a call (deleted when it closes)."""
         return _queue_of(self._reply_address) if self._reply_address else None
 
     @property
@@ -364,10 +363,9 @@ class Amqp1Transport(Transport):
         await asyncio.shield(task)
 
     async def _open_replies(self) -> None:
-        # exclusive is impossible here: the queue is declared on the 0-9-1
-        # connection and consumed on the 1.0 one; auto-delete removes it when
-        # this transport's receiver goes
-        decl = dataclasses.replace(reply_queue(), exclusive=False)
+        # not exclusive (as oslo's): it is declared on the 0-9-1 connection and
+        # consumed on the 1.0 one; the topology deletes it at close
+        decl = reply_queue()
         await self._declarer().queue(decl)
         await self._consume((decl,), "call" in self._presettled, self._on_reply)
         self._reply_address = f"/queue/{decl.name}"

@@ -21,7 +21,7 @@ from aio_pika.abc import (
     AbstractQueue,
 )
 
-from mqlab.amqp import ExchangeDecl, QueueDecl
+from mqlab.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab.errors import ConnectionLost, DriverError
 from mqlab_kombu.errors import describe, is_transient
 from mqlab_kombu.link import CLOSE_TIMEOUT, START_BUDGET, Link
@@ -44,8 +44,9 @@ class Subscription:
 class Consumers:
     """Every subscription of one link, restored in order after each reconnect."""
 
-    def __init__(self, link: Link, prefetch: int) -> None:
+    def __init__(self, link: Link, prefetch: int, declared: Declared) -> None:
         self._link = link
+        self._declared = declared
         self._prefetch = prefetch
         self._subs: list[Subscription] = []
         self._lock = asyncio.Lock()
@@ -108,14 +109,16 @@ class Consumers:
                 await channel.declare_exchange(
                     ex.name, ex.type, durable=ex.durable, auto_delete=ex.auto_delete
                 )
+                self._declared.exchange(ex)
             for decl in sub.queues:
                 queue = await channel.declare_queue(
                     decl.name,
                     durable=decl.durable,
                     exclusive=decl.exclusive,
                     auto_delete=decl.auto_delete,
-                    arguments=decl.args,
+                    arguments=decl.argument_map(),
                 )
+                self._declared.queue(decl)
                 for exchange, key in decl.bindings:
                     await queue.bind(exchange, key)
                 consuming.append((queue, await queue.consume(callback, no_ack=False)))
@@ -140,7 +143,7 @@ class Consumers:
         written after channel.close reaches a closed channel and RabbitMQ closes
         the whole connection (CHANNEL_ERROR). So consumers are cancelled first,
         the callbacks already dispatched finish, and only then do channels close.
-        Auto-delete queues go away with their last consumer.
+        The transport deletes the queues afterwards (:meth:`Publisher.delete_declared`).
         """
         self._closing = True
         if not self._subs:

@@ -24,7 +24,7 @@ import aio_pika
 import aiormq.exceptions as amqp_exc
 from aio_pika.abc import AbstractChannel, AbstractExchange
 
-from mqlab.amqp import ExchangeDecl
+from mqlab.amqp import Declared, ExchangeDecl
 from mqlab.errors import ConnectionLost, DriverError
 from mqlab_kombu.errors import describe, is_transient
 from mqlab_kombu.link import CLOSE_TIMEOUT, Link
@@ -54,15 +54,17 @@ class _Slot:
 class Publisher:
     """Publishes on ``link`` through ``channels`` channels, with confirms and retry."""
 
-    def __init__(self, link: Link, channels: int, confirm: bool, retry: int | None) -> None:
+    def __init__(
+        self, link: Link, channels: int, confirm: bool, retry: int | None, declared: Declared
+    ) -> None:
         self._link = link
         self._confirm = confirm
         self._retry = retry
         self._max_retries = math.inf if retry is None or retry < 0 else retry
         self._slots = [_Slot() for _ in range(max(1, channels))]
         self._next_slot = itertools.cycle(self._slots).__next__
-        #: non-durable exchanges this publisher declared: candidates for clean-up
-        self._declared: set[str] = set()
+        #: what this transport declared: deleted at close
+        self._declared = declared
 
     async def _ready_slot(self, slot: _Slot) -> AbstractChannel:
         channel = slot.channel
@@ -94,8 +96,7 @@ class Publisher:
                 decl.name, decl.type, durable=decl.durable, auto_delete=decl.auto_delete
             )
             slot.exchanges[decl.name] = exchange
-            if not decl.durable:
-                self._declared.add(decl.name)
+            self._declared.exchange(decl)
         return exchange
 
     async def publish(
@@ -175,26 +176,30 @@ class Publisher:
         if self._link.closing:
             raise ConnectionLost(f"publish to {where} abandoned: the transport is closing")
 
-    async def delete_unused_exchanges(self) -> None:
-        """Delete the non-durable exchanges this publisher declared, if nothing binds them.
+    async def delete_declared(self) -> None:
+        """Delete the non-durable queues and exchanges this transport declared, if unused.
 
-        An auto-delete exchange only goes away when its last binding does, so one
-        that a client declared but no server ever bound would stay on the broker.
-        ``if_unused`` keeps every exchange a server still uses.
+        oslo's topology auto-deletes nothing but the fanout exchange, so what a
+        run declared would stay on the broker; ``if_unused`` keeps every queue
+        someone still consumes and every exchange something still binds.
         """
         conn = self._link.connection
-        if conn is None or not self._declared:
+        deletions = self._declared.deletions()
+        if conn is None or not deletions:
             return
         channel: AbstractChannel | None = None
-        for name in sorted(self._declared):
+        for gone in deletions:
             try:
                 if channel is None or channel.is_closed:
                     channel = await conn.channel(publisher_confirms=False)
-                await channel.exchange_delete(name, if_unused=True)
+                if gone.kind == "queue":
+                    await channel.queue_delete(gone.name, if_unused=True)
+                else:
+                    await channel.exchange_delete(gone.name, if_unused=True)
             except (amqp_exc.AMQPError, amqp_exc.ChannelInvalidStateError, OSError):
-                # 406 in use: a server still binds it; its own auto-delete will remove it
+                # 406 in use: another worker still consumes or binds it and deletes it last
                 channel = None
-        self._declared.clear()
+        self._declared.forget()
         if channel is not None and not channel.is_closed:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(CLOSE_TIMEOUT):

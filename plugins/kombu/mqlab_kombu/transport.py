@@ -134,11 +134,12 @@ class KombuTransport(Transport):
             for link in self._links:
                 await link.aclose()
             raise
-        self._publisher = Publisher(publish, channels, opts["confirm"], opts["retry"])
-        self._consumers = Consumers(consume, opts["prefetch"])
+        declared = amqp.Declared()
+        self._publisher = Publisher(publish, channels, opts["confirm"], opts["retry"], declared)
+        self._consumers = Consumers(consume, opts["prefetch"], declared)
 
     async def aclose(self) -> None:
-        """Cancel consumers, fail waiting calls, drop unused exchanges, close; never raises."""
+        """Cancel consumers, fail waiting calls, delete what it declared if unused; never raises."""
         if self._closed:
             return
         self._closed = True
@@ -148,7 +149,7 @@ class KombuTransport(Transport):
                 await self._consumers.close()
             if self._publisher is not None:
                 async with asyncio.timeout(3.0):
-                    await self._publisher.delete_unused_exchanges()
+                    await self._publisher.delete_declared()
         except Exception:
             log.debug("kombu: clean-up before close failed", exc_info=True)
         for link in self._links:

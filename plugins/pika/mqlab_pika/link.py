@@ -29,7 +29,7 @@ from pika.adapters.asyncio_connection import AsyncioConnection
 from pika.channel import Channel
 from pika.frame import Method
 
-from mqlab.amqp import ExchangeDecl, QueueDecl
+from mqlab.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab.connect import connect_first, no_url
 from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
 from mqlab.urls import hide_secret, mask
@@ -102,7 +102,7 @@ class Link:
         self._tags: dict[str, ConsumerSpec] = {}
         self._declared: set[ExchangeDecl] = set()
         self._declaring: dict[ExchangeDecl, asyncio.Future[None]] = {}
-        self._ours: set[str] = set()  # non-durable exchanges this link declared
+        self._created = Declared()  # what this link declared: deleted at close
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_down: Callable[[str], None] | None = None
         self.down_reason = "not connected"
@@ -320,8 +320,7 @@ class Link:
             del self._declaring[decl]
         bridge.resolve(running, None)
         self._declared.add(decl)
-        if not decl.durable:
-            self._ours.add(decl.name)
+        self._created.exchange(decl)
 
     async def _declare_queue(self, queue: QueueDecl) -> None:
         chan = await self._decl_chan()
@@ -331,8 +330,9 @@ class Link:
             durable=queue.durable,
             exclusive=queue.exclusive,
             auto_delete=queue.auto_delete,
-            arguments=queue.args,
+            arguments=queue.argument_map(),
         )
+        self._created.queue(queue)
         for exchange, key in queue.bindings:
             await chan.call(chan.channel.queue_bind, queue.name, exchange, routing_key=key)
 
@@ -395,18 +395,23 @@ class Link:
         if not task.cancelled() and task.exception() is not None:
             LOG.error("pika link task failed: %r", task.exception())
 
-    async def _delete_unused_exchanges(self) -> None:
-        """Delete non-durable exchanges we declared that no queue is bound to.
+    async def _delete_declared(self) -> None:
+        """Delete the non-durable queues and exchanges this link declared, if unused.
 
-        auto_delete only removes an exchange when its last binding goes; one a
-        client declared but no server ever bound to would stay on the broker.
+        oslo's topology auto-deletes nothing but the fanout exchange, so what a
+        run declared would stay on the broker; ``if_unused`` keeps every queue
+        someone still consumes and every exchange something still binds.
         """
-        for name in sorted(self._ours):
+        for gone in self._created.deletions():
             try:
                 chan = await self._decl_chan()
-                await chan.call(chan.channel.exchange_delete, name, if_unused=True)
+                if gone.kind == "queue":
+                    await chan.call(chan.channel.queue_delete, gone.name, if_unused=True)
+                else:
+                    await chan.call(chan.channel.exchange_delete, gone.name, if_unused=True)
             except Gone:
-                continue  # in use (406) or gone already (404): either way not ours to remove
+                continue  # in use (406): another worker deletes it last; gone already (404)
+        self._created.forget()
 
     async def aclose(self, timeout: float = 5.0) -> None:
         """Close channels and connection within ``timeout``; never raises."""
@@ -427,10 +432,10 @@ class Link:
             async with asyncio.timeout(timeout):
                 sub = self.sub
                 if sub is not None:
-                    # consumers go first so auto-delete queues drop their bindings
+                    # consumers go first, or the queues are in use and stay
                     await sub.aclose()
                 with contextlib.suppress(Gone):
-                    await self._delete_unused_exchanges()
+                    await self._delete_declared()
                 bridge.abort(conn)
                 await closed
         except Exception as exc:  # noqa: BLE001 - aclose never raises

@@ -1,0 +1,293 @@
+"""The ``pyamqp`` transport: py-amqp, the blocking library under kombu, in threads.
+
+As seed 002's ``Pyamqp_Threads``: ``threads`` connections, each owned by a
+thread of its own (:class:`mqlab_pyamqp.link.Link`). A client publishes
+through its threads round robin (with publisher confirms: a send returns once
+the broker has it); a server consumes its queues on every one of its threads,
+so the broker spreads deliveries over them, and the operating system, not an
+event loop, switches between connections. The core's handler runs on the
+event loop (:func:`mqlab.threads.on_loop`); each delivery is acked after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import amqp as pyamqp
+
+from mqlab import amqp as topology
+from mqlab.connect import connect_first
+from mqlab.errors import ConnectionLost, TransportError
+from mqlab.pending import PendingCalls
+from mqlab.threads import on_loop
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.urls import hide_secret
+from mqlab_pyamqp.link import Link, declare_exchange, declare_queue, delete_declared, mapped
+
+#: seconds to connect one URL
+CONNECT_TIMEOUT = 5.0
+
+
+class PyamqpTransport(Transport):
+    """py-amqp in ``threads`` threads, one connection each, bridged to asyncio."""
+
+    wire = topology.WIRE
+    # no reconnection, no mandatory flag (a call to nobody times out, as kombu's)
+    features = Features(durable=True, fanout=True, server="rabbitmq", queue_types=True)
+    option_specs: ClassVar[Mapping[str, Option]] = {
+        "threads": Option(
+            (int,), 2, "connections, one thread each (seed 002: 2 to 32)", minimum=1, maximum=256
+        ),
+        "prefetch": Option(
+            (int,),
+            0,
+            "basic.qos prefetch count per consumer (0 = unlimited)",
+            minimum=0,
+            maximum=65535,
+        ),
+        "confirm": Option((bool,), True, "publisher confirms: a send returns once acked"),
+    }
+
+    def __init__(self, config: TransportConfig) -> None:
+        super().__init__(config)
+        self._url = ""
+        self._publishers: list[Link] = []
+        self._next: Callable[[], Link] | None = None
+        self._consumers: list[Link] = []
+        self._calls = PendingCalls()
+        self._declared = topology.Declared()
+        self._reply_to: str | None = None
+        self._reply_lock = asyncio.Lock()
+        self._closed = False
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Find the first URL that answers; the threads connect on first use."""
+        _, url = await connect_first(
+            self.urls, self._try, _explain, per_url=CONNECT_TIMEOUT, budget=2 * CONNECT_TIMEOUT
+        )
+        self._url = url
+
+    async def _try(self, url: str, timeout: float) -> str:
+        link = Link(url, f"mqlab-pyamqp {self.config.worker} probe", timeout)
+        try:
+            await asyncio.wrap_future(link.open())
+        finally:
+            link.stop()
+        return url
+
+    async def _links(self, count: int, role: str, confirm: bool) -> list[Link]:
+        links = [
+            Link(
+                self._url,
+                f"mqlab-pyamqp {self.config.worker} {role}{i}",
+                CONNECT_TIMEOUT,
+            )
+            for i in range(count)
+        ]
+        try:
+            for link in links:
+                await asyncio.wrap_future(link.open(confirm=confirm))
+        except Exception as exc:
+            for link in links:
+                link.stop()
+            raise ConnectionLost(f"cannot open a pyamqp connection: {exc}") from exc
+        return links
+
+    async def aclose(self) -> None:
+        """Stop every thread, then delete what was declared (if unused); never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        self._calls.reject_all(ConnectionLost("the transport closed while waiting for a reply"))
+        links = self._consumers + self._publishers
+        for link in links:
+            link.stop()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 4.0
+        for link in links:
+            await loop.run_in_executor(None, link.join, max(0.0, deadline - loop.time()))
+        if self._url and self._declared.deletions():
+            # every consumer is gone now, or the queues would be in use and stay
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(max(0.1, deadline - loop.time())):
+                    [cleaner] = await self._links(1, "clean-up", False)
+                    try:
+                        await self._run_any(cleaner, lambda c: delete_declared(c, self._declared))
+                    finally:
+                        cleaner.stop()
+
+    async def _run(self, link: Link, work: Callable[[pyamqp.Connection], Any]) -> Any:
+        if self._closed:
+            raise ConnectionLost("the pyamqp transport is closed")
+        return await self._run_any(link, work)
+
+    async def _run_any(self, link: Link, work: Callable[[pyamqp.Connection], Any]) -> Any:
+        try:
+            return await asyncio.wrap_future(link.submit(work))
+        except TransportError:
+            raise
+        except Exception as exc:
+            raise mapped(exc) from exc
+
+    # -- server side ---------------------------------------------------------
+
+    async def _consume(
+        self,
+        exchanges: tuple[topology.ExchangeDecl, ...],
+        queues: tuple[topology.QueueDecl, ...],
+        on_message: Callable[[Link, Any], None] | None,
+        handler: Handler | None,
+    ) -> None:
+        """Every one of ``threads`` links declares and consumes ``queues``."""
+        links = await self._links(self.options["threads"], "consume", False)
+        self._consumers.extend(links)
+        prefetch = self.options["prefetch"]
+        call_handler = on_loop(handler) if handler is not None else None
+
+        def setup(link: Link) -> Callable[[pyamqp.Connection], None]:
+            def work(conn: pyamqp.Connection) -> None:
+                channel = conn.channel()
+                replies = conn.channel()
+                if prefetch:
+                    channel.basic_qos(0, prefetch, False)
+                for ex in exchanges:
+                    declare_exchange(channel, ex, self._declared)
+                for decl in queues:
+                    declare_queue(channel, decl, self._declared)
+
+                def deliver(message: pyamqp.Message) -> None:
+                    if on_message is not None:
+                        on_message(link, message)
+                    else:
+                        assert call_handler is not None
+                        _serve(call_handler, replies, message)
+                    channel.basic_ack(message.delivery_tag)
+
+                for decl in queues:
+                    channel.basic_consume(decl.name, callback=deliver)
+                link.consuming()
+
+            return work
+
+        for link in links:
+            await self._run(link, setup(link))
+
+    async def serve_rpc(self, target: Target, handler: Handler) -> None:
+        """Consume ``<topic>``, ``<topic>.<server>`` and the fanout copy on every thread."""
+        server = target.server or self.config.worker
+        queues = topology.rpc_server_queues(target, server)
+        await self._consume(topology.rpc_exchanges(target), queues, None, handler)
+
+    async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
+        """Consume the pool's shared queue on every thread."""
+        queue = topology.notification_queue(target, pool)
+        await self._consume((topology.notification_exchange(target),), (queue,), None, handler)
+
+    # -- client side ---------------------------------------------------------
+
+    async def _publisher(self) -> Link:
+        if self._next is None:
+            self._publishers = await self._links(
+                self.options["threads"], "publish", self.options["confirm"]
+            )
+            self._next = itertools.cycle(self._publishers).__next__
+        return self._next()
+
+    async def _send(
+        self, exchange: topology.ExchangeDecl, route: topology.Route, message: pyamqp.Message
+    ) -> None:
+        link = await self._publisher()
+
+        def publish(conn: pyamqp.Connection) -> None:
+            # runs on the link's thread: its publishing channel and exchanges are its own
+            if link.channel is None or not link.channel.is_open:
+                link.channel = conn.channel()
+                link.exchanges.clear()
+            if exchange.name not in link.exchanges:
+                declare_exchange(link.channel, exchange, self._declared)
+                link.exchanges.add(exchange.name)
+            link.channel.basic_publish(
+                message, exchange=route.exchange, routing_key=route.routing_key
+            )
+
+        await self._run(link, publish)
+
+    async def _reply_queue(self) -> str:
+        async with self._reply_lock:
+            if self._reply_to is None:
+                decl = topology.reply_queue()
+                calls, loop = self._calls, asyncio.get_running_loop()
+
+                def on_reply(link: Link, message: pyamqp.Message) -> None:
+                    corr = message.properties.get("correlation_id")
+                    loop.call_soon_threadsafe(calls.resolve, corr, bytes(message.body))
+
+                links = await self._links(1, "replies", False)
+                self._consumers.extend(links)
+
+                def setup(conn: pyamqp.Connection) -> None:
+                    channel = conn.channel()
+                    declare_queue(channel, decl, self._declared)
+                    channel.basic_consume(
+                        decl.name, callback=lambda m: on_reply(links[0], m), no_ack=True
+                    )
+                    links[0].consuming()
+
+                await self._run(links[0], setup)
+                self._reply_to = decl.name
+            return self._reply_to
+
+    async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
+        """Publish with ``reply_to``/``correlation_id``; :class:`CallTimeout` after ``timeout``."""
+        msg_id = topology.new_id()
+        route = topology.rpc_route(target)
+        async with self._calls.waiting(msg_id, target, timeout) as fut:
+            reply_to = await self._reply_queue()
+            message = pyamqp.Message(
+                body,
+                delivery_mode=2 if route.persistent else 1,
+                reply_to=reply_to,
+                correlation_id=msg_id,
+                message_id=msg_id,
+            )
+            await self._send(_rpc_exchange(target), route, message)
+            return await fut
+
+    async def cast(self, target: Target, body: bytes) -> None:
+        route = topology.rpc_route(target)
+        message = pyamqp.Message(body, delivery_mode=2 if route.persistent else 1)
+        await self._send(_rpc_exchange(target), route, message)
+
+    async def notify(self, target: Target, body: bytes) -> None:
+        route = topology.notification_route(target)
+        message = pyamqp.Message(body, delivery_mode=2 if route.persistent else 1)
+        await self._send(topology.notification_exchange(target), route, message)
+
+
+def _serve(handler: Handler, replies: Any, message: pyamqp.Message) -> None:
+    """Run the handler (on the loop), publish its reply on the link's reply channel."""
+    reply = handler(bytes(message.body))
+    reply_to = message.properties.get("reply_to")
+    if reply is not None and reply_to:
+        corr = message.properties.get("correlation_id") or message.properties.get("message_id")
+        replies.basic_publish(
+            pyamqp.Message(reply, correlation_id=corr, delivery_mode=1),
+            exchange=topology.DEFAULT_EXCHANGE,
+            routing_key=reply_to,
+        )
+
+
+def _rpc_exchange(target: Target) -> topology.ExchangeDecl:
+    return topology.fanout_exchange(target) if target.fanout else topology.rpc_exchange(target)
+
+
+def _explain(url: str, exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, TimeoutError | OSError) and "timed out" in str(exc):
+        return f"no answer within {timeout:g}s"
+    return hide_secret(str(exc) or type(exc).__name__, url)

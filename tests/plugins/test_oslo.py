@@ -1,0 +1,78 @@
+"""The ``oslo`` plugin: oslo.messaging itself, on a real broker, bridged to asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mqlab_oslo import OsloTransport
+
+from mqlab.transport import Target
+
+from .kit import Mgmt, eventually
+from .threaded import Got, Make, starter
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture
+def tag() -> str:
+    return f"oslo-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def make(broker: Any) -> AsyncIterator[Make]:
+    async for factory in starter(broker.url, OsloTransport):
+        yield factory
+
+
+async def test_call_cast_and_fanout_through_oslo_messaging(make: Make, tag: str) -> None:
+    got = Got()
+    server = await make(f"{tag}-s")
+    client = await make(f"{tag}-c")
+    await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), got)
+    # every byte value survives oslo's JSON envelope
+    body = bytes(range(256))
+    assert await client.call(Target(tag, f"{tag}-t"), body, 10) == b"re:" + body
+    replies = await asyncio.gather(
+        *(client.call(Target(tag, f"{tag}-t"), b"%d" % i, 10) for i in range(50))
+    )
+    assert replies == [b"re:%d" % i for i in range(50)]
+    await client.cast(Target(tag, f"{tag}-t"), b"cast")
+    await client.cast(Target(tag, f"{tag}-t", fanout=True), b"fan")
+    await eventually(lambda: b"cast" in got.bodies and b"fan" in got.bodies, timeout=10)
+
+
+async def test_notify_reaches_every_pool(make: Make, tag: str) -> None:
+    a, b = Got(), Got()
+    listener = await make(f"{tag}-l")
+    client = await make(f"{tag}-c")
+    target = Target(f"{tag}-n", f"{tag}-t")
+    await listener.serve_notifications(target, f"{tag}-pa", a)
+    await listener.serve_notifications(target, f"{tag}-pb", b)
+    for i in range(20):
+        await client.notify(target, b"n%d" % i)
+    await eventually(lambda: len(a.bodies) == 20 and len(b.bodies) == 20, timeout=10)
+    assert sorted(a.bodies) == sorted(b.bodies) == sorted(b"n%d" % i for i in range(20))
+
+
+async def test_close_deletes_what_the_run_declared(make: Make, tag: str, mgmt: Mgmt) -> None:
+    server = await make(f"{tag}-s")
+    client = await make(f"{tag}-c")
+    await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), Got())
+    await server.serve_notifications(Target(f"{tag}-n", f"{tag}-t"), f"{tag}-p", Got())
+    # without a pool oslo names the queue after the routing key: one queue, not one per priority
+    await server.serve_notifications(Target(f"{tag}-n", f"{tag}-u"), "", Got())
+    assert await client.call(Target(tag, f"{tag}-t"), b"x", 10) == b"re:x"
+    await client.notify(Target(f"{tag}-n", f"{tag}-t"), b"y")
+    assert mgmt.entity("queues", f"{tag}-t") is not None
+    replies = len(mgmt.names("queues", "reply_"))  # the client's, and any other test's
+    await server.aclose()
+    await client.aclose()
+    # oslo deletes its uuid-named fanout queue itself; mqlab the rest, and the reply queue
+    await eventually(lambda: not mgmt.names("queues", tag), timeout=5)
+    await eventually(lambda: len(mgmt.names("queues", "reply_")) == replies - 1, timeout=5)
+    assert mgmt.entity("exchanges", tag) is None

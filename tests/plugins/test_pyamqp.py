@@ -1,0 +1,81 @@
+"""The ``pyamqp`` plugin: py-amqp in threads, on a real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mqlab_kombu import KombuTransport
+from mqlab_pyamqp import PyamqpTransport
+
+from mqlab.transport import Target
+
+from .kit import Mgmt, eventually
+from .threaded import Got, Make, starter
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture
+def tag() -> str:
+    return f"pyamqp-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def make(broker: Any) -> AsyncIterator[Make]:
+    async for factory in starter(broker.url, PyamqpTransport):
+        yield factory
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+async def test_call_cast_fanout_notify_over_threads(make: Make, tag: str, threads: int) -> None:
+    got = Got()
+    server = await make(f"{tag}-s", threads=threads)
+    client = await make(f"{tag}-c", threads=threads)
+    await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), got)
+    await server.serve_notifications(Target(f"{tag}-n", f"{tag}-t"), f"{tag}-p", got)
+    replies = await asyncio.gather(
+        *(client.call(Target(tag, f"{tag}-t"), b"%d" % i, 10) for i in range(100))
+    )
+    assert replies == [b"re:%d" % i for i in range(100)]
+    await asyncio.gather(*(client.cast(Target(tag, f"{tag}-t"), b"c%d" % i) for i in range(100)))
+    await client.cast(Target(tag, f"{tag}-t", fanout=True), b"fan")
+    await client.notify(Target(f"{tag}-n", f"{tag}-t"), b"note")
+    await eventually(lambda: len(got.bodies) == 100 + 100 + 2, timeout=10)
+    assert sorted(got.bodies[100:]) == sorted([b"c%d" % i for i in range(100)] + [b"fan", b"note"])
+
+
+async def test_a_server_consumes_on_every_thread(make: Make, tag: str, mgmt: Mgmt) -> None:
+    server = await make(f"{tag}-s", threads=3)
+    await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), Got())
+    # the management API's figures lag a little behind
+    await eventually(
+        lambda: (mgmt.entity("queues", f"{tag}-t") or {}).get("consumers") == 3, timeout=10
+    )
+
+
+async def test_talks_to_the_kombu_plugin_both_ways(make: Make, tag: str) -> None:
+    for server_cls, client_cls in [
+        (KombuTransport, PyamqpTransport),
+        (PyamqpTransport, KombuTransport),
+    ]:
+        name = f"{tag}-{server_cls.__name__}"
+        server = await make(f"{name}-s", server_cls)
+        client = await make(f"{name}-c", client_cls)
+        await server.serve_rpc(Target(tag, name, "s1"), Got())
+        assert await client.call(Target(tag, name), b"x", 10) == b"re:x"
+
+
+async def test_close_deletes_what_it_declared(make: Make, tag: str, mgmt: Mgmt) -> None:
+    server = await make(f"{tag}-s", threads=2)
+    client = await make(f"{tag}-c", threads=2)
+    await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), Got())
+    assert await client.call(Target(tag, f"{tag}-t"), b"x", 10) == b"re:x"
+    assert len(mgmt.names("queues", tag)) == 3
+    await server.aclose()
+    await client.aclose()
+    await eventually(lambda: not mgmt.names("queues", tag), timeout=5)
+    await eventually(lambda: mgmt.entity("exchanges", tag) is None, timeout=5)
