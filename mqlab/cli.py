@@ -161,7 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     state = Path(args.state_dir) if args.state_dir else None
     try:
-        with servers.managed(kinds, state, say) as handles:
+        with servers.managed(kinds, state, say, nodes=profile.broker.nodes) as handles:
             urls = servers.endpoints(profile, server_of, handles)
             problem = servers.unreachable(urls, server_of)
             if problem:
@@ -308,33 +308,39 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from mqlab import broker as broker_mod
+    from mqlab import rabbitmq
 
     state = Path(args.state_dir) if args.state_dir else None
     try:
         if args.action == "start":
-            problem = broker_mod.installed()
+            problem = rabbitmq.installed()
             if problem:
                 raise CliError(problem, EXIT_FAILED)
             t = time.monotonic()
-            node = broker_mod.start(state, port=args.port, nodes=args.nodes)
+            cluster = rabbitmq.start(state, port=args.port, nodes=args.nodes)
+            what = "node" if len(cluster.nodes) == 1 else f"{len(cluster.nodes)}-node cluster"
             print(
-                f"RabbitMQ {node.version} node {node.name} ready in {time.monotonic() - t:.1f}s: "
-                f"{mask(node.url)} (management {node.management_url}, pid {node.pid}); "
-                f"stop it with `mqlab broker stop`"
+                f"RabbitMQ {cluster.version} {what} ready in {time.monotonic() - t:.1f}s; "
+                "stop it with `mqlab broker stop`"
             )
+            for i, node in enumerate(cluster.nodes, start=1):
+                print(
+                    f"  node{i} {node.name}: {mask(node.url)} (management "
+                    f"{node.management_url}, distribution {node.dist_port}, pid {node.pid})"
+                )
         elif args.action == "stop":
-            stopped = broker_mod.stop(state)
+            stopped = rabbitmq.stop(state)
             print(
                 "stopped " + ", ".join(n.name for n in stopped) if stopped else "no broker running"
             )
         else:
-            nodes = broker_mod.status(state)
-            if not nodes:
+            members = rabbitmq.members(state)
+            if not members:
                 print("no broker recorded (start one with `mqlab broker start`)")
-            for node, alive in nodes:
-                state_txt = "running" if alive else "not running"
-                print(f"{node.name}: {state_txt}, {mask(node.url)}, pid {node.pid}")
+            for m in members:
+                n = m.node
+                print(f"node{m.index} {n.name}: {m.state}, {mask(n.url)}, management "
+                      f"{n.management_port}, distribution {n.dist_port}, pid {n.pid}")  # fmt: skip
     except BrokerError as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
     return 0
@@ -401,13 +407,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plugins)
 
     p = sub.add_parser(
-        "broker", help="start, stop or inspect a private local RabbitMQ node",
-        description="A private RabbitMQ node with its own name, ports and data directory "
-        "(AMQP 1.0 and management plugins on), for clean, reproducible runs.",
+        "broker", help="start, stop or inspect a private local RabbitMQ node or cluster",
+        description="Private RabbitMQ nodes, each with its own name, ports and data directory "
+        "(AMQP 1.0 and management plugins on), clustered when --nodes > 1, for clean, "
+        "reproducible runs.",
     )  # fmt: skip
     p.add_argument("action", choices=("start", "stop", "status"))
     p.add_argument("--port", type=int, help="AMQP port (default: a free one)")
-    p.add_argument("--nodes", type=_positive_int, default=1, help="cluster size (1 for now)")
+    p.add_argument("--nodes", type=_positive_int, default=1,
+                   help="cluster size, 1 to 5 nodes on this machine (default 1)")  # fmt: skip
     p.add_argument(
         "--state-dir", help="where the node keeps its data (default ~/.local/state/mqlab)"
     )

@@ -17,6 +17,7 @@ from typing import Any
 
 from mqlab.codec import SERIALIZERS
 from mqlab.errors import ProfileError
+from mqlab.rabbitmq.cluster import MAX_NODES
 from mqlab.sizes import SizeSpec, parse_size
 
 PATTERNS = ("call", "cast", "notify")
@@ -54,6 +55,7 @@ class RunSettings:
 class BrokerSettings:
     urls: tuple[str, ...]
     managed: bool = False
+    nodes: int = 1  # a managed cluster's size (1 to mqlab.rabbitmq.MAX_NODES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +136,7 @@ class Profile:
 # -- parsing ---------------------------------------------------------------
 
 _RUN_KEYS = {"name", "duration", "warmup", "repeat", "drain", "processes"}
-_BROKER_KEYS = {"url", "managed"}
+_BROKER_KEYS = {"url", "managed", "nodes"}
 #: keys of a [drivers.NAME] table that are not the plugin's options
 _DRIVER_KEYS = {"plugin", "url", "urls"}
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -265,7 +267,17 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
 
     broker_r = _Reader(path, "broker", top.table.get("broker", {}), _BROKER_KEYS)
     raw_url = broker_r.table.get("url", DEFAULT_URL)
-    broker = BrokerSettings(_urls(broker_r, "url", raw_url), broker_r.boolean("managed", False))
+    managed = broker_r.boolean("managed", False)
+    nodes = broker_r.count("nodes", 1, 1)
+    if nodes > MAX_NODES:
+        raise broker_r.fail("nodes", f"expected 1 to {MAX_NODES} nodes, got {nodes}")
+    if nodes > 1 and not managed:
+        raise broker_r.fail(
+            "nodes",
+            "a cluster of nodes is started only with managed = true "
+            "(a cluster you run yourself is given as a list in url)",
+        )
+    broker = BrokerSettings(_urls(broker_r, "url", raw_url), managed, nodes)
 
     drivers_t = top.table.get("drivers")
     if not isinstance(drivers_t, dict) or not drivers_t:

@@ -51,8 +51,9 @@ class ManagedServer(Protocol):
     def installed(self) -> str | None:
         """None when the server can be started here, else what to install (one line)."""
 
-    def start(self, state_dir: Path) -> ServerHandle:
-        """Start a private server in ``state_dir``; BrokerError (one line) if it cannot."""
+    def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
+        """Start a private server (of ``nodes`` clustered nodes where the kind can) in
+        ``state_dir``; BrokerError (one line) if it cannot."""
 
     def stop(self, handle: ServerHandle) -> None:
         """Stop it; BrokerError if it would not stop."""
@@ -62,40 +63,42 @@ class ManagedServer(Protocol):
 
 
 class RabbitMQ:
-    """A private RabbitMQ node (AMQP 0-9-1, AMQP 1.0, management), through mqlab.broker."""
+    """Private RabbitMQ nodes (AMQP 0-9-1, AMQP 1.0, management), through mqlab.rabbitmq."""
 
     label = "RabbitMQ"
 
     def installed(self) -> str | None:
-        from mqlab import broker
+        from mqlab import rabbitmq
 
-        return broker.installed()
+        return rabbitmq.installed()
 
-    def start(self, state_dir: Path) -> ServerHandle:
-        from mqlab import broker, environment
+    def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
+        from mqlab import rabbitmq
+        from mqlab.rabbitmq.facts import broker_version
 
-        node = broker.start(state_dir)
-        info = environment.broker_version(node.url, node.management_url)
-        facts = info or {"product": "RabbitMQ", "version": node.version}
+        cluster = rabbitmq.start(state_dir, nodes=nodes)
+        info = broker_version(cluster.url, cluster.management_url)
+        facts = info or {"product": "RabbitMQ", "version": cluster.version}
+        what = f"node {cluster.name}" if nodes == 1 else f"{nodes}-node cluster {cluster.name}"
         return ServerHandle(
-            "rabbitmq", f"RabbitMQ node {node.name}", (node.url,), (node.pid,), state_dir, facts,
-            node.management_url,
+            "rabbitmq", f"RabbitMQ {what}", tuple(cluster.urls), tuple(cluster.pids.values()),
+            state_dir, facts, cluster.management_url,
         )  # fmt: skip
 
     def stop(self, handle: ServerHandle) -> None:
-        from mqlab import broker
+        from mqlab import rabbitmq
 
-        broker.stop(handle.state_dir)
+        rabbitmq.stop(handle.state_dir)
 
     def probe(self, url: str) -> tuple[dict[str, Any] | None, int | None]:
-        from mqlab import broker, environment
+        from mqlab import environment, rabbitmq
 
         info = environment.amqp_server(url)
         pid = None
         host, port = host_port(url)
         if host in ("127.0.0.1", "localhost", "::1"):
             try:
-                pid = broker.find_pid(port)
+                pid = rabbitmq.find_pid(port)
             except Exception:  # noqa: BLE001 - CPU sampling is best effort; said in the results
                 pid = None
         return info, pid
@@ -126,6 +129,7 @@ def managed(
     kinds: list[str],
     state_dir: Path | None = None,
     say: Callable[[str], None] = lambda _: None,
+    nodes: int = 1,
 ) -> Iterator[dict[str, ServerHandle]]:
     """Start one server of each kind, yield them by kind, stop them all at the end.
 
@@ -146,12 +150,13 @@ def managed(
             else:
                 where = Path(tempfile.mkdtemp(prefix=f"mqlab-{kind}-"))
                 made.append(where)
-            say(f"starting a private {server.label} node…")
-            handles[kind] = server.start(where)
+            what = "node" if nodes == 1 else f"{nodes}-node cluster"
+            say(f"starting a private {server.label} {what}…")
+            handles[kind] = server.start(where, nodes)
         yield handles
     finally:
         for kind, handle in reversed(list(handles.items())):
-            say(f"stopping the private {STARTERS[kind].label} node…")
+            say(f"stopping the private {handle.label}…")
             try:
                 STARTERS[kind].stop(handle)
             except BrokerError as exc:

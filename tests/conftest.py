@@ -2,7 +2,7 @@
 
 ``MQLAB_TEST_BROKER_URL`` (and ``MQLAB_TEST_MANAGEMENT_URL``) point the suite at
 an existing RabbitMQ; otherwise the session starts a private node through
-:mod:`mqlab.broker` and stops it at the end.
+:mod:`mqlab.rabbitmq` and stops it at the end.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
         yield BrokerHandle(url, mgmt, port)
         return
     # Managed mode: a private node on free loopback ports, data in a tmp dir.
-    from mqlab import broker as managed
+    from mqlab import rabbitmq as managed
     from mqlab.errors import BrokerError
 
     problem = managed.installed()

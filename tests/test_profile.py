@@ -52,6 +52,12 @@ def test_good_profile_parses_into_typed_values(tmp_path: Path) -> None:
     assert notify.exchange == "notifications"
 
 
+def test_managed_cluster_size_is_read(tmp_path: Path) -> None:
+    text = GOOD.replace("[broker]\n", "[broker]\nmanaged = true\nnodes = 3\n")
+    assert load_profile(write_profile(tmp_path / "p.toml", text)).broker.nodes == 3
+    assert load_profile(write_profile(tmp_path / "q.toml", GOOD)).broker.nodes == 1
+
+
 @pytest.mark.parametrize(
     ("text", "value"), [("20s", 20.0), ("500ms", 0.5), ("2m", 120.0), (3, 3.0), ("1.5s", 1.5)]
 )
@@ -70,6 +76,9 @@ BAD = {
     "neither load": (None, "scenario[0].concurrency", "exactly one"),
     "negative servers": (None, "scenario[0].servers", ">= 0"),
     "bad size": (None, "scenario[0].message_size", "byte count"),
+    "too many nodes": ("[broker]\nmanaged = true\nnodes = 6\n", "broker.nodes", "1 to 5 nodes"),
+    "no nodes": ("[broker]\nmanaged = true\nnodes = 0\n", "broker.nodes", ">= 1"),
+    "nodes unmanaged": ("[broker]\nnodes = 3\n", "broker.nodes", "managed = true"),
 }
 
 SCENARIOS = {

@@ -78,7 +78,7 @@ class _Fake:
     def installed(self) -> str | None:
         return None
 
-    def start(self, state_dir: Path) -> ServerHandle:
+    def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
         if self.fail:
             raise BrokerError("would not start")
         self.events.append(f"start {state_dir.is_dir()}")
