@@ -87,7 +87,8 @@ class Daemon:
         found = re.search(r"v?=?(\d+\.\d+\.\d+)", out.stdout + out.stderr)
         return found.group(1) if found else None
 
-    def start(self, state_dir: Path) -> ServerHandle:
+    def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
+        """One node whatever ``nodes`` says: mqlab clusters RabbitMQ only (said in the label)."""
         state_dir.mkdir(parents=True, exist_ok=True)
         how = self.launch(state_dir)
         log = (state_dir / "server.log").open("ab")
@@ -116,9 +117,10 @@ class Daemon:
         from mqlab.servers import ServerHandle
 
         facts = {"product": self.label, "version": self.version() or "?", "port": how.port}
+        single = "" if nodes == 1 else " (one node: mqlab clusters RabbitMQ only)"
         return ServerHandle(
             self.kind,
-            f"{self.label} server on 127.0.0.1:{how.port}",
+            f"{self.label} server on 127.0.0.1:{how.port}{single}",
             (how.url,),
             (proc.pid,),
             state_dir,
@@ -174,10 +176,10 @@ class NatsServer(Daemon):
         )
         return Launch([self.binary, "-c", str(conf)], port, f"nats://127.0.0.1:{port}")
 
-    def start(self, state_dir: Path) -> ServerHandle:
+    def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
         from mqlab.servers import ServerHandle
 
-        handle = super().start(state_dir)
+        handle = super().start(state_dir, nodes)
         http = re.search(r'http: "127\.0\.0\.1:(\d+)"', (state_dir / "nats.conf").read_text())
         monitor = f"http://127.0.0.1:{http.group(1)}" if http else None
         return ServerHandle(

@@ -87,14 +87,14 @@ class NatsTransport(Transport):
     # -- connection --------------------------------------------------------------
 
     async def start(self) -> None:
-        _, self.nc = await connect_first(
+        _, nc = await connect_first(
             self.urls,
             self._open,
             self._explain,
             per_url=float(self.options["connect_timeout"]),
             budget=float(self.options["connect_timeout"]) * max(1, len(self.urls)),
         )
-        self.js = self.nc.jetstream()
+        self.nc, self.js = nc, nc.jetstream()
 
     async def _open(self, url: str, timeout: float) -> Client:
         nc = await nats.connect(
@@ -103,7 +103,7 @@ class NatsTransport(Transport):
             connect_timeout=max(1, round(timeout)),
             # one attempt now (start() reports why it failed); the option's count once up
             max_reconnect_attempts=1,
-            reconnect_time_wait=0.5,  # type: ignore[arg-type]  # nats-py annotates int, uses float
+            reconnect_time_wait=0.5,
             drain_timeout=2,
             error_cb=self._on_error,
             pending_size=8 * 1024 * 1024,

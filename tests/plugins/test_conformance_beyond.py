@@ -1,0 +1,40 @@
+"""The conformance kit against the NATS and Redis Streams plugins, each on its managed server."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Callable
+
+import pytest
+
+from mqlab.servers import ServerHandle
+from mqlab.testing import ConformanceSuite, Subject
+
+
+def nats_leftovers(monitor: str) -> Callable[[str], list[str]]:
+    """What the server still holds for a tag: connections and subscriptions naming it."""
+
+    def leftovers(tag: str) -> list[str]:
+        with urllib.request.urlopen(f"{monitor}/connz?subs=1", timeout=5) as resp:
+            connz = json.load(resp)
+        found = []
+        for conn in connz.get("connections") or []:
+            if tag in (conn.get("name") or ""):
+                found.append(f"connection {conn['name']}")
+            found += [f"subscription {s}" for s in conn.get("subscriptions_list") or [] if tag in s]
+        return found
+
+    return leftovers
+
+
+class TestNatsConformance(ConformanceSuite):
+    @pytest.fixture
+    def subject(self, nats_server: ServerHandle) -> Subject:
+        return Subject(
+            "nats",
+            urls=nats_server.urls,
+            mandatory_options={"mandatory": True},
+            bad_options={"pending_messages": 0, "connect_timeout": 0},
+            leftovers=nats_leftovers(str(nats_server.facts["monitor"])),
+        )
