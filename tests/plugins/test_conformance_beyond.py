@@ -7,6 +7,7 @@ import urllib.request
 from collections.abc import Callable
 
 import pytest
+import redis
 
 from mqlab.servers import ServerHandle
 from mqlab.testing import ConformanceSuite, Subject
@@ -37,4 +38,26 @@ class TestNatsConformance(ConformanceSuite):
             mandatory_options={"mandatory": True},
             bad_options={"pending_messages": 0, "connect_timeout": 0},
             leftovers=nats_leftovers(str(nats_server.facts["monitor"])),
+        )
+
+
+def redis_leftovers(url: str) -> Callable[[str], list[str]]:
+    """Keys naming the tag: streams of servers, pools and clients that closed."""
+
+    def leftovers(tag: str) -> list[str]:
+        with redis.Redis.from_url(url) as conn:
+            return [k.decode() for k in conn.scan_iter(match=f"*{tag}*")]
+
+    return leftovers
+
+
+class TestRedisStreamsConformance(ConformanceSuite):
+    @pytest.fixture
+    def subject(self, redis_server: ServerHandle) -> Subject:
+        return Subject(
+            "redis-streams",
+            urls=redis_server.urls,
+            at_most_once_options={"ack": "on_read"},
+            bad_options={"batch": 0, "claim_idle": 0},
+            leftovers=redis_leftovers(redis_server.urls[0]),
         )
