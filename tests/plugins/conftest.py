@@ -35,3 +35,8 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHand
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
     yield from _managed("redis", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def mosquitto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
+    yield from _managed("mosquitto", tmp_path_factory)

@@ -1,4 +1,4 @@
-"""The conformance kit against the NATS and Redis Streams plugins, each on its managed server."""
+"""The conformance kit against the NATS, Redis Streams and MQTT plugins on their managed servers."""
 
 from __future__ import annotations
 
@@ -60,4 +60,16 @@ class TestRedisStreamsConformance(ConformanceSuite):
             at_most_once_options={"ack": "on_read"},
             bad_options={"batch": 0, "claim_idle": 0},
             leftovers=redis_leftovers(redis_server.urls[0]),
+        )
+
+
+class TestMqttConformance(ConformanceSuite):
+    @pytest.fixture
+    def subject(self, mosquitto_server: ServerHandle) -> Subject:
+        # mosquitto has no API listing subscriptions: no leftovers check
+        return Subject(
+            "mqtt",
+            urls=mosquitto_server.urls,
+            at_most_once_options={"qos": 0},
+            bad_options={"inflight": 0, "session_expiry": -1},
         )
