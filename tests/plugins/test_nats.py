@@ -20,26 +20,36 @@ def _transport(server: ServerHandle, worker: str, **options: object) -> Transpor
 def test_durable_notifications_wait_in_jetstream_for_a_listener_that_was_away(
     nats_server: ServerHandle,
 ) -> None:
-    """A pool's durable consumer keeps what is published while its listener is down."""
+    """A pool's durable consumer keeps its place: what was published while its only listener
+    was down arrives when one comes back, and what was acked before does not come again."""
     tag = uuid.uuid4().hex[:8]
     target = Target(f"dur-{tag}", "events", durable=True)
+    before = [b"before%d" % i for i in range(10)]
+    away = [b"away%d" % i for i in range(10)]
+
+    async def until(got: list[bytes], want: int) -> None:
+        for _ in range(100):
+            if len(got) >= want:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # a redelivery would show as a duplicate
 
     async def check() -> None:
         first: list[bytes] = []
-        async with _transport(nats_server, f"{tag}-l1") as listener:
-            await listener.serve_notifications(target, "audit", first.append)
         async with _transport(nats_server, f"{tag}-c") as client:
-            for i in range(20):
-                await client.notify(target, b"n%d" % i)
+            async with _transport(nats_server, f"{tag}-l1") as listener:
+                await listener.serve_notifications(target, "audit", first.append)
+                for body in before:
+                    await client.notify(target, body)
+                await until(first, len(before))
+            for body in away:
+                await client.notify(target, body)
         later: list[bytes] = []
         async with _transport(nats_server, f"{tag}-l2") as listener:
             await listener.serve_notifications(target, "audit", later.append)
-            for _ in range(100):
-                if len(later) >= 20:
-                    break
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(0.3)  # a redelivery would show as a duplicate
-        assert sorted(later) == sorted(b"n%d" % i for i in range(20))
+            await until(later, len(away))
+        assert sorted(first) == sorted(before)
+        assert sorted(later) == sorted(away)
 
     asyncio.run(check())
 

@@ -31,11 +31,11 @@ import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from mqlab.connect import connect_first
+from mqlab.connect import connect_first, explain
 from mqlab.errors import ConnectionLost, DriverError, ErrorRule, map_errors
 from mqlab.pending import PendingCalls
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
-from mqlab.urls import hide_secret, host_port
+from mqlab.urls import host_port
 
 LOG = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class MqttTransport(Transport):
         _, self.client = await connect_first(
             self.urls,
             self._open,
-            _explain,
+            explain,
             per_url=float(self.options["connect_timeout"]),
             budget=float(self.options["connect_timeout"]) * max(1, len(self.urls)),
         )
@@ -246,9 +246,3 @@ class MqttTransport(Transport):
 
     async def notify(self, target: Target, body: bytes) -> None:
         await self._publish(note_topic(target), body, None)
-
-
-def _explain(url: str, exc: BaseException, timeout: float) -> str:
-    if isinstance(exc, TimeoutError):
-        return f"no answer within {timeout:g}s"
-    return hide_secret(f"{type(exc).__name__}: {exc}", url)

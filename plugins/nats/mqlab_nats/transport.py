@@ -28,11 +28,10 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
-from mqlab.connect import connect_first
+from mqlab.connect import connect_first, explain
 from mqlab.errors import ConnectionLost, map_errors
 from mqlab.pending import call_timeout
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
-from mqlab.urls import hide_secret
 from mqlab_nats import subjects
 from mqlab_nats.errors import RULES
 
@@ -119,12 +118,10 @@ class NatsTransport(Transport):
             LOG.warning("nats: slow consumer on %s: messages dropped", exc.subject)
 
     def _explain(self, url: str, exc: BaseException, timeout: float) -> str:
-        if isinstance(exc, TimeoutError):
-            return f"no answer within {timeout:g}s"
+        # nats-py says only "no servers"; why the server refused came to the error callback
         cause = self._last_error if isinstance(exc, nats.errors.NoServersError) else exc
         self._last_error = None
-        text = f"{type(cause).__name__}: {cause}" if cause is not None else repr(exc)
-        return hide_secret(text, url)
+        return explain(url, cause or exc, timeout)
 
     def _client(self) -> Client:
         if self.nc is None or self.nc.is_closed:

@@ -26,11 +26,10 @@ from typing import Any, ClassVar
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from mqlab.connect import connect_first
+from mqlab.connect import connect_first, explain
 from mqlab.errors import ConnectionLost, ErrorRule, Undeliverable, map_errors
 from mqlab.pending import PendingCalls
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
-from mqlab.urls import hide_secret
 from mqlab_redis import keys
 from mqlab_redis.group import BLOCK_MS, GroupReader, Reading, done
 
@@ -242,6 +241,6 @@ class RedisStreamsTransport(Transport):
 
 
 def _explain(url: str, exc: BaseException, timeout: float) -> str:
-    if isinstance(exc, TimeoutError | redis.exceptions.TimeoutError):
+    if isinstance(exc, redis.exceptions.TimeoutError):  # not a builtin TimeoutError
         return f"no answer within {timeout:g}s"
-    return hide_secret(f"{type(exc).__name__}: {exc}", url)
+    return explain(url, exc, timeout)
