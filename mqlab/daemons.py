@@ -212,5 +212,7 @@ class Mosquitto(Daemon):
         conf.write_text(
             f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
             f"persistence_location {state_dir}/\nmax_queued_messages 0\n"
+            # Nagle's algorithm with delayed ACKs adds ~40 ms to every small reply
+            "set_tcp_nodelay true\n"
         )
         return Launch([self.binary, "-c", str(conf)], port, f"mqtt://127.0.0.1:{port}")
