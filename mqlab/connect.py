@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from mqlab.errors import ConnectFailed
-from mqlab.urls import mask
+from mqlab.urls import hide_secret, mask
 
 T = TypeVar("T")
 
@@ -25,6 +25,16 @@ NO_URL = (
 
 def no_url() -> ConnectFailed:
     return ConnectFailed(NO_URL)
+
+
+def explain(url: str, exc: BaseException, timeout: float) -> str:
+    """The reason of one failed attempt: a timeout, or the library's words, password removed.
+
+    A driver whose library says more than its exception (or says it elsewhere) wraps this.
+    """
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g}s"
+    return hide_secret(f"{type(exc).__name__}: {exc}", url)
 
 
 def connect_failed(urls: Sequence[str], reasons: Sequence[str]) -> ConnectFailed:

@@ -3,7 +3,8 @@
 A plugin says which server it talks to (``Features.server``: ``"rabbitmq"``, or
 ``None`` for brokerless and in-process drivers). With ``[broker] managed =
 true``, the run starts one private server of each kind the profile's drivers
-need, and only those, hands each driver the URLs of its server, and stops them
+need, and only those (RabbitMQ here; NATS, Redis and Mosquitto in
+:mod:`mqlab.daemons`), hands each driver the URLs of its server, and stops them
 at the end. :data:`STARTERS` maps a server name to its starter; a new kind
 (Redis, NATS, Mosquitto) is one class with ``installed``/``start``/``stop``
 and one row there.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mqlab.backlog import QueueDepth, rabbit_depth_for
+from mqlab.daemons import Mosquitto, NatsServer, RedisServer
 from mqlab.errors import BrokerError
 from mqlab.profile import Profile
 from mqlab.urls import host_port, mask
@@ -108,7 +110,12 @@ class RabbitMQ:
 
 
 #: server name (``Features.server``) -> its starter
-STARTERS: dict[str, ManagedServer] = {"rabbitmq": RabbitMQ()}
+STARTERS: dict[str, ManagedServer] = {
+    "rabbitmq": RabbitMQ(),
+    "nats": NatsServer(),
+    "redis": RedisServer(),
+    "mosquitto": Mosquitto(),
+}
 
 
 def starter(kind: str) -> ManagedServer:

@@ -19,10 +19,12 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
 
 # -- system packages -----------------------------------------------------------
 # rabbitmq-server: the broker (AMQP 0-9-1, AMQP 1.0 and management plugins ship with it)
-# redis-server: the zmq driver's optional matchmaker
+# redis-server: the redis-streams driver's server and the zmq driver's optional matchmaker
+# nats-server, mosquitto: the nats and mqtt drivers' servers (mqlab starts private ones on
+# free ports; the system services Debian starts on install are stopped below, never used)
 # gcc, pkg-config, libssl-dev, libsasl2-dev, python3-dev: python-qpid-proton builds from source;
 # libsasl2-modules: the PLAIN mechanism the amqp1 driver always asks for
-packages=(rabbitmq-server redis-server gcc pkg-config libssl-dev libsasl2-dev libsasl2-modules python3-dev python3-venv)
+packages=(rabbitmq-server redis-server nats-server mosquitto gcc pkg-config libssl-dev libsasl2-dev libsasl2-modules python3-dev python3-venv)
 # chromium (test only): the suite opens `mqlab report`'s HTML in it, headless, to check that
 # every chart draws (Debian's package; on Ubuntu it is a snap, which CI containers cannot run)
 if [[ $mode == test ]]; then packages+=(chromium); fi
@@ -40,6 +42,11 @@ if ((${#missing[@]})); then
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+  for svc in mosquitto nats-server redis-server; do
+    if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+      "${sudo[@]}" systemctl disable --now "$svc" >/dev/null 2>&1 || true
+    fi
+  done
 fi
 
 # -- Python environment --------------------------------------------------------

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from mqlab.servers import ServerHandle
 from tests.conftest import BrokerHandle
 
 from .kit import Mgmt
@@ -10,3 +13,30 @@ from .kit import Mgmt
 @pytest.fixture
 def mgmt(broker: BrokerHandle) -> Mgmt:
     return Mgmt(broker.management_url)
+
+
+def _managed(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
+    """A private server of ``kind`` (mqlab.servers' starter) for the session; never skipped."""
+    from mqlab import servers
+    from mqlab.errors import BrokerError
+
+    try:
+        with servers.managed([kind], tmp_path_factory.mktemp(kind)) as handles:
+            yield handles[kind]
+    except BrokerError as exc:
+        pytest.fail(f"cannot start the test {kind} server: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
+    yield from _managed("nats", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
+    yield from _managed("redis", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def mosquitto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
+    yield from _managed("mosquitto", tmp_path_factory)

@@ -1,0 +1,240 @@
+"""The ``nats`` transport: core NATS for RPC and notifications, JetStream for durable ones.
+
+- call: NATS request/reply on a muxed inbox; nobody subscribed is the server's
+  "no responders" status, so a call to nobody fails at once (``Undeliverable``);
+- cast: a publish; with ``mandatory = true`` a request the server answers
+  empty, so a cast to nobody fails too, at the cost of a round trip;
+- the servers of a topic share it through a queue group; ``server=`` and
+  fanout casts use their own subjects;
+- notifications: a publish to a subject each pool subscribes to as a queue
+  group; ``Target.durable`` ones go through a JetStream stream (publish acked
+  by the server, one durable consumer per pool, acked after handling).
+
+Core NATS is at-most-once: a subscriber that falls ``pending_messages``
+behind is a slow consumer and the server or client drops what does not fit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import ClassVar
+
+import nats
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
+
+from mqlab.connect import connect_first, explain
+from mqlab.errors import ConnectionLost, map_errors
+from mqlab.pending import call_timeout
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab_nats import subjects
+from mqlab_nats.errors import RULES
+
+LOG = logging.getLogger(__name__)
+
+
+class NatsTransport(Transport):
+    wire = "nats"
+    features = Features(
+        at_most_once=True,  # core NATS never redelivers
+        mandatory=True,  # calls always; casts with mandatory = true
+        durable=True,  # durable notifications through JetStream
+        fanout=True,
+        server="nats",
+    )
+    option_specs: ClassVar[Mapping[str, Option]] = {
+        "connect_timeout": Option((int, float), 5.0, "seconds to connect to one URL", minimum=0.1),
+        "reconnect_attempts": Option(
+            (int,), 60, "reconnections tried after the connection drops", minimum=1
+        ),
+        "mandatory": Option(
+            (bool,), False, "casts wait for the server's receipt, so a cast to nobody fails"
+        ),
+        "cast_timeout": Option(
+            (int, float), 10.0, "seconds a mandatory cast waits for its receipt", minimum=0.01
+        ),
+        "flush": Option(
+            (bool,), False, "casts and notifications wait until the server has them (PING/PONG)"
+        ),
+        "pending_messages": Option(
+            (int,),
+            524288,
+            "messages a subscription buffers before dropping (slow consumer)",
+            minimum=1,
+        ),
+        "ack_wait": Option(
+            (int, float),
+            30.0,
+            "JetStream: seconds before an unacked message is redelivered",
+            minimum=0.1,
+        ),
+    }
+
+    def __init__(self, config: TransportConfig) -> None:
+        super().__init__(config)
+        self.nc: Client | None = None
+        self.js: JetStreamContext | None = None
+        self._subs: list[Subscription] = []
+        self._streams: set[str] = set()
+        self._last_error: BaseException | None = None
+
+    # -- connection --------------------------------------------------------------
+
+    async def start(self) -> None:
+        _, nc = await connect_first(
+            self.urls,
+            self._open,
+            self._explain,
+            per_url=float(self.options["connect_timeout"]),
+            budget=float(self.options["connect_timeout"]) * max(1, len(self.urls)),
+        )
+        self.nc, self.js = nc, nc.jetstream()
+
+    async def _open(self, url: str, timeout: float) -> Client:
+        nc = await nats.connect(
+            servers=[url],
+            name=f"mqlab-{self.config.worker}",
+            connect_timeout=max(1, round(timeout)),
+            # one attempt now (start() reports why it failed); the option's count once up
+            max_reconnect_attempts=1,
+            reconnect_time_wait=0.5,
+            drain_timeout=2,
+            error_cb=self._on_error,
+            pending_size=8 * 1024 * 1024,
+        )
+        nc.options["max_reconnect_attempts"] = self.options["reconnect_attempts"]
+        return nc
+
+    async def _on_error(self, exc: Exception) -> None:
+        # nats-py reports here what its background tasks meet: a refused connect,
+        # a slow consumer dropping messages (the run counts those as lost)
+        self._last_error = exc
+        if isinstance(exc, nats.errors.SlowConsumerError):
+            LOG.warning("nats: slow consumer on %s: messages dropped", exc.subject)
+
+    def _explain(self, url: str, exc: BaseException, timeout: float) -> str:
+        # nats-py says only "no servers"; why the server refused came to the error callback
+        cause = self._last_error if isinstance(exc, nats.errors.NoServersError) else exc
+        self._last_error = None
+        return explain(url, cause or exc, timeout)
+
+    def _client(self) -> Client:
+        if self.nc is None or self.nc.is_closed:
+            raise ConnectionLost("the NATS connection is closed")
+        return self.nc
+
+    async def aclose(self) -> None:
+        nc, self.nc, self.js = self.nc, None, None
+        subs, self._subs = self._subs, []
+        if nc is None:
+            return
+        try:
+            async with asyncio.timeout(3.0):
+                for sub in subs:
+                    await sub.unsubscribe()
+                await nc.close()
+        except Exception as exc:  # noqa: BLE001 - aclose never raises
+            LOG.debug("nats: close: %r", exc)
+
+    # -- servers -----------------------------------------------------------------
+
+    async def _subscribe(self, subject: str, queue: str, handler: Handler) -> None:
+        nc = self._client()
+
+        async def on_message(msg: Msg) -> None:
+            reply = handler(msg.data)
+            if msg.reply:  # a call, or a mandatory cast waiting for its receipt
+                await nc.publish(msg.reply, reply or b"")
+
+        with map_errors(RULES):
+            sub = await nc.subscribe(
+                subject,
+                queue=queue,
+                cb=on_message,
+                pending_msgs_limit=self.options["pending_messages"],
+                pending_bytes_limit=-1,  # the message count is the limit that matters
+            )
+            self._subs.append(sub)
+            await nc.flush()  # consuming once the server has the subscription
+
+    async def serve_rpc(self, target: Target, handler: Handler) -> None:
+        shared = Target(target.exchange, target.topic)
+        await self._subscribe(subjects.rpc(shared), subjects.rpc_group(shared), handler)
+        if target.server:
+            await self._subscribe(subjects.rpc(shared.to_server(target.server)), "", handler)
+        fanout = Target(target.exchange, target.topic, fanout=True)
+        await self._subscribe(subjects.rpc(fanout), "", handler)
+
+    async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
+        if not target.durable:
+            await self._subscribe(subjects.notification(target), subjects.token(pool), handler)
+            return
+        js = self._jetstream()
+        durable = subjects.durable_name(target, pool)
+
+        async def on_message(msg: Msg) -> None:
+            handler(msg.data)
+            await msg.ack()  # after handling: a crash before this means redelivery
+
+        with map_errors(RULES):
+            await self._ensure_stream(target)
+            sub = await js.subscribe(
+                subjects.notification(target),
+                queue=durable,
+                durable=durable,
+                cb=on_message,
+                manual_ack=True,
+                pending_msgs_limit=self.options["pending_messages"],
+                config=nats.js.api.ConsumerConfig(ack_wait=float(self.options["ack_wait"])),
+            )
+        self._subs.append(sub)
+
+    def _jetstream(self) -> JetStreamContext:
+        self._client()
+        assert self.js is not None
+        return self.js
+
+    async def _ensure_stream(self, target: Target) -> None:
+        name = subjects.stream(target)
+        if name not in self._streams:
+            await self._jetstream().add_stream(name=name, subjects=subjects.stream_subjects(target))
+            self._streams.add(name)
+
+    # -- clients -----------------------------------------------------------------
+
+    async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
+        nc = self._client()
+        with map_errors(RULES):
+            try:
+                msg = await nc.request(subjects.rpc(target), body, timeout=timeout)
+            except nats.errors.TimeoutError as exc:
+                raise call_timeout(target, timeout) from exc
+        return msg.data
+
+    async def cast(self, target: Target, body: bytes) -> None:
+        nc = self._client()
+        subject = subjects.rpc(target)
+        with map_errors(RULES):
+            if self.options["mandatory"]:
+                await nc.request(subject, body, timeout=float(self.options["cast_timeout"]))
+                return
+            await nc.publish(subject, body)
+            if self.options["flush"]:
+                await nc.flush()
+
+    async def notify(self, target: Target, body: bytes) -> None:
+        nc = self._client()
+        subject = subjects.notification(target)
+        with map_errors(RULES):
+            if target.durable:
+                await self._ensure_stream(target)
+                await self._jetstream().publish(subject, body)  # waits for the stream's ack
+                return
+            await nc.publish(subject, body)
+            if self.options["flush"]:
+                await nc.flush()
