@@ -17,6 +17,7 @@ from typing import Any
 
 from mqlab.codec import SERIALIZERS
 from mqlab.errors import ProfileError
+from mqlab.mixing import Roles, Rolling, parse_roles, parse_rolling
 from mqlab.rabbitmq.cluster import MAX_NODES
 from mqlab.sizes import SizeSpec, parse_size
 
@@ -90,6 +91,8 @@ class Scenario:
     message_size: SizeSpec
     drivers: tuple[str, ...] = ()  # empty: every driver
     name: str = ""
+    roles: tuple[Roles, ...] = ()  # mixed steps: one per (servers' driver, clients' driver)
+    rolling: Rolling | None = None  # a rolling update from one driver to another
 
     @property
     def loads(self) -> tuple[tuple[str, float], ...]:
@@ -143,7 +146,7 @@ DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 _DEFAULT_KEYS = {"serializer", "envelope", "message_size"}
 _SCENARIO_KEYS = {
     "pattern", "concurrency", "rate", "exchange", "topic", "durable", "timeout", "servers",
-    "pools", "fanout", "targeted", "targets", "drivers", "name",
+    "pools", "fanout", "targeted", "targets", "drivers", "name", "roles", "rolling",
 } | _DEFAULT_KEYS  # fmt: skip
 _TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario"}
 
@@ -367,6 +370,13 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str]) -> Sce
     targeted = r.boolean("targeted", False)
     if targeted and not servers:
         raise r.fail("targeted", "targeted sends need servers to target; set servers >= 1")
+    roles = parse_roles(r, drivers)
+    rolling = parse_rolling(r, drivers, servers)
+    if roles and rolling:
+        raise r.fail("rolling", "give roles (a mixed step) or rolling (an update), not both")
+    if (roles or rolling) and only:
+        key = "roles" if roles else "rolling"
+        raise r.fail("drivers", f"{key} names the drivers of this scenario; remove drivers")
     default_exchange = "notifications" if pattern == "notify" else "openstack"
     default_topic = "notifications" if pattern == "notify" else "mqlab"
     return Scenario(
@@ -387,4 +397,6 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str]) -> Sce
         message_size=codec["message_size"],
         drivers=tuple(only),
         name=r.string("name", pattern),
+        roles=roles,
+        rolling=rolling,
     )

@@ -133,6 +133,14 @@ async def serve(host: str, port: int, name: str) -> int:
                     await control.send(writer, {"type": "snapshot", **rec.figures().to_wire()})
                 elif msg["type"] == "finish":
                     break
+                elif msg["type"] == "retire":
+                    # a graceful stop, as a service restart does it: stop sending and
+                    # consuming, let what is in hand finish, close, then report
+                    for load in loads:
+                        load.stop.set()
+                    await asyncio.gather(*runs, return_exceptions=True)
+                    await _close(transport)
+                    break
             ticker.cancel()
             for t in runs:
                 t.cancel()
