@@ -120,4 +120,4 @@ def schedule(order: str, servers: list[str], clients: list[str]) -> list[str]:
 
 def needed_seconds(rolling: Rolling, workers: int) -> float:
     """The window a rolling update needs: a phase before, one per worker, one after."""
-    return (workers + 1) * rolling.interval
+    return (workers + 2) * rolling.interval

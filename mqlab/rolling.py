@@ -148,12 +148,15 @@ class RollingUpdate:
         )
 
     def phases(self, window_s: float) -> list[dict[str, Any]]:
-        """before, one per replacement, after: back to back over the window."""
-        bounds = [0.0, *self.starts, window_s]
-        names = ["before", *(f"replace {n}" for n in self.order[: len(self.starts)]), "after"]
-        if len(self.starts) < len(self.order):
-            names[-1] = "after (update unfinished)"
+        """before, one per replacement (until the next, the last one interval long), after."""
+        ends = [*self.starts[1:], *(self.starts[-1:] and [self.starts[-1] + self.rolling.interval])]
+        bounds = [(0.0, self.starts[0] if self.starts else window_s)]
+        bounds += list(zip(self.starts, ends, strict=True))
+        names = ["before", *(f"replace {n}" for n in self.order[: len(self.starts)])]
+        if self.starts:
+            bounds.append((ends[-1], window_s))
+            names.append("after" if len(self.starts) == len(self.order) else "after (unfinished)")
         return [
-            {"name": n, "start_s": round(a, 3), "end_s": round(max(a, b), 3)}
-            for n, a, b in zip(names, bounds, bounds[1:], strict=True)
+            {"name": n, "start_s": round(min(a, window_s), 3), "end_s": round(min(b, window_s), 3)}
+            for n, (a, b) in zip(names, bounds, strict=True)
         ]
