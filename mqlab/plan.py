@@ -136,6 +136,9 @@ class WorkerSpec:
     clients: tuple[ClientRole, ...] = ()
     seed: int = 0
     ledger_dir: str = ""  # where servers keep their receipt bitmaps
+    #: every snapshot carries the per-second histograms: a worker killed on purpose (a
+    #: rolling update's abrupt stop) never sends its final figures
+    per_second_live: bool = False
 
     @property
     def role(self) -> str:
@@ -204,6 +207,7 @@ def layout(
         envelope=sc.envelope,
         size_bins=sc.message_size.bins,
         ledger_dir=ledger_dir,
+        per_second_live=step.rolling_to is not None,
     )
     if step.concurrency is not None:
         n = max(1, min(processes, step.concurrency))

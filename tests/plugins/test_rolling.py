@@ -107,6 +107,8 @@ def _check_phases(step: dict[str, Any]) -> None:
     assert sum(p["completed"] for p in phases) == sum(in_window)
     assert window  # the series reach into the window
     assert [e["action"] for e in step["events"]] == ["stop", "stopped", "serving"] * 3
+    # a killed worker's latencies still count in the phases it served
+    assert all(p["p99_ms"] is not None for p in phases if p["completed"]), phases
 
 
 @pytest.mark.parametrize("order", ["servers-first", "clients-first", "interleaved"])
