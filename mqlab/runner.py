@@ -349,9 +349,11 @@ class Runner:
             ("clients", "servers") if r.order == "clients-first" else ("servers", "clients")
         )
         how = "interleaved" if r.order == "interleaved" else "then"
-        label = (
-            f"{r.old} -> {r.new}, {parts[first]} {first} {how} {parts[second]} {second}, {r.stop}"
-        )
+
+        def n(role: str) -> str:  # "1 client", "3 servers"
+            return f"{parts[role]} {role if parts[role] != 1 else role[:-1]}"
+
+        label = f"{r.old} -> {r.new}, {n(first)} {how} {n(second)}, {r.stop}"
         return {
             "events": tuple(roll.events),
             "phases": tuple(roll.phases(window_s)),

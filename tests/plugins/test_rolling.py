@@ -139,6 +139,9 @@ def test_abrupt_kill_of_at_most_once_servers_loses_messages_and_counts_them(
     [step] = doc["steps"]
     assert step["workers_lost"] == []  # killed on purpose, not lost
     assert step["received"] + step["lost"] + step["unaccounted"] == step["expected"]
+    # no-ack consumers hold what the broker pushed them: killing two of them mid-load
+    # loses some (23 of 5,859 casts in one run), and every one is counted
+    assert step["lost"] > 0
     assert step["update"]["lost"] == step["lost"]
     _check_phases(step)
 
