@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from mqlab import registry
 from mqlab.errors import OptionError, PluginError, ProfileError
-from mqlab.profile import Profile
+from mqlab.mixing import needed_seconds
+from mqlab.profile import Profile, Scenario
 from mqlab.registry import LoadedPlugin
 
 
@@ -27,8 +28,11 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
             raise ProfileError(profile.path, f"{where}.{exc.option}", exc.problem) from None
         plugins[d.name] = plugin
     for i, sc in enumerate(profile.scenarios):
+        named = _named(sc)
+        if named:
+            _check_mix(profile, i, sc, named, plugins)
         for d in profile.drivers:
-            if sc.drivers and d.name not in sc.drivers:
+            if (sc.drivers and d.name not in sc.drivers) or (named and d.name not in named):
                 continue
             cls = plugins[d.name].cls
             if sc.pattern not in cls.patterns():
@@ -51,3 +55,41 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
                     profile.path, f"scenario[{i}].fanout", f"plugin {d.plugin!r} has no fanout"
                 )
     return plugins
+
+
+def _named(sc: Scenario) -> set[str]:
+    """The drivers a mixed or rolling scenario names (empty for a plain one)."""
+    if sc.rolling is not None:
+        return {sc.rolling.old, sc.rolling.new}
+    return {n for r in sc.roles for n in (r.servers, r.clients)}
+
+
+def _check_mix(
+    profile: Profile, i: int, sc: Scenario, named: set[str], plugins: dict[str, LoadedPlugin]
+) -> None:
+    """Drivers that share a step must speak one wire, each in its own worker processes."""
+    key = f"scenario[{i}].{'rolling' if sc.rolling is not None else 'roles'}"
+    wires = {n: plugins[n].cls.wire for n in sorted(named)}
+    if len(set(wires.values())) > 1 or "unknown" in wires.values():
+        said = ", ".join(f"{n} speaks {w}" for n, w in wires.items())
+        raise ProfileError(
+            profile.path, key, f"drivers of different wire families cannot share a topic ({said})"
+        )
+    for n in named:
+        if plugins[n].cls.features.in_process:
+            raise ProfileError(
+                profile.path,
+                key,
+                f"driver {n!r} runs in-process; mixed steps need worker processes",
+            )
+    if sc.rolling is not None:
+        workers = sc.servers * sc.targets + profile.run.processes
+        need = needed_seconds(sc.rolling, workers)
+        if profile.run.duration + 1e-9 < need:
+            raise ProfileError(
+                profile.path,
+                key,
+                f"{workers} workers replaced every {sc.rolling.interval:g}s need a window of "
+                f"{need:g}s (one phase before, one per worker, one after); "
+                f"set [run] duration >= {need:g}s or a shorter interval",
+            )

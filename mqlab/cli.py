@@ -288,6 +288,9 @@ def _run(
     if steps:
         with contextlib.suppress(OSError):
             console.print(view.comparison(steps))
+            for s in steps:
+                if s.get("phases"):  # a rolling update: what it cost, phase by phase
+                    console.print(view.phase_table(s))
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())
             console.print(f"codec cost per message (encode + decode, this machine): {costs}")
     if code == EXIT_FAILED:

@@ -15,6 +15,7 @@ is a dict with a ``type``:
 | controller | ``stop`` | stop sending now (Ctrl-C) |
 | controller | ``snap`` | send a snapshot now (the drain polls with it) |
 | controller | ``finish`` | report and exit |
+| controller | ``retire`` | rolling update, graceful: stop, finish in hand, close, report, exit |
 | worker | ``final`` | the last snapshot (receipts are in the ledger files) |
 """
 

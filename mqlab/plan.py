@@ -25,6 +25,26 @@ class Step:
     load: str  # "concurrency" | "rate"
     level: float
     repeat: int
+    #: a mixed step: the clients' driver (``driver`` runs the servers); None: ``driver`` runs all
+    clients_driver: DriverSpec | None = None
+    #: a rolling update: the driver that replaces ``driver``, worker by worker
+    rolling_to: DriverSpec | None = None
+
+    @property
+    def roles(self) -> dict[str, str] | None:
+        """Which driver ran each role, for a mixed step (the results' ``roles``)."""
+        if self.clients_driver is None:
+            return None
+        return {"servers": self.driver.name, "clients": self.clients_driver.name}
+
+    @property
+    def driver_label(self) -> str:
+        """The driver column: one name, ``clients>servers`` mixed, ``old=>new`` rolling."""
+        if self.rolling_to is not None:
+            return f"{self.driver.name}=>{self.rolling_to.name}"
+        if self.clients_driver is not None:
+            return f"{self.clients_driver.name}>{self.driver.name}"
+        return self.driver.name
 
     @property
     def concurrency(self) -> int | None:
@@ -45,7 +65,7 @@ class Step:
     @property
     def label(self) -> str:
         lvl = f"c={int(self.level)}" if self.load == "concurrency" else f"{self.level:g} msg/s"
-        return f"{self.driver.name} {self.scenario.pattern} {lvl}"
+        return f"{self.driver_label} {self.scenario.pattern} {lvl}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +81,24 @@ class Plan:
 
 def make_plan(profile: Profile) -> Plan:
     steps: list[Step] = []
+    by_name = {d.name: d for d in profile.drivers}
     for rep in range(profile.run.repeat):
         for si, sc in enumerate(profile.scenarios):
-            drivers = [d for d in profile.drivers if not sc.drivers or d.name in sc.drivers]
+            # (servers' driver, clients' driver or None, rolling's new driver or None)
+            cells: list[tuple[DriverSpec, DriverSpec | None, DriverSpec | None]]
+            if sc.rolling is not None:
+                cells = [(by_name[sc.rolling.old], None, by_name[sc.rolling.new])]
+            elif sc.roles:
+                cells = [(by_name[r.servers], by_name[r.clients], None) for r in sc.roles]
+            else:
+                cells = [
+                    (d, None, None)
+                    for d in profile.drivers
+                    if not sc.drivers or d.name in sc.drivers
+                ]
             for load, level in sc.loads:
-                for d in drivers:
-                    steps.append(Step(len(steps), d, sc, si, load, level, rep))
+                for d, clients, new in cells:
+                    steps.append(Step(len(steps), d, sc, si, load, level, rep, clients, new))
     return Plan(profile, tuple(steps))
 
 
@@ -114,6 +146,9 @@ class WorkerSpec:
     seed: int = 0
     ledger_dir: str = ""  # where servers keep their receipt bitmaps
     queue_type: str = "classic"  # the servers' queues: classic | mirrored | quorum
+    #: every snapshot carries the per-second histograms: a worker killed on purpose (a
+    #: rolling update's abrupt stop) never sends its final figures
+    per_second_live: bool = False
 
     @property
     def role(self) -> str:
@@ -145,6 +180,7 @@ def layout(
     in_process: bool,
     ledger_dir: str = "",
     placement: tuple[str, str] = ("node1", "node1"),
+    client_urls: tuple[str, ...] = (),
 ) -> Layout:
     """Assign the step's servers and clients to worker processes. ``placement`` is
     (clients, servers): the node each side connects to first ("node1".. or "spread"),
@@ -186,6 +222,7 @@ def layout(
         envelope=sc.envelope,
         size_bins=sc.message_size.bins,
         ledger_dir=ledger_dir,
+        per_second_live=step.rolling_to is not None,
     )
     if step.concurrency is not None:
         n = max(1, min(processes, step.concurrency))
@@ -195,6 +232,11 @@ def layout(
         loads = [(0, (step.rate or 0.0) / n) for _ in range(n)]
     pairs = tuple((s.topic, s.name) for s in servers) if sc.targeted else ()
     clients = [ClientRole(i + 1, c, r, topics, pairs) for i, (c, r) in enumerate(loads)]
+    # a mixed step's clients run their own driver, against their own URLs
+    cd = step.clients_driver
+    client_common = (
+        {**common, "plugin": cd.plugin, "options": cd.options_dict} if cd is not None else common
+    )
     if in_process:
         one = WorkerSpec(
             worker="w0",
@@ -219,8 +261,8 @@ def layout(
             worker=f"c{c.client_id}",
             clients=(c,),
             seed=step.index * 1000 + 500 + i,
-            urls=worker_urls(urls, on_clients, i),
-            **common,
+            urls=worker_urls(client_urls or urls, on_clients, i),
+            **client_common,
         )
         for i, c in enumerate(clients)
     )

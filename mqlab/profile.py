@@ -19,6 +19,7 @@ from mqlab import limits
 from mqlab.codec import SERIALIZERS
 from mqlab.errors import ProfileError
 from mqlab.limits import parse_duration as parse_duration  # part of this module's interface
+from mqlab.mixing import Roles, Rolling, parse_roles, parse_rolling
 from mqlab.rabbitmq.cluster import MAX_NODES
 from mqlab.rabbitmq.placement import check_placement
 from mqlab.rabbitmq.queues import QUEUE_TYPES
@@ -93,6 +94,9 @@ class Scenario:
         """The queue-type field this scenario's pattern reads."""
         return "notify_queue_type" if self.pattern == "notify" else "rpc_queue_type"
 
+    roles: tuple[Roles, ...] = ()  # mixed steps: one per (servers' driver, clients' driver)
+    rolling: Rolling | None = None  # a rolling update from one driver to another
+
     @property
     def loads(self) -> tuple[tuple[str, float], ...]:
         """(``"concurrency"`` | ``"rate"``, value) for every load level."""
@@ -153,7 +157,7 @@ _DEFAULT_KEYS = {"serializer", "envelope", "message_size"}
 _SCENARIO_KEYS = {
     "pattern", "concurrency", "rate", "exchange", "topic", "durable", "timeout", "servers",
     "pools", "fanout", "targeted", "targets", "drivers", "name", "rpc_queue_type",
-    "notify_queue_type", "mirror_replicas", "clients_on", "servers_on",
+    "notify_queue_type", "mirror_replicas", "clients_on", "servers_on", "roles", "rolling",
 } | _DEFAULT_KEYS  # fmt: skip
 _TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario"}
 
@@ -436,6 +440,13 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str], nodes:
     targeted = r.boolean("targeted", False)
     if targeted and not servers:
         raise r.fail("targeted", "targeted sends need servers to target; set servers >= 1")
+    roles = parse_roles(r, drivers)
+    rolling = parse_rolling(r, drivers, servers)
+    if roles and rolling:
+        raise r.fail("rolling", "give roles (a mixed step) or rolling (an update), not both")
+    if (roles or rolling) and only:
+        key = "roles" if roles else "rolling"
+        raise r.fail("drivers", f"{key} names the drivers of this scenario; remove drivers")
     default_exchange = "notifications" if pattern == "notify" else "openstack"
     default_topic = "notifications" if pattern == "notify" else "mqlab"
     return Scenario(
@@ -463,4 +474,6 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str], nodes:
         ),
         clients_on=_placement(r, "clients_on", "", nodes) if "clients_on" in r.table else "",
         servers_on=_placement(r, "servers_on", "", nodes) if "servers_on" in r.table else "",
+        roles=roles,
+        rolling=rolling,
     )

@@ -26,6 +26,7 @@ from mqlab.backlog import QueueDepth
 from mqlab.figures import WorkerFigures
 from mqlab.ledger import count_ledgers
 from mqlab.plan import Layout, Plan, Step, layout
+from mqlab.rolling import RollingUpdate
 from mqlab.snapshot import RunSnapshot, StepRow
 from mqlab.urls import mask
 from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool, process
@@ -86,6 +87,7 @@ class Runner:
         self._broker_cpu: list[float] = []
         self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
         self._drain: dict[str, Any] = {}
+        self._roll: RollingUpdate | None = None  # the step's rolling update, if it has one
         # the live view redraws several times a second, snapshots come once: merge
         # the workers' figures only when one of them changed
         self._live: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
@@ -144,9 +146,11 @@ class Runner:
         lay = layout(
             step, self.urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp, placement=placement,
+            client_urls=self.urls[step.clients_driver.name] if step.clients_driver else (),
         )  # fmt: skip
         self._broker_cpu = []
         self._drain = {}
+        self._roll = None
         self._node_ticks = []
         self._broker_facts = {"placement": {"clients": placement[0], "servers": placement[1]}}
         bsteps = self.broker_steps
@@ -161,6 +165,9 @@ class Runner:
             clients = await self.pool.spawn(lay.clients, tmp)
             workers += clients
             await self.pool.await_ready(clients)
+            if step.rolling_to is not None:
+                new = step.rolling_to
+                self._roll = RollingUpdate(step, new, self.urls[new.name], self.pool, tmp, workers)
             interrupted = await self._measure(step, lay, workers, clients)
             if bsteps is not None:  # while the servers still hold their queues
                 self._broker_facts.update(await bsteps.inspect(lay.marker))
@@ -209,11 +216,13 @@ class Runner:
             sampler = self.broker_steps.sampler()
             nodes = asyncio.create_task(self._sample_nodes(sampler, window_start))
         try:
-            interrupted = await self._window_loop(step, lay, workers, clients, t0, next_cpu)
+            interrupted = await self._window_loop(step, lay, workers, clients, t0, next_cpu, go)
         finally:
             if nodes is not None:
                 nodes.cancel()
                 await asyncio.gather(nodes, return_exceptions=True)
+        # successors are clients too: the drain waits for them and counts what they sent
+        clients.extend(w for w in workers if w.spec.clients and w not in clients)
         # clients finish what is in flight (a call may wait for its timeout)
         deadline = time.monotonic() + step.scenario.timeout + 5.0
         while not all(w.done or w.gone for w in clients):
@@ -240,11 +249,20 @@ class Runner:
         clients: list[Worker],
         t0: int,
         next_cpu: int,
+        go: dict[str, Any],
     ) -> bool:
         """The warm-up and the window, CPU sampled each second. True if interrupted."""
         window_start, window_end = self._window
         interrupted = False
+        roll = self._roll
+        replacing: asyncio.Task[None] | None = None
         while (now := time.monotonic_ns()) < window_end:
+            if roll is not None and (replacing is None or replacing.done()):
+                if replacing is not None:
+                    replacing.result()  # a successor that failed to start fails the step
+                    replacing = None
+                if roll.due(now, window_start):
+                    replacing = asyncio.create_task(roll.replace_next(workers, go))
             if self.interrupt.is_set():
                 interrupted = True
                 # the window closed early: only its whole seconds so far are figures
@@ -257,7 +275,11 @@ class Runner:
                 next_cpu += _NS
             await asyncio.sleep(max(0.0, min(_TICK, (min(next_cpu, window_end) - now) / 1e9)))
             phase = "warm-up" if time.monotonic_ns() < window_start else "measuring"
+            if roll is not None and phase == "measuring":
+                phase = f"measuring: {roll.phase_text()}"
             self._show(step, phase, workers=workers, lay=lay, t0=t0)
+        if replacing is not None:
+            await replacing  # bounded: a retiring worker gets its call timeout, then more
         if not interrupted:
             self._sample_cpu(workers, True)  # the window's last (partial) second
         return interrupted
@@ -324,8 +346,9 @@ class Runner:
         live: bool = False,
     ) -> stepresult.Outcome:
         run = self.plan.profile.run
-        client_names = {s.worker for s in lay.clients}
-        figs_c = WorkerFigures.total(w.last for w in workers if w.spec.worker in client_names)
+        roll = self._roll
+        # by role, not by name: a rolling update's successors count for the same side
+        figs_c = WorkerFigures.total(w.last for w in workers if w.spec.clients)
         figs_s = WorkerFigures.total(w.last for w in workers if w.spec.servers)
         if any(w.spec.role == "both" for w in workers):
             figs_s = figs_c  # in-process: one worker holds both sides
@@ -382,10 +405,36 @@ class Runner:
             drain_s=self._drain.get("drain_s", 0.0),
             drain_end=self._drain.get("drain_end", ""),
             still_queued=self._drain.get("still_queued"),
-            workers_lost=tuple(w.spec.worker for w in workers if w.final is None and not live),
+            workers_lost=tuple(
+                w.spec.worker
+                for w in workers
+                if w.final is None and not live and not (roll and w.spec.worker in roll.killed)
+            ),
             cpu=cpu,
             broker=None if live else dict(self._broker_facts),
+            **self._rolling_fields(step, window_s),
         )
+
+    def _rolling_fields(self, step: Step, window_s: float) -> dict[str, Any]:
+        roll = self._roll
+        if roll is None or step.rolling_to is None or not window_s:
+            return {}
+        r = roll.rolling
+        parts = roll.roles
+        first, second = (
+            ("clients", "servers") if r.order == "clients-first" else ("servers", "clients")
+        )
+        how = "interleaved" if r.order == "interleaved" else "then"
+
+        def n(role: str) -> str:  # "1 client", "3 servers"
+            return f"{parts[role]} {role if parts[role] != 1 else role[:-1]}"
+
+        label = f"{r.old} -> {r.new}, {n(first)} {how} {n(second)}, {r.stop}"
+        return {
+            "events": tuple(roll.events),
+            "phases": tuple(roll.phases(window_s)),
+            "update": label,
+        }
 
     def broker_process(self) -> dict[str, Any] | None:
         """Which process was sampled as the broker, so a reader can check the CPU figure."""

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from mqlab import latency
+from mqlab import latency, phases
 from mqlab.figures import WorkerFigures
 from mqlab.plan import Layout, Step
 from mqlab.snapshot import StepRow
@@ -46,6 +46,9 @@ class Outcome:
     cpu: dict[str, Any] | None = None
     #: broker-side facts of the step: placement, queues (where each lives), connections
     broker: dict[str, Any] | None = None
+    events: tuple[dict[str, Any], ...] = ()  # what happened in the window (rolling updates)
+    phases: tuple[dict[str, Any], ...] = ()  # name, start_s, end_s: the window cut at events
+    update: str = ""  # a rolling update's summary, e.g. "kombu -> pika, 2 servers then ..."
 
 
 def throughput(per_second: list[int], first: int, seconds: int) -> dict[str, Any]:
@@ -169,7 +172,7 @@ def build(o: Outcome) -> dict[str, Any]:
             errors[k] = errors.get(k, 0) + n
     record: dict[str, Any] = {
         "step": step.index,
-        "driver": step.driver.name,
+        "driver": step.driver_label,
         "plugin": step.driver.plugin,
         "scenario": sc.name,
         "pattern": sc.pattern,
@@ -217,6 +220,17 @@ def build(o: Outcome) -> dict[str, Any]:
         },
     }
     record.update(o.broker or {})
+    if step.roles is not None:
+        record["roles"] = step.roles
+    if o.phases:
+        cut = phases.figures(
+            list(o.phases), o.first_s, seconds, record["series"], completions,
+            src.per_second.get(kind, []),
+        )  # fmt: skip
+        record["events"] = list(o.events)
+        record["phases"] = cut
+        if o.update:
+            record["update"] = phases.cost(cut, p99, o.first_s, record, o.update)
     return record
 
 

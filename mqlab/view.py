@@ -151,6 +151,24 @@ def plain_line(row: StepRow, total: int) -> str:
     )
 
 
+def phase_table(step: dict[str, Any]) -> Table:
+    """A rolling update's phases side by side, titled with its verdict."""
+    update = step.get("update") or {}
+    table = Table(title=update.get("verdict", step["driver"]), title_justify="left")
+    for name, just in (
+        ("phase", "left"), ("from s", "right"), ("to s", "right"), ("msg/s", "right"),
+        ("p50 ms", "right"), ("p99 ms", "right"), ("errors", "right"),
+    ):  # fmt: skip
+        table.add_column(name, justify=just)  # type: ignore[arg-type]
+    for p in step.get("phases", ()):
+        table.add_row(
+            p["name"], f"{p['start_s']:.1f}", f"{p['end_s']:.1f}",
+            _num(p["throughput"], "{:,.0f}"), _ms(p["p50_ms"]), _ms(p["p99_ms"]),
+            _num(p["errors"]),
+        )  # fmt: skip
+    return table
+
+
 def _load(step: dict[str, Any]) -> str:
     if step.get("concurrency") is not None:
         return f"c={step['concurrency']}"

@@ -129,7 +129,7 @@ async def serve(host: str, port: int, name: str) -> int:
                 )
                 for load, role in zip(loads, spec.clients, strict=True)
             ]
-            ticker = tg.create_task(_snapshots(writer, rec))
+            ticker = tg.create_task(_snapshots(writer, rec, spec.per_second_live))
             if runs:
                 tg.create_task(_report_done(writer, runs))
             while True:
@@ -138,8 +138,17 @@ async def serve(host: str, port: int, name: str) -> int:
                     for load in loads:
                         load.stop.set()
                 elif msg["type"] == "snap":
-                    await control.send(writer, {"type": "snapshot", **rec.figures().to_wire()})
+                    figures = rec.figures(final=spec.per_second_live)
+                    await control.send(writer, {"type": "snapshot", **figures.to_wire()})
                 elif msg["type"] == "finish":
+                    break
+                elif msg["type"] == "retire":
+                    # a graceful stop, as a service restart does it: stop sending and
+                    # consuming, let what is in hand finish, close, then report
+                    for load in loads:
+                        load.stop.set()
+                    await asyncio.gather(*runs, return_exceptions=True)
+                    await _close(transport)
                     break
             ticker.cancel()
             for t in runs:
@@ -154,10 +163,11 @@ async def serve(host: str, port: int, name: str) -> int:
     return 0
 
 
-async def _snapshots(writer: asyncio.StreamWriter, rec: Recorder) -> None:
+async def _snapshots(writer: asyncio.StreamWriter, rec: Recorder, per_second: bool) -> None:
     while True:
         await asyncio.sleep(1.0)
-        await control.send(writer, {"type": "snapshot", **rec.figures().to_wire()})
+        figures = rec.figures(final=per_second)
+        await control.send(writer, {"type": "snapshot", **figures.to_wire()})
 
 
 async def _report_done(writer: asyncio.StreamWriter, runs: list[asyncio.Task[None]]) -> None:
