@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.progress_bar import ProgressBar
 from rich.table import Table
@@ -20,6 +21,11 @@ from mqlab.snapshot import RunSnapshot, StepRow
 
 def _num(v: float | int | None, fmt: str = "{:,}") -> str:
     return "-" if v is None else fmt.format(v)
+
+
+def _short(v: int) -> str:
+    """A count in at most 7 characters: exact below ten million, then in millions."""
+    return f"{v:,}" if v < 10_000_000 else f"{v / 1e6:,.2f}M"
 
 
 def _ms(v: float | None) -> str:
@@ -45,11 +51,15 @@ def _flags(codes: Iterable[str]) -> Text | str:
     return Text("; ".join(labels), style="bold yellow") if labels else ""
 
 
-def _lost(lost: int | None, unaccounted: int) -> Text | str:
-    text = _num(lost)
-    if unaccounted:
-        text += f" +{unaccounted:,}?"
-    return Text(text, style="bold red") if lost or unaccounted else text
+_FLAG_SHORT = {"could_not_keep_up": "behind", "backlog_growing": "backlog↑"}
+
+
+def _note(row: StepRow) -> Text | str:
+    """The table's last cell, short: the step's flags, and what the broker still held."""
+    parts = [_FLAG_SHORT.get(c, c) for c in row.flags if c != "unaccounted"]
+    if row.unaccounted:
+        parts.append(f"{row.unaccounted:,} queued?")
+    return Text(" ".join(parts), style="bold yellow") if parts else ""
 
 
 def _failed(pct: float) -> str:
@@ -70,44 +80,62 @@ def _cpu(row: StepRow) -> str:
     return " ".join(parts) or "-"
 
 
+def _cpu_short(row: StepRow) -> str:
+    """clients/servers/broker, % of one core: the column's header names the order."""
+    vals = (row.cpu_clients, row.cpu_servers, row.cpu_broker)
+    if all(v is None for v in vals):
+        return "-"
+    return "/".join("-" if v is None else f"{v:.0f}" for v in vals)
+
+
 def step_table(title: str, rows: Iterable[StepRow], live: bool) -> Table:
-    table = Table(title=title, title_justify="left", expand=False, pad_edge=False)
+    """The steps, every cell whole in 140 columns: no vertical rules, short headers, and
+    the note (the only free text) wraps instead of being cut."""
+    rows = list(rows)
+    calls = any(r.pattern == "call" for r in rows)
+    title += " · latency in ms · cpu: % of a core, clients/servers/broker"
+    table = Table(title=title, title_justify="left", expand=False, pad_edge=False,
+                  box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1))  # fmt: skip
     for name, justify in (
         ("#", "right"), ("driver", "left"), ("pattern", "left"), ("load", "right"),
-        ("phase", "left"), ("sent", "right"), ("received", "right"), ("round-trip", "right"),
-        ("lost", "right"), ("dup", "right"), ("errors", "right"), ("failed", "right"),
-        ("msg/s now" if live else "msg/s mean", "right"), ("p50 ms", "right"),
-        ("p99 ms", "right"), ("cpu", "right"), ("note", "left"),
+        ("phase", "left"), ("sent", "right"), ("recv", "right"), ("replies", "right"),
+        ("lost", "right"), ("dup", "right"), ("err", "right"), ("fail", "right"),
+        ("msg/s", "right"), ("p50", "right"), ("p99", "right"), ("cpu", "right"),
     ):  # fmt: skip
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        if name != "replies" or calls:  # casts and notifications have no replies
+            table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("note", justify="left", overflow="fold")
     for r in rows:
-        table.add_row(
+        cells: list[Text | str] = [
             str(r.index + 1),
             r.driver,
             r.pattern,
             r.load,
             r.phase,
-            _num(r.sent),
-            _num(r.received),
-            _num(r.round_trip) if r.pattern == "call" else "-",
-            _lost(r.lost, r.unaccounted),
+            _short(r.sent),
+            _short(r.received),
+            _short(r.round_trip) if r.pattern == "call" else "-",  # removed below unless calls
+            Text(_num(r.lost), style="bold red") if r.lost else _num(r.lost),
             Text(str(r.duplicates), style="bold yellow") if r.duplicates else "0",
             Text(_num(r.errors), style="bold red") if r.errors else "0",
             _failed(r.failed_percent),
             _num(r.rate_now if live else r.rate_mean, "{:,.0f}"),
             _ms(r.p50_ms),
             _p99(r.p99_ms, r.p99_lower_bound),
-            _cpu(r),
-            _flags(r.flags),
-        )
+            _cpu_short(r),
+            _note(r),
+        ]
+        if not calls:
+            del cells[7]
+        table.add_row(*cells)
     return table
 
 
-def live(snap: RunSnapshot) -> RenderableType:
-    """Header with progress, the running step, the finished steps."""
+def header(snap: RunSnapshot) -> RenderableType:
+    """Two lines: profile, step, clock and broker; the run's progress bar."""
     done = len(snap.finished)
-    header = Table.grid(padding=(0, 2))
-    header.add_row(
+    top = Table.grid(padding=(0, 2))
+    top.add_row(
         Text(f"mqlab · {snap.profile}", style="bold"),
         Text(f"step {snap.step_number} of {snap.steps_total}"),
         Text(f"elapsed {_clock(snap.elapsed)} / ~{_clock(snap.eta)}"),
@@ -118,7 +146,12 @@ def live(snap: RunSnapshot) -> RenderableType:
         ProgressBar(total=max(1, snap.steps_total), completed=done, width=60),
         Text(f"{done}/{snap.steps_total} steps done"),
     )
-    parts: list[RenderableType] = [header, bar]
+    return Group(top, bar)
+
+
+def live(snap: RunSnapshot) -> RenderableType:
+    """Header with progress, the running step, the finished steps."""
+    parts: list[RenderableType] = [header(snap)]
     if snap.current is not None:
         parts.append(step_table("running", [snap.current], live=True))
     if snap.finished:

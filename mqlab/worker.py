@@ -136,7 +136,7 @@ async def serve(host: str, port: int, name: str) -> int:
             ticker.cancel()
             for t in runs:
                 t.cancel()
-        await control.send(writer, {"type": "final", **rec.figures(final=True).to_wire()})
+        await control.send(writer, {"type": "final", **rec.figures().to_wire()})
     except (asyncio.IncompleteReadError, ConnectionError):
         pass  # the controller went away: nothing to report to, just clean up
     finally:
