@@ -8,14 +8,17 @@ are scrolled away and the view says which rows it shows.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from mqlab import charts, view
+from mqlab import charts, texttable, view
 from mqlab.snapshot import RunSnapshot, StepSeries
 
 VIEWS = ("steps", "timeline", "workers", "errors")
@@ -48,6 +51,28 @@ class Screen:
     height: int = 45
 
 
+class _Cached:
+    """A renderable drawn once per key and width, then replayed: finished steps never change,
+    and Rich's tables cost a few milliseconds a draw (the monitor redraws 4 times a second)."""
+
+    _lines: ClassVar[dict[Hashable, list[list[Segment]]]] = {}
+
+    def __init__(self, key: Hashable, make: Callable[[], RenderableType]) -> None:
+        self.key = key
+        self.make = make
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        key = (self.key, options.max_width)
+        lines = self._lines.get(key)
+        if lines is None:
+            if len(self._lines) > 64:  # old scroll positions and widths
+                self._lines.clear()
+            lines = self._lines[key] = console.render_lines(self.make(), options, pad=False)
+        for line in lines:
+            yield from line
+            yield Segment.line()
+
+
 def _window(total: int, room: int, scroll: int) -> tuple[int, int]:
     """Rows [a, b) of ``total`` that fit in ``room``, ``scroll`` rows up from the end."""
     room = max(1, room)
@@ -78,13 +103,15 @@ def _tabs(screen: Screen) -> Text:
 def steps(snap: RunSnapshot, screen: Screen, room: int) -> RenderableType:
     parts: list[RenderableType] = []
     if snap.current is not None:
-        parts.append(view.step_table("running", [snap.current], live=True))
+        parts.append(view.step_table("running", [snap.current], live=True, width=screen.width))
         room -= 4  # title, header, rule, row
     rows = snap.finished
     # title, header, rule, position line, and two lines for notes that wrap
     a, b = _window(len(rows), room - 6, screen.scroll)
     if rows:
-        parts.append(view.step_table("finished", rows[a:b], live=False))
+        shown = rows[a:b]
+        make = lambda: view.step_table("finished", shown, live=False, width=screen.width)  # noqa: E731
+        parts.append(_Cached(("finished", snap.profile, a, b, len(rows), screen.width), make))
         parts.append(_position(a, b, len(rows), "finished steps"))
     return Group(*parts)
 
@@ -107,67 +134,77 @@ def timeline(snap: RunSnapshot, screen: Screen, room: int) -> RenderableType:
     big = snap.timeline[-1]
     extra = (2 if big.events else 0) + (1 if big.phases else 0)
     height = max(3, min(8, (room - 10 - extra) // 2))
-    parts: list[RenderableType] = [_big(big, screen, height)]
+    # the charts change once a second, the screen is drawn four times: draw them once per change
+    key = ("big", big, screen.width, height)
+    parts: list[RenderableType] = [_Cached(key, lambda: _big(big, screen, height))]
     room -= 2 * height + 2 + extra + 2
-    rest = snap.timeline[:-1]
+    rest = snap.timeline[:-1]  # finished steps only, in order: the first len(rest) of them
     if rest:
-        spark_w = max(10, (screen.width - 60) // 2)
-        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="earlier steps (per second)",
-                      title_justify="left")  # fmt: skip
-        for name, justify in (("step", "left"), ("msg/s", "left"), ("max", "right"),
-                              ("p99 ms", "left"), ("max", "right"),
-                              ("events", "right")):  # fmt: skip
-            table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         a, b = _window(len(rest), room - 4, screen.scroll)
-        for s in reversed(rest[a:b]):
-            known = [v for v in s.p99_ms if v is not None]
-            table.add_row(
-                s.label,
-                charts.sparkline(s.rate, spark_w, "green"),
-                f"{max(s.rate, default=0):,}",
-                charts.sparkline(s.p99_ms, spark_w, "yellow"),
-                f"{max(known):,.2f}" if known else "-",
-                str(len(s.events)) if s.events else "",
-            )
-        parts += [table, _position(a, b, len(rest), "earlier steps")]
+        shown = rest[a:b]
+        spark_w = max(10, (screen.width - 60) // 2)
+        make = lambda: _earlier(shown, spark_w)  # noqa: E731
+        parts += [
+            _Cached(("earlier", snap.profile, a, b, len(rest), spark_w), make),
+            _position(a, b, len(rest), "earlier steps"),
+        ]
     return Group(*parts)
 
 
-def workers(snap: RunSnapshot, screen: Screen, room: int) -> RenderableType:
-    table = Table(box=box.SIMPLE_HEAD, title="workers and broker (last one-second sample)",
+def _earlier(steps: tuple[StepSeries, ...], spark_w: int) -> Table:
+    """Finished steps, newest first, one sparkline each for msg/s and p99."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="earlier steps (per second)",
                   title_justify="left")  # fmt: skip
-    for name, justify in (("name", "left"), ("role", "left"), ("state", "left"),
-                          ("cpu % of a core", "right"), ("RSS MB", "right")):  # fmt: skip
+    for name, justify in (("step", "left"), ("msg/s", "left"), ("max", "right"),
+                          ("p99 ms", "left"), ("max", "right"), ("events", "right")):  # fmt: skip
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    rows = snap.workers
-    a, b = _window(len(rows), room - 5, screen.scroll)
-    for r in rows[a:b]:
+    for s in reversed(steps):
+        known = [v for v in s.p99_ms if v is not None]
         table.add_row(
+            s.label,
+            charts.sparkline(s.rate, spark_w, "green"),
+            f"{max(s.rate, default=0):,}",
+            charts.sparkline(s.p99_ms, spark_w, "yellow"),
+            f"{max(known):,.2f}" if known else "-",
+            str(len(s.events)) if s.events else "",
+        )
+    return table
+
+
+def workers(snap: RunSnapshot, screen: Screen, room: int) -> RenderableType:
+    rows = snap.workers
+    if not rows:
+        return Text("no worker is running (between steps)", style="dim")
+    a, b = _window(len(rows), room - 4, screen.scroll)
+    cells: list[list[texttable.Cell]] = [
+        [
             r.name,
             r.role,
             Text(r.state, style="red" if r.state == "gone" else ""),
             "-" if r.cpu_percent is None else f"{r.cpu_percent:.1f}",
             "-" if r.rss_mb is None else f"{r.rss_mb:,.1f}",
-        )
-    if not rows:
-        return Text("no worker is running (between steps)", style="dim")
+            "",
+        ]
+        for r in rows[a:b]
+    ]
+    columns = (("name", "left"), ("role", "left"), ("state", "left"),
+               ("cpu % of a core", "right"), ("RSS MB", "right"), ("", "left"))  # fmt: skip
+    table = texttable.table("workers and broker (last one-second sample)", columns, cells,
+                            screen.width)  # fmt: skip
     return Group(table, _position(a, b, len(rows), "rows"))
 
 
 def errors(snap: RunSnapshot, screen: Screen, room: int) -> RenderableType:
     if not snap.errors:
         return Text("no errors so far", style="green")
-    table = Table(box=box.SIMPLE_HEAD, title="errors by kind (whole run so far)",
-                  title_justify="left")  # fmt: skip
-    table.add_column("kind", no_wrap=True)
-    table.add_column("count", justify="right", no_wrap=True)
-    table.add_column("step", justify="right", no_wrap=True)
-    table.add_column("latest message", overflow="ellipsis", no_wrap=True,
-                     max_width=max(20, screen.width - 50))  # fmt: skip
     rows = snap.errors
-    a, b = _window(len(rows), room - 5, screen.scroll)
-    for r in rows[a:b]:
-        table.add_row(Text(r.kind, style="red"), f"{r.count:,}", str(r.step), r.latest or "-")
+    a, b = _window(len(rows), room - 6, screen.scroll)
+    cells: list[list[texttable.Cell]] = [
+        [Text(r.kind, style="red"), f"{r.count:,}", str(r.step), r.latest or "-"] for r in rows[a:b]
+    ]
+    columns = (("kind", "left"), ("count", "right"), ("step", "right"),
+               ("latest message", "left"))  # fmt: skip
+    table = texttable.table("errors by kind (whole run so far)", columns, cells, screen.width)
     return Group(table, _position(a, b, len(rows), "kinds"))
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rich import box
 from rich.console import Group, RenderableType
-from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from mqlab import texttable
 from mqlab.aggregate import within_noise
 from mqlab.snapshot import RunSnapshot, StepRow
 
@@ -88,23 +87,23 @@ def _cpu_short(row: StepRow) -> str:
     return "/".join("-" if v is None else f"{v:.0f}" for v in vals)
 
 
-def step_table(title: str, rows: Iterable[StepRow], live: bool) -> Table:
-    """The steps, every cell whole in 140 columns: no vertical rules, short headers, and
-    the note (the only free text) wraps instead of being cut."""
+_STEP_COLUMNS = (
+    ("#", "right"), ("driver", "left"), ("pattern", "left"), ("load", "right"),
+    ("phase", "left"), ("sent", "right"), ("recv", "right"), ("replies", "right"),
+    ("lost", "right"), ("dup", "right"), ("err", "right"), ("fail", "right"),
+    ("msg/s", "right"), ("p50", "right"), ("p99", "right"), ("cpu", "right"), ("note", "left"),
+)  # fmt: skip
+
+
+def step_table(title: str, rows: Iterable[StepRow], live: bool, width: int = 140) -> Text:
+    """The steps, every cell whole in 140 columns: short headers, counts past ten million in
+    millions, and the note (the only free text) wraps under itself instead of being cut."""
     rows = list(rows)
     calls = any(r.pattern == "call" for r in rows)
     title += " · latency in ms · cpu: % of a core, clients/servers/broker"
-    table = Table(title=title, title_justify="left", expand=False, pad_edge=False,
-                  box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1))  # fmt: skip
-    for name, justify in (
-        ("#", "right"), ("driver", "left"), ("pattern", "left"), ("load", "right"),
-        ("phase", "left"), ("sent", "right"), ("recv", "right"), ("replies", "right"),
-        ("lost", "right"), ("dup", "right"), ("err", "right"), ("fail", "right"),
-        ("msg/s", "right"), ("p50", "right"), ("p99", "right"), ("cpu", "right"),
-    ):  # fmt: skip
-        if name != "replies" or calls:  # casts and notifications have no replies
-            table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    table.add_column("note", justify="left", overflow="fold")
+    # casts and notifications have no replies
+    columns = [c for c in _STEP_COLUMNS if c[0] != "replies" or calls]
+    table: list[list[Text | str]] = []
     for r in rows:
         cells: list[Text | str] = [
             str(r.index + 1),
@@ -127,26 +126,23 @@ def step_table(title: str, rows: Iterable[StepRow], live: bool) -> Table:
         ]
         if not calls:
             del cells[7]
-        table.add_row(*cells)
-    return table
+        table.append(cells)
+    return texttable.table(title, columns, table, width)
 
 
 def header(snap: RunSnapshot) -> RenderableType:
     """Two lines: profile, step, clock and broker; the run's progress bar."""
     done = len(snap.finished)
-    top = Table.grid(padding=(0, 2))
-    top.add_row(
-        Text(f"mqlab · {snap.profile}", style="bold"),
-        Text(f"step {snap.step_number} of {snap.steps_total}"),
-        Text(f"elapsed {_clock(snap.elapsed)} / ~{_clock(snap.eta)}"),
-        Text(f"broker {snap.broker}", style="dim"),
-    )
-    bar = Table.grid(padding=(0, 1))
-    bar.add_row(
-        ProgressBar(total=max(1, snap.steps_total), completed=done, width=60),
-        Text(f"{done}/{snap.steps_total} steps done"),
-    )
-    return Group(top, bar)
+    out = Text(no_wrap=True, overflow="crop")
+    out.append(f"mqlab · {snap.profile}", style="bold")
+    out.append(f"  step {snap.step_number} of {snap.steps_total}")
+    out.append(f"  elapsed {_clock(snap.elapsed)} / ~{_clock(snap.eta)}")
+    out.append(f"  broker {snap.broker}\n", style="dim")
+    filled = round(60 * done / max(1, snap.steps_total))
+    out.append("━" * filled, style="green")
+    out.append("━" * (60 - filled), style="grey23")
+    out.append(f" {done}/{snap.steps_total} steps done")
+    return out
 
 
 def live(snap: RunSnapshot) -> RenderableType:
