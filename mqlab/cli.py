@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -30,6 +29,7 @@ from mqlab.calibration import codec_costs
 from mqlab.check import check_profile
 from mqlab.errors import BrokerError, MqlabError, PluginError, ProfileError
 from mqlab.eventloop import run as run_loop
+from mqlab.monitor import Monitor
 from mqlab.plan import Plan, make_plan
 from mqlab.profile import Profile, load_profile, parse_duration
 from mqlab.registry import LoadedPlugin
@@ -224,11 +224,11 @@ def _run(
             f"mqlab {__version__}: {profile.run.name}: {len(plan.steps)} step(s), "
             f"about {plan.eta() / 60:.1f} min; results -> {out}"
         )
-    live: Live | None = None
+    monitor: Monitor | None = None
 
     def on_snapshot(snap: RunSnapshot) -> None:
-        if live is not None:
-            live.update(view.live(snap))
+        if monitor is not None:
+            monitor.update(snap)
 
     def on_step(record: dict[str, Any]) -> None:
         results.add_step(record)
@@ -264,12 +264,14 @@ def _run(
         # the measured steps are written and a managed broker is stopped
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, on_sigint)
+        if monitor is not None:
+            monitor.attach(loop)
         async with runner:
             await runner.run()
 
     if interactive:
-        live = Live(console=console, refresh_per_second=4, transient=False)
-        live.start()
+        monitor = Monitor(console, on_next=runner.skip.set, on_quit=runner.stop_after.set)
+        monitor.start()
     try:
         run_loop(main)
     except StepFailed as exc:
@@ -279,11 +281,15 @@ def _run(
     finally:
         if runner.interrupt.is_set() and code == 0:
             status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
+        elif (
+            runner.stop_after.is_set() and code == 0 and len(results.doc["steps"]) < len(plan.steps)
+        ):
+            status, message, code = "interrupted", "stopped by the user (q)", EXIT_INTERRUPTED
         # the results first: the terminal may be gone (SIGHUP), the figures must not be
         results.finish(status, redact.scrub(message))
-        if live is not None:
+        if monitor is not None:
             with contextlib.suppress(OSError):
-                live.stop()
+                monitor.stop()
     steps = results.doc["steps"]
     if steps:
         with contextlib.suppress(OSError):

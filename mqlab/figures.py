@@ -70,9 +70,10 @@ class WorkerFigures:
     over_range: int = 0  # latencies above the histogram's range, recorded at its top
     last_rx: int = 0  # monotonic ns of the last unique delivery or reply
     errors: dict[str, int] = field(default_factory=dict)
+    error_messages: dict[str, str] = field(default_factory=dict)  # kind -> its latest message
     series: dict[str, list[int]] = field(default_factory=dict)
     hist: dict[str, str] = field(default_factory=dict)  # kind -> encoded HdrHistogram (us)
-    per_second: dict[str, list[str]] = field(default_factory=dict)  # kind -> per second, final only
+    per_second: dict[str, list[str]] = field(default_factory=dict)  # kind -> 2-digit, per s
     open_loop: OpenLoop | None = None
 
     def to_wire(self) -> dict[str, Any]:
@@ -124,6 +125,7 @@ class WorkerFigures:
             over_range=self.over_range + other.over_range,
             last_rx=max(self.last_rx, other.last_rx),
             errors=errors,
+            error_messages={**self.error_messages, **other.error_messages},
             series=series,
             hist=hist,
             per_second=per_second,

@@ -146,9 +146,6 @@ class WorkerSpec:
     seed: int = 0
     ledger_dir: str = ""  # where servers keep their receipt bitmaps
     queue_type: str = "classic"  # the servers' queues: classic | mirrored | quorum
-    #: every snapshot carries the per-second histograms: a worker killed on purpose (a
-    #: rolling update's abrupt stop) never sends its final figures
-    per_second_live: bool = False
 
     @property
     def role(self) -> str:
@@ -222,7 +219,6 @@ def layout(
         envelope=sc.envelope,
         size_bins=sc.message_size.bins,
         ledger_dir=ledger_dir,
-        per_second_live=step.rolling_to is not None,
     )
     if step.concurrency is not None:
         n = max(1, min(processes, step.concurrency))

@@ -33,6 +33,7 @@ class Recorder:
         self.over_range = 0
         self.last_rx = 0
         self.errors: dict[str, int] = {}
+        self.error_messages: dict[str, str] = {}
         self.sent_by_client: dict[int, int] = {}
         self.open_loop: OpenLoop | None = None
         self.ledger = Ledger(ledger_dir, worker)
@@ -84,9 +85,11 @@ class Recorder:
         sec = self._bin(self._s_rt, now)
         self._pending["round_trip"].append((sec, (now - ts) // 1000, self.in_window(ts)))
 
-    def on_error(self, kind: str, intended: int | None = None) -> None:
+    def on_error(self, kind: str, intended: int | None = None, message: str = "") -> None:
         """An error; a send whose intended time is in the window also counts as failed."""
         self.errors[kind] = self.errors.get(kind, 0) + 1
+        if message:  # the latest of each kind, for the live monitor's errors view
+            self.error_messages[kind] = message[:200]
         self._bin(self._s_err, time.monotonic_ns())
         if intended is not None and self.in_window(intended):
             self.failed += 1
@@ -116,21 +119,21 @@ class Recorder:
                 latency.record(hist, counts)
             self.over_range += latency.record(self.hist[kind], window)
 
-    def figures(self, final: bool = False) -> WorkerFigures:
-        """What this worker has measured so far; ``final`` adds the per-second histograms."""
+    def figures(self) -> WorkerFigures:
+        """What this worker has measured so far, per-second histograms included: every
+        snapshot carries them, for the live monitor's p99 over time (a few small
+        2-digit histograms a second)."""
         self.fold()
         self.ledger.look_for_siblings()
         errors = dict(self.errors)
         if self.ledger.overflow:
             errors["LedgerOverflow"] = self.ledger.overflow
         per_second: dict[str, list[str]] = {}
-        if final:
-            for kind, by_sec in self.per_second.items():
-                if by_sec:
-                    per_second[kind] = [
-                        latency.encode(by_sec[i]) if i in by_sec else ""
-                        for i in range(max(by_sec) + 1)
-                    ]
+        for kind, by_sec in self.per_second.items():
+            if by_sec:
+                per_second[kind] = [
+                    latency.encode(by_sec[i]) if i in by_sec else "" for i in range(max(by_sec) + 1)
+                ]
         return WorkerFigures(
             at=time.monotonic_ns(),
             sent=self.sent,
@@ -143,6 +146,7 @@ class Recorder:
             over_range=self.over_range,
             last_rx=self.last_rx,
             errors=errors,
+            error_messages=dict(self.error_messages),
             series={k: list(v) for k, v in self.series.items()},
             hist={k: latency.encode(h) for k, h in self.hist.items() if h.get_total_count()},
             per_second=per_second,

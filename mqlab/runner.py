@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from mqlab import stepresult
+from mqlab import livedata, stepresult
 from mqlab.backlog import QueueDepth
 from mqlab.figures import WorkerFigures
 from mqlab.ledger import count_ledgers
 from mqlab.plan import Layout, Plan, Step, layout
 from mqlab.rolling import RollingUpdate
-from mqlab.snapshot import RunSnapshot, StepRow
+from mqlab.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
 from mqlab.urls import mask
 from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool, process
 
@@ -76,7 +76,13 @@ class Runner:
         self.interrupt = asyncio.Event()  # first Ctrl-C: finish this interval, keep results
         self.force = asyncio.Event()  # second Ctrl-C: stop now
         self._interrupted_at: float | None = None
+        self.skip = asyncio.Event()  # the monitor's `n`: end this step's window now, go on
+        self.stop_after = asyncio.Event()  # the monitor's `q`: no step after this one
         self.finished_rows: list[StepRow] = []
+        self.finished_series: list[StepSeries] = []
+        self.errors = livedata.ErrorTally()
+        self._nodes: list[WorkerRow] = []  # the last finished step's broker nodes, if any
+        self._broker_rss: float | None = None
         self.started = time.monotonic()
         self.pool = WorkerPool(self.force)
         self.queue_depth = queue_depth
@@ -105,6 +111,7 @@ class Runner:
         if self.broker_ps is not None:
             try:
                 cpu = self.broker_ps.cpu_percent(None)
+                self._broker_rss = self.broker_ps.memory_info().rss / 2**20
             except psutil.Error:
                 return
             if measuring:
@@ -130,7 +137,7 @@ class Runner:
         """Every step in order; stops early after a Ctrl-C. Returns the step records."""
         records: list[dict[str, Any]] = []
         for step in self.plan.steps:
-            if self.interrupt.is_set():
+            if self.interrupt.is_set() or self.stop_after.is_set():
                 break
             record = await self.run_step(step)
             records.append(record)
@@ -187,7 +194,11 @@ class Runner:
             shutil.rmtree(tmp, ignore_errors=True)
             if bsteps is not None:
                 await bsteps.finish(lay.marker, step.queue_type)
+            self.skip.clear()
         self.finished_rows.append(stepresult.row(record, record["status"]))
+        self.finished_series.append(livedata.series(record, running=False))
+        self.errors.finish(record)
+        self._nodes = livedata.node_rows(record) or self._nodes
         self._show(step, record["status"], done=True)
         return record
 
@@ -263,7 +274,7 @@ class Runner:
                     replacing = None
                 if roll.due(now, window_start):
                     replacing = asyncio.create_task(roll.replace_next(workers, go))
-            if self.interrupt.is_set():
+            if self.interrupt.is_set() or self.skip.is_set():
                 interrupted = True
                 # the window closed early: only its whole seconds so far are figures
                 self._window = (window_start, min(window_end, now))
@@ -457,6 +468,7 @@ class Runner:
         done: bool = False,
     ) -> None:
         current = None
+        running: list[dict[str, Any]] = []
         if not done:
             if workers and lay is not None:
                 key = (step.index, *(w.version for w in workers))
@@ -465,6 +477,7 @@ class Runner:
                     self._live = (key, stepresult.build(outcome))
                 record = self._live[1]
                 assert record is not None
+                running.append(record)
                 # the last complete second is the honest "now"
                 series = record["series"][
                     "round_trip" if step.scenario.pattern == "call" else "received"
@@ -490,5 +503,27 @@ class Runner:
                 broker=self.broker_label,
                 current=current,
                 finished=tuple(self.finished_rows),
+                timeline=(
+                    *self.finished_series,
+                    *(livedata.series(r, running=True) for r in running),
+                ),
+                workers=self._worker_rows(workers or []),
+                errors=self.errors.rows(running),
             )
         )
+
+    def _worker_rows(self, workers: list[Worker]) -> tuple[WorkerRow, ...]:
+        rows = [
+            WorkerRow(
+                name=w.spec.worker,
+                role=w.spec.role,
+                state="gone" if w.gone else "done" if w.done else "running",
+                cpu_percent=w.cpu[-1] if w.cpu else None,
+                rss_mb=round(w.rss / 2**20, 1) if w.rss else None,
+            )
+            for w in workers
+        ]
+        if self.broker_ps is not None:
+            cpu = self._broker_cpu[-1] if self._broker_cpu else None
+            rows.append(WorkerRow("broker", "broker", "running", cpu, self._broker_rss))
+        return (*rows, *self._nodes)

@@ -38,6 +38,40 @@ class StepRow:
 
 
 @dataclass(frozen=True, slots=True)
+class StepSeries:
+    """One step's per-second figures for the timeline: second 0 is the window's first."""
+
+    index: int
+    label: str  # "3 pika call c=10"
+    running: bool
+    rate: tuple[int, ...] = ()  # completions per second (replies for calls, deliveries otherwise)
+    p99_ms: tuple[float | None, ...] = ()
+    events: tuple[tuple[float, str], ...] = ()  # (t_s, action) from the step's record
+    phases: tuple[tuple[str, float, float], ...] = ()  # (name, start_s, end_s)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """A worker process, the broker or a broker node, as the workers view lists it."""
+
+    name: str
+    role: str  # client | server | both | broker | node
+    state: str  # starting | running | done | gone | measured
+    cpu_percent: float | None = None  # its last one-second sample, % of one core
+    rss_mb: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRow:
+    """Errors of one kind over the run so far, with the latest message seen."""
+
+    kind: str
+    count: int
+    latest: str
+    step: int  # 1-based step of the latest
+
+
+@dataclass(frozen=True, slots=True)
 class RunSnapshot:
     profile: str
     steps_total: int
@@ -47,3 +81,6 @@ class RunSnapshot:
     broker: str  # masked URL(s) or "none"
     current: StepRow | None = None
     finished: tuple[StepRow, ...] = field(default=())
+    timeline: tuple[StepSeries, ...] = ()  # finished steps in order, then the running one
+    workers: tuple[WorkerRow, ...] = ()
+    errors: tuple[ErrorRow, ...] = ()

@@ -202,6 +202,7 @@ def build(o: Outcome) -> dict[str, Any]:
         "duplicates": s.duplicates + o.cross_duplicates,
         "out_of_order": s.out_of_order,
         "errors": errors,
+        "error_messages": {**c.error_messages, **(s.error_messages if s is not c else {})},
         "throughput": throughput(completions, o.first_s, seconds),
         "latency_ms": lat[kind],
         "latency": lat,

@@ -10,16 +10,21 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Group, RenderableType
-from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from mqlab import texttable
 from mqlab.aggregate import within_noise
 from mqlab.snapshot import RunSnapshot, StepRow
 
 
 def _num(v: float | int | None, fmt: str = "{:,}") -> str:
     return "-" if v is None else fmt.format(v)
+
+
+def _short(v: int) -> str:
+    """A count in at most 7 characters: exact below ten million, then in millions."""
+    return f"{v:,}" if v < 10_000_000 else f"{v / 1e6:,.2f}M"
 
 
 def _ms(v: float | None) -> str:
@@ -45,11 +50,15 @@ def _flags(codes: Iterable[str]) -> Text | str:
     return Text("; ".join(labels), style="bold yellow") if labels else ""
 
 
-def _lost(lost: int | None, unaccounted: int) -> Text | str:
-    text = _num(lost)
-    if unaccounted:
-        text += f" +{unaccounted:,}?"
-    return Text(text, style="bold red") if lost or unaccounted else text
+_FLAG_SHORT = {"could_not_keep_up": "behind", "backlog_growing": "backlog↑"}
+
+
+def _note(row: StepRow) -> Text | str:
+    """The table's last cell, short: the step's flags, and what the broker still held."""
+    parts = [_FLAG_SHORT.get(c, c) for c in row.flags if c != "unaccounted"]
+    if row.unaccounted:
+        parts.append(f"{row.unaccounted:,} queued?")
+    return Text(" ".join(parts), style="bold yellow") if parts else ""
 
 
 def _failed(pct: float) -> str:
@@ -79,55 +88,75 @@ def _pattern(pattern: str, queue_type: str) -> str:
     return pattern if queue_type == "classic" else f"{pattern} ({queue_type})"
 
 
-def step_table(title: str, rows: Iterable[StepRow], live: bool) -> Table:
-    table = Table(title=title, title_justify="left", expand=False, pad_edge=False)
-    for name, justify in (
-        ("#", "right"), ("driver", "left"), ("pattern", "left"), ("load", "right"),
-        ("phase", "left"), ("sent", "right"), ("received", "right"), ("round-trip", "right"),
-        ("lost", "right"), ("dup", "right"), ("errors", "right"), ("failed", "right"),
-        ("msg/s now" if live else "msg/s mean", "right"), ("p50 ms", "right"),
-        ("p99 ms", "right"), ("cpu", "right"), ("note", "left"),
-    ):  # fmt: skip
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+def _cpu_short(row: StepRow) -> str:
+    """clients/servers/broker, % of one core: the column's header names the order."""
+    vals = (row.cpu_clients, row.cpu_servers, row.cpu_broker)
+    if all(v is None for v in vals):
+        return "-"
+    return "/".join("-" if v is None else f"{v:.0f}" for v in vals)
+
+
+_STEP_COLUMNS = (
+    ("#", "right"), ("driver", "left"), ("pattern", "left"), ("load", "right"),
+    ("phase", "left"), ("sent", "right"), ("recv", "right"), ("replies", "right"),
+    ("lost", "right"), ("dup", "right"), ("err", "right"), ("fail", "right"),
+    ("msg/s", "right"), ("p50", "right"), ("p99", "right"), ("cpu", "right"), ("note", "left"),
+)  # fmt: skip
+
+
+def step_table(title: str, rows: Iterable[StepRow], live: bool, width: int = 140) -> Text:
+    """The steps, every cell whole in 140 columns: short headers, counts past ten million in
+    millions, and the note (the only free text) wraps under itself instead of being cut."""
+    rows = list(rows)
+    calls = any(r.pattern == "call" for r in rows)
+    title += " · latency in ms · cpu: % of a core, clients/servers/broker"
+    # casts and notifications have no replies
+    columns = [c for c in _STEP_COLUMNS if c[0] != "replies" or calls]
+    table: list[list[Text | str]] = []
     for r in rows:
-        table.add_row(
+        cells: list[Text | str] = [
             str(r.index + 1),
             r.driver,
             _pattern(r.pattern, r.queue_type),
             r.load,
             r.phase,
-            _num(r.sent),
-            _num(r.received),
-            _num(r.round_trip) if r.pattern == "call" else "-",
-            _lost(r.lost, r.unaccounted),
+            _short(r.sent),
+            _short(r.received),
+            _short(r.round_trip) if r.pattern == "call" else "-",  # removed below unless calls
+            Text(_num(r.lost), style="bold red") if r.lost else _num(r.lost),
             Text(str(r.duplicates), style="bold yellow") if r.duplicates else "0",
             Text(_num(r.errors), style="bold red") if r.errors else "0",
             _failed(r.failed_percent),
             _num(r.rate_now if live else r.rate_mean, "{:,.0f}"),
             _ms(r.p50_ms),
             _p99(r.p99_ms, r.p99_lower_bound),
-            _cpu(r),
-            _flags(r.flags),
-        )
-    return table
+            _cpu_short(r),
+            _note(r),
+        ]
+        if not calls:
+            del cells[7]
+        table.append(cells)
+    return texttable.table(title, columns, table, width)
+
+
+def header(snap: RunSnapshot) -> RenderableType:
+    """Two lines: profile, step, clock and broker; the run's progress bar."""
+    done = len(snap.finished)
+    out = Text(no_wrap=True, overflow="crop")
+    out.append(f"mqlab · {snap.profile}", style="bold")
+    out.append(f"  step {snap.step_number} of {snap.steps_total}")
+    out.append(f"  elapsed {_clock(snap.elapsed)} / ~{_clock(snap.eta)}")
+    out.append(f"  broker {snap.broker}\n", style="dim")
+    filled = round(60 * done / max(1, snap.steps_total))
+    out.append("━" * filled, style="green")
+    out.append("━" * (60 - filled), style="grey23")
+    out.append(f" {done}/{snap.steps_total} steps done")
+    return out
 
 
 def live(snap: RunSnapshot) -> RenderableType:
     """Header with progress, the running step, the finished steps."""
-    done = len(snap.finished)
-    header = Table.grid(padding=(0, 2))
-    header.add_row(
-        Text(f"mqlab · {snap.profile}", style="bold"),
-        Text(f"step {snap.step_number} of {snap.steps_total}"),
-        Text(f"elapsed {_clock(snap.elapsed)} / ~{_clock(snap.eta)}"),
-        Text(f"broker {snap.broker}", style="dim"),
-    )
-    bar = Table.grid(padding=(0, 1))
-    bar.add_row(
-        ProgressBar(total=max(1, snap.steps_total), completed=done, width=60),
-        Text(f"{done}/{snap.steps_total} steps done"),
-    )
-    parts: list[RenderableType] = [header, bar]
+    parts: list[RenderableType] = [header(snap)]
     if snap.current is not None:
         parts.append(step_table("running", [snap.current], live=True))
     if snap.finished:

@@ -129,7 +129,7 @@ async def serve(host: str, port: int, name: str) -> int:
                 )
                 for load, role in zip(loads, spec.clients, strict=True)
             ]
-            ticker = tg.create_task(_snapshots(writer, rec, spec.per_second_live))
+            ticker = tg.create_task(_snapshots(writer, rec))
             if runs:
                 tg.create_task(_report_done(writer, runs))
             while True:
@@ -138,7 +138,7 @@ async def serve(host: str, port: int, name: str) -> int:
                     for load in loads:
                         load.stop.set()
                 elif msg["type"] == "snap":
-                    figures = rec.figures(final=spec.per_second_live)
+                    figures = rec.figures()
                     await control.send(writer, {"type": "snapshot", **figures.to_wire()})
                 elif msg["type"] == "finish":
                     break
@@ -153,7 +153,7 @@ async def serve(host: str, port: int, name: str) -> int:
             ticker.cancel()
             for t in runs:
                 t.cancel()
-        await control.send(writer, {"type": "final", **rec.figures(final=True).to_wire()})
+        await control.send(writer, {"type": "final", **rec.figures().to_wire()})
     except (asyncio.IncompleteReadError, ConnectionError):
         pass  # the controller went away: nothing to report to, just clean up
     finally:
@@ -163,10 +163,13 @@ async def serve(host: str, port: int, name: str) -> int:
     return 0
 
 
-async def _snapshots(writer: asyncio.StreamWriter, rec: Recorder, per_second: bool) -> None:
+async def _snapshots(writer: asyncio.StreamWriter, rec: Recorder) -> None:
+    # every snapshot carries the per-second histograms: the live monitor's timeline
+    # draws them, and a worker killed on purpose (a rolling update's abrupt stop)
+    # never sends its final figures
     while True:
         await asyncio.sleep(1.0)
-        figures = rec.figures(final=per_second)
+        figures = rec.figures()
         await control.send(writer, {"type": "snapshot", **figures.to_wire()})
 
 

@@ -58,6 +58,7 @@ class Worker:
     gone: bool = False  # its control connection closed
     cpu: list[float] = field(default_factory=list)
     peak_rss: int = 0
+    rss: int = 0  # at the last sample
     ps: psutil.Process | None = None
 
     async def send(self, msg: dict[str, Any]) -> None:
@@ -194,7 +195,8 @@ class WorkerPool:
                 continue
             try:
                 cpu = w.ps.cpu_percent(None)
-                w.peak_rss = max(w.peak_rss, w.ps.memory_info().rss)
+                w.rss = w.ps.memory_info().rss
+                w.peak_rss = max(w.peak_rss, w.rss)
             except psutil.Error:
                 continue
             if measuring:

@@ -94,7 +94,7 @@ class ClientLoad:
                 client, rseq, ts = self.codec.decode(reply)
                 if client != self.client_id or rseq != seq:
                     # an answer to another call is not this call's answer
-                    rec.on_error("ReplyMismatch", intended)
+                    rec.on_error("ReplyMismatch", intended, f"reply {client}/{rseq} to call {seq}")
                     return
                 rec.on_reply(ts)
             elif self.pattern == "cast":
@@ -102,9 +102,9 @@ class ClientLoad:
             else:
                 await self.transport.notify(target, body)
         except TransportError as exc:
-            rec.on_error(exc.kind, intended)
+            rec.on_error(exc.kind, intended, str(exc))
         except Exception as exc:  # noqa: BLE001 - an unmapped library error is still counted
-            rec.on_error(f"Unmapped:{type(exc).__name__}", intended)
+            rec.on_error(f"Unmapped:{type(exc).__name__}", intended, str(exc))
 
     async def closed_loop(self, concurrency: int, start: int, end: int) -> None:
         await _sleep_until(start)

@@ -27,7 +27,8 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
 packages=(rabbitmq-server redis-server nats-server mosquitto gcc pkg-config libssl-dev libsasl2-dev libsasl2-modules python3-dev python3-venv)
 # chromium (test only): the suite opens `mqlab report`'s HTML in it, headless, to check that
 # every chart draws (Debian's package; on Ubuntu it is a snap, which CI containers cannot run)
-if [[ $mode == test ]]; then packages+=(chromium); fi
+# tmux (test only): the live monitor's tests run `mqlab run` in a tmux pane and press keys
+if [[ $mode == test ]]; then packages+=(chromium tmux); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -60,7 +60,7 @@ def test_live_view_renders_header_current_and_finished_steps() -> None:
     snap = RunSnapshot("prof", 3, 2, 12.0, 60.0, "amqp://guest:***@h:5672/", cur, (done,))
     text = _render(view.live(snap))
     assert "step 2 of 3" in text and "prof" in text
-    assert "measuring" in text and "9.25" in text and "b 20%" in text
+    assert "measuring" in text and "9.25" in text and "50/-/20" in text  # clients/servers/broker
     assert "98" in text and "done" in text
     line = view.plain_line(done, 3)
     assert line.startswith("[1/3] a cast c=1 done") and "lost=2" in line
