@@ -164,7 +164,7 @@ def main(role: str) -> int:
         else:
             sampler.start()
             loop.publish(tally)
-    except Exception as exc:  # one line for the controller, whatever the library raised
+    except Exception as exc:  # noqa: BLE001 - one line for the controller, whatever the library raised
         _emit({"error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
         return 1
     if sampler.is_alive():

@@ -44,7 +44,7 @@ class AiormqReference(ReferenceLoop):
             async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
                 tally.n += 1
                 if not auto_ack:
-                    await channel.basic_ack(message.delivery_tag)
+                    await channel.basic_ack(message.delivery_tag or 0)
 
             await channel.basic_consume(self.spec.name, on_message, no_ack=auto_ack)
             ready("")

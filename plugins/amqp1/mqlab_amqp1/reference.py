@@ -31,7 +31,7 @@ TICK = 0.1
 WINDOW = 100
 
 
-class _Side(MessagingHandler):  # type: ignore[misc]
+class _Side(MessagingHandler):
     """Opens one link on one connection; closes it once the tally says stop."""
 
     def __init__(self, ref: Amqp1Reference, tally: Tally, receive: bool, prefetch: int) -> None:

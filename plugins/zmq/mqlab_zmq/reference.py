@@ -31,7 +31,7 @@ class ZmqReference(ReferenceLoop):
         return "PUSH/PULL, no acks"
 
     def _socket(self, ctx: zmq.Context[Any], kind: int) -> zmq.Socket[Any]:
-        sock = ctx.socket(kind)
+        sock: zmq.Socket[Any] = ctx.socket(kind)
         hwm = int(self.spec.options.get("hwm", 1000))
         sock.setsockopt(zmq.SNDHWM, hwm)
         sock.setsockopt(zmq.RCVHWM, hwm)
