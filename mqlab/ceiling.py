@@ -152,29 +152,52 @@ def _pct(v: Any) -> str:
     return f"{v:.0f} %" if isinstance(v, int | float) else "-"
 
 
-def table(steps: Iterable[Mapping[str, Any]]) -> Table | None:
-    """The ceiling table: plugin msg/s, its library's loop, PerfTest; None if no step has one."""
-    rows = [s for s in steps if s.get("ceiling")]
-    if not rows:
-        return None
-    t = Table(title="ceilings (cast, same broker, size and ack mode)", title_justify="left")
-    for col, just in (
-        ("#", "right"), ("driver", "left"), ("bytes", "right"), ("msg/s", "right"),
-        ("library loop", "left"), ("loop msg/s", "right"), ("% of loop", "right"),
-        ("PerfTest msg/s", "right"), ("% of PerfTest", "right"),
-    ):  # fmt: skip
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
-    for s in rows:
-        c = s["ceiling"]
+_COLUMNS = (
+    ("#", "right"), ("driver", "left"), ("bytes", "right"), ("msg/s", "right"),
+    ("library loop", "left"), ("loop msg/s", "right"), ("% of loop", "right"),
+    ("PerfTest msg/s", "right"), ("% of PerfTest", "right"),
+)  # fmt: skip
+TITLE = "ceilings (cast, same broker, size and ack mode)"
+
+
+def _rows(steps: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+    rows = []
+    for s in steps:
+        c = s.get("ceiling")
+        if not c:
+            continue
         pt = c.get("perftest") or {}
         loop = f"{c['library']} ({c['mode']})" if c.get("library") else "-"
-        t.add_row(
-            str(s["step"] + 1), s["driver"], f"{c['size']:,}",
+        rows.append([
+            str(s["step"] + 1), str(s["driver"]), f"{c['size']:,}",
             _num((s.get("throughput") or {}).get("mean")),
             loop, _num(c.get("rate")), _pct(c.get("percent")),
             _num(pt.get("rate")), _pct(pt.get("percent")),
-        )  # fmt: skip
+        ])  # fmt: skip
+    return rows
+
+
+def table(steps: Iterable[Mapping[str, Any]]) -> Table | None:
+    """The ceiling table: plugin msg/s, its library's loop, PerfTest; None if no step has one."""
+    rows = _rows(steps)
+    if not rows:
+        return None
+    t = Table(title=TITLE, title_justify="left")
+    for col, just in _COLUMNS:
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for row in rows:
+        t.add_row(*row)
     return t
+
+
+def markdown(steps: Iterable[Mapping[str, Any]]) -> str:
+    """The same table in Markdown, with its notes, for publishing (`mqlab show --markdown`)."""
+    steps = list(steps)
+    head = "| " + " | ".join(c for c, _ in _COLUMNS) + " |"
+    rule = "|" + "|".join("---:" if j == "right" else "---" for _, j in _COLUMNS) + "|"
+    body = ["| " + " | ".join(r) + " |" for r in _rows(steps)]
+    notes_ = "".join(f"\n\n{line}" for line in notes(steps))
+    return "\n".join([TITLE, "", head, rule, *body]) + notes_
 
 
 def notes(steps: Iterable[Mapping[str, Any]]) -> list[str]:

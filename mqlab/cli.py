@@ -375,8 +375,12 @@ def _show(args: argparse.Namespace, doc: dict[str, Any]) -> int:
     name = doc.get("profile", {}).get("run", {}).get("name", "?")
     status = f"{len(steps)} step(s), {doc.get('status')}"
     repeated = "across repeats: msg/s ± 95 % CI, latency from the merged histograms"
+    ceilings = any(s.get("ceiling") for s in steps)  # written by `mqlab ceiling`
     if args.markdown:
+        from mqlab import ceiling
+
         agg = f"\n\n{repeated}\n\n{view.comparison_markdown(aggregates)}" if aggregates else ""
+        agg += f"\n\n{ceiling.markdown(steps)}" if ceilings else ""
         print(f"{name}: {status}\n\n{view.comparison_markdown(steps)}{agg}\n\n"
               f"Measured with {view.environment_line(env)}.")  # fmt: skip
         return 0
@@ -384,6 +388,8 @@ def _show(args: argparse.Namespace, doc: dict[str, Any]) -> int:
     console.print(f"{name}: {status}")
     if steps:
         console.print(view.comparison(steps))
+    if ceilings:
+        _show_ceilings(console, steps)
     if aggregates:
         console.print(view.comparison(aggregates, title=repeated))
     console.print(f"measured with {view.environment_line(env)}")

@@ -54,6 +54,9 @@ def _ceiling(tmp_path: Path, drivers: str) -> tuple[Any, dict[str, Any]]:
     proc = mqlab("ceiling", str(path), "-o", str(out), "--state-dir", str(tmp_path / "s"),
                  timeout=400)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    # the results file keeps it: `mqlab show` prints the same table again
+    shown = mqlab("show", str(out))
+    assert shown.returncode == 0 and "ceilings (cast, same broker" in shown.stdout, shown.stdout
     return proc, results(out)
 
 
