@@ -21,10 +21,13 @@ sets from another thread at the end of the window.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, ClassVar
+
+import uvloop
 
 #: the entry-point group reference loops register under, by plugin name
 GROUP = "mqlab.references"
@@ -90,6 +93,33 @@ class ReferenceLoop(abc.ABC):
     def publish(self, tally: Tally) -> None:
         """Publish ``spec.body`` to ``spec.name`` (or ``spec.peer``) as fast as the library
         allows, counting each in ``tally.n``, until ``tally.stop``."""
+
+
+class AsyncReferenceLoop(ReferenceLoop):
+    """A reference loop for an asyncio library: write ``aconsume`` and ``apublish``.
+
+    Each runs on uvloop, as mqlab's workers do; :func:`until_stopped` waits for the end.
+    """
+
+    def consume(self, tally: Tally, ready: Callable[[str], None]) -> None:
+        uvloop.run(self.aconsume(tally, ready))
+
+    def publish(self, tally: Tally) -> None:
+        uvloop.run(self.apublish(tally))
+
+    @abc.abstractmethod
+    async def aconsume(self, tally: Tally, ready: Callable[[str], None]) -> None:
+        """As :meth:`ReferenceLoop.consume`, on the running event loop."""
+
+    @abc.abstractmethod
+    async def apublish(self, tally: Tally) -> None:
+        """As :meth:`ReferenceLoop.publish`, on the running event loop."""
+
+
+async def until_stopped(tally: Tally, tick: float = 0.1) -> None:
+    """Return once the core set ``tally.stop`` (looked at every ``tick`` seconds)."""
+    while not tally.stop:
+        await asyncio.sleep(tick)
 
 
 def entry_points() -> dict[str, metadata.EntryPoint]:

@@ -8,31 +8,23 @@ under the plugin's prefetch).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import aiormq
 import aiormq.abc
-import uvloop
 
-from mqlab.reference import ReferenceLoop, Tally
+from mqlab.reference import AsyncReferenceLoop, Tally, until_stopped
 
 
-class AiormqReference(ReferenceLoop):
+class AiormqReference(AsyncReferenceLoop):
     library: ClassVar[str] = "aiormq"
 
     @classmethod
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:
         return bool(options.get("no_ack"))
 
-    def consume(self, tally: Tally, ready: Callable[[str], None]) -> None:
-        uvloop.run(self._consume(tally, ready))
-
-    def publish(self, tally: Tally) -> None:
-        uvloop.run(self._publish(tally))
-
-    async def _consume(self, tally: Tally, ready: Callable[[str], None]) -> None:
+    async def aconsume(self, tally: Tally, ready: Callable[[str], None]) -> None:
         conn = await aiormq.connect(self.spec.urls[0])
         try:
             channel = await conn.channel(publisher_confirms=False)
@@ -48,12 +40,11 @@ class AiormqReference(ReferenceLoop):
 
             await channel.basic_consume(self.spec.name, on_message, no_ack=auto_ack)
             ready("")
-            while not tally.stop:
-                await asyncio.sleep(0.1)
+            await until_stopped(tally)
         finally:
             await conn.close()
 
-    async def _publish(self, tally: Tally) -> None:
+    async def apublish(self, tally: Tally) -> None:
         conn = await aiormq.connect(self.spec.urls[0])
         try:
             channel = await conn.channel(publisher_confirms=False)

@@ -8,31 +8,23 @@ under the plugin's prefetch.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import aio_pika
 import aio_pika.abc
-import uvloop
 
-from mqlab.reference import ReferenceLoop, Tally
+from mqlab.reference import AsyncReferenceLoop, Tally, until_stopped
 
 
-class KombuReference(ReferenceLoop):
+class KombuReference(AsyncReferenceLoop):
     library: ClassVar[str] = "aio-pika"
 
     @classmethod
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:
         return False  # the plugin acks every delivery (`ack` = before / after)
 
-    def consume(self, tally: Tally, ready: Callable[[str], None]) -> None:
-        uvloop.run(self._consume(tally, ready))
-
-    def publish(self, tally: Tally) -> None:
-        uvloop.run(self._publish(tally))
-
-    async def _consume(self, tally: Tally, ready: Callable[[str], None]) -> None:
+    async def aconsume(self, tally: Tally, ready: Callable[[str], None]) -> None:
         conn = await aio_pika.connect(self.spec.urls[0])
         try:
             channel = await conn.channel(publisher_confirms=False)
@@ -47,12 +39,11 @@ class KombuReference(ReferenceLoop):
 
             await queue.consume(on_message)
             ready("")
-            while not tally.stop:
-                await asyncio.sleep(0.1)
+            await until_stopped(tally)
         finally:
             await conn.close()
 
-    async def _publish(self, tally: Tally) -> None:
+    async def apublish(self, tally: Tally) -> None:
         conn = await aio_pika.connect(self.spec.urls[0])
         try:
             channel = await conn.channel(publisher_confirms=False)
