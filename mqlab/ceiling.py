@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.table import Table
 
-from mqlab import perftest, reference, refloop
+from mqlab import perftest, redact, reference, refloop
 from mqlab.codec import Codec
 from mqlab.plan import Step
 from mqlab.reference import ReferenceSpec
@@ -87,7 +87,7 @@ class Ceilings:
         try:
             cls = reference.load(driver.plugin)
         except LookupError as exc:
-            out.update(library=None, mode=None, rate=None, percent=None, error=str(exc))
+            out.update(library=None, mode=None, rate=None, percent=None, error=redact.scrub(str(exc)))
             cls = None
         if cls is not None:
             out.update(library=_version_of(cls.library), mode=cls.describe(options))
@@ -97,7 +97,8 @@ class Ceilings:
                 out.update(rate=round(got.received_per_s, 1), error=None)
                 out["sent_rate"] = round(got.sent_per_s, 1)
             except refloop.LoopFailed as exc:
-                out.update(rate=None, error=str(exc))
+                # a library's message may echo the URL: never its password
+                out.update(rate=None, error=redact.scrub(str(exc)))
             out["percent"] = _percent(plugin_rate, out["rate"])
         out["perftest"] = None
         if self.servers.get(driver.name) == "rabbitmq":
@@ -119,7 +120,8 @@ async def _perftest(
     try:
         got = await perftest.run(url, size, auto_ack, prefetch, run[0], run[1])
     except perftest.Unavailable as exc:
-        return {"version": None, "rate": None, "percent": None, "missing": str(exc)}
+        missing = redact.scrub(str(exc))
+        return {"version": None, "rate": None, "percent": None, "missing": missing}
     return {
         "version": got.version,
         "rate": round(got.received_per_s, 1),

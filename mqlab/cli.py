@@ -334,7 +334,7 @@ def _show_ceilings(console: Console, steps: list[dict[str, Any]]) -> None:
         return
     console.print(table)
     for line in ceiling.notes(steps):
-        console.print(Text(line))
+        console.print(Text(redact.scrub(line)))
 
 
 def cmd_ceiling(args: argparse.Namespace) -> int:
