@@ -87,7 +87,7 @@ class Ceilings:
         try:
             cls = reference.load(driver.plugin)
         except LookupError as exc:
-            out.update(library=None, mode=None, rate=None, percent=None, error=redact.scrub(str(exc)))
+            out.update(library=None, mode=None, rate=None, percent=None, error=str(exc))
             cls = None
         if cls is not None:
             out.update(library=_version_of(cls.library), mode=cls.describe(options))
