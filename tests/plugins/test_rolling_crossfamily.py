@@ -89,3 +89,6 @@ def test_cross_family_update_serves_both_wires_and_counts_each_call_once(
     # second by late replacements may hold no sample)
     assert all(p["servers_cpu_percent"] is not None for p in phases if p["seconds"] > 1)
     assert f"{old} -> {new}" in step["update"]["verdict"]
+    # the printed phase table shows the same: servers' CPU and dual listeners per phase
+    header = next(ln for ln in proc.stdout.splitlines() if "servers cpu%" in ln)
+    assert header.rstrip(" │|").endswith("dual"), header
