@@ -70,17 +70,35 @@ def _check_mix(
     """Drivers that share a step must speak one wire, each in its own worker processes."""
     key = f"scenario[{i}].{'rolling' if sc.rolling is not None else 'roles'}"
     wires = {n: plugins[n].cls.wire for n in sorted(named)}
-    if len(set(wires.values())) > 1 or "unknown" in wires.values():
-        said = ", ".join(f"{n} speaks {w}" for n, w in wires.items())
-        raise ProfileError(
-            profile.path, key, f"drivers of different wire families cannot share a topic ({said})"
-        )
+    said = ", ".join(f"{n} speaks {w}" for n, w in wires.items())
     for n in named:
         if plugins[n].cls.features.in_process:
             raise ProfileError(
                 profile.path,
                 key,
-                f"driver {n!r} runs in-process; mixed steps need worker processes",
+                f"driver {n!r} runs in-process and cannot be combined with another driver; "
+                "mixed steps and rolling updates need worker processes",
+            )
+    if "unknown" in wires.values():
+        raise ProfileError(
+            profile.path, key, f"a driver of unknown wire family cannot be combined ({said})"
+        )
+    if len(set(wires.values())) > 1:
+        if sc.rolling is None:
+            raise ProfileError(
+                profile.path,
+                key,
+                f"drivers of different wire families cannot share a topic ({said}); "
+                "a rolling update (rolling = {...}) can move between them",
+            )
+        if sc.rolling.order != "servers-first":
+            # a moved client speaks only the new wire: a server must already listen on it
+            raise ProfileError(
+                profile.path,
+                f"{key}.order",
+                f"order = {sc.rolling.order!r}: across wire families ({said}) servers move "
+                "first, each listening on both until the last client has moved; "
+                'use order = "servers-first"',
             )
     if sc.rolling is not None:
         workers = sc.servers * sc.targets + profile.run.processes

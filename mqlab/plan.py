@@ -146,6 +146,11 @@ class WorkerSpec:
     seed: int = 0
     ledger_dir: str = ""  # where servers keep their receipt bitmaps
     queue_type: str = "classic"  # the servers' queues: classic | mirrored | quorum
+    #: a rolling update across wire families: the old driver's plugin, URLs and options,
+    #: which this worker's servers also listen on until the last old-driver client has moved
+    dual_plugin: str = ""
+    dual_urls: tuple[str, ...] = ()
+    dual_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def role(self) -> str:

@@ -7,6 +7,13 @@ or the same share of the client load under a new client id (so its sequence
 numbers never collide with its predecessor's). The retired worker stays in the
 step's worker list: its figures, and its receipts in the ledger files, keep
 counting for its group. Each replacement is an event and opens a phase.
+
+Across wire families (old and new drivers cannot share a topic) a replaced
+server listens on both transports at once: the old driver's, for the clients
+not yet moved, and the new one's. Once the last old-driver client has moved
+(and a settle time has let the broker hand over what it still held for the old
+transport), every such server closes its old listener: one ``closed-old``
+event each.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import dataclasses
 import time
 from typing import Any
 
+from mqlab import registry
 from mqlab.mixing import Rolling, schedule
 from mqlab.plan import Step
 from mqlab.profile import DriverSpec
@@ -25,6 +33,9 @@ from mqlab.workers import Worker, WorkerPool
 _NS = 1_000_000_000
 #: how long past its call timeout a retiring worker gets to report before it is killed
 RETIRE_GRACE = 5.0
+#: seconds between the last old-driver client's replacement and closing the old listeners,
+#: so what that client left queued for the old transport is still consumed
+SETTLE = 1.0
 
 
 class RollingUpdate:
@@ -57,6 +68,12 @@ class RollingUpdate:
         self.events: list[dict[str, Any]] = []
         self.starts: list[float] = []  # seconds from the window's start, one per replacement
         self.counts = {self.rolling.old: len(self.order), new.name: 0}
+        old_plugin = next(w.spec.plugin for w in workers)
+        self.cross = registry.get(old_plugin).cls.wire != registry.get(new.plugin).cls.wire
+        self.dual: list[Worker] = []  # servers listening on both transports
+        # (seconds from the window's start, servers' CPU %): what dual listening costs
+        self.cpu_ticks: list[tuple[float, float]] = []
+        self.listening: list[tuple[float, int]] = [(0.0, 0)]  # dual-listening servers from t
         self.current = ""  # the worker being replaced, for the live view
         self.done = 0
 
@@ -114,6 +131,7 @@ class RollingUpdate:
             urls=self.urls,
             clients=tuple(self._renumber(c) for c in old.spec.clients),
             seed=old.spec.seed + 7919,
+            **self._dual(old),
         )
         [fresh] = await self.pool.spawn((spec,), self.tmp)
         workers.append(fresh)
@@ -129,8 +147,41 @@ class RollingUpdate:
             f"{spec.worker} ({self.new.name})",
             gap_s=round((serving - began) / _NS, 3),
         )
+        if spec.servers and self.cross:
+            self.dual.append(fresh)
+            self.listening.append(((serving - window_start) / _NS, len(self.dual)))
         self.current = ""
         self.done += 1
+        if self.dual and self.done == len(self.order):
+            await asyncio.sleep(SETTLE)
+            await self._close_old(window_start)
+
+    def _dual(self, old: Worker) -> dict[str, Any]:
+        """Across wire families a server keeps listening on its predecessor's transport."""
+        if not (self.cross and old.spec.servers):
+            return {}
+        return {
+            "dual_plugin": old.spec.plugin,
+            "dual_urls": old.spec.urls,
+            "dual_options": old.spec.options,
+        }
+
+    async def _close_old(self, window_start: int) -> None:
+        """Every dual-listening server closes its old driver's transport: one event each."""
+        for w in self.dual:
+            await w.send({"type": "close-old"})
+        deadline = time.monotonic() + RETIRE_GRACE
+        pending = list(self.dual)
+        while pending and time.monotonic() < deadline:
+            for w in [w for w in pending if w.old_closed or w.gone]:
+                pending.remove(w)
+                if w.old_closed:
+                    now = time.monotonic_ns()
+                    self._event(
+                        now, window_start, "closed-old", f"{w.spec.worker} ({self.rolling.old})"
+                    )
+                    self.listening.append(((now - window_start) / _NS, len(pending)))
+            await asyncio.sleep(0.02)
 
     def _renumber(self, role: Any) -> Any:
         out = dataclasses.replace(role, client_id=self._next_client)
@@ -147,6 +198,28 @@ class RollingUpdate:
             }
         )
 
+    def tick(self, workers: list[Worker], window_start: int) -> None:
+        """The servers' CPU of the second just sampled (live servers only)."""
+        live = [
+            w.cpu[-1]
+            for w in workers
+            if w.spec.servers and w.cpu and w.proc is not None and w.proc.returncode is None
+        ]
+        if live:
+            self.cpu_ticks.append(((time.monotonic_ns() - window_start) / _NS, sum(live)))
+
+    def _costs(self, a: float, b: float) -> dict[str, Any]:
+        """A phase's servers' CPU and, across families, how many servers listened twice."""
+        cpu = [c for t, c in self.cpu_ticks if a < t <= b + 1e-9]
+        out: dict[str, Any] = {
+            "servers_cpu_percent": round(sum(cpu) / len(cpu), 1) if cpu else None
+        }
+        if self.cross:
+            at_start = [n for t, n in self.listening if t <= a][-1]  # in time order
+            inside = [n for t, n in self.listening if a < t < b]
+            out["dual_listening"] = max([at_start, *inside])
+        return out
+
     def phases(self, window_s: float) -> list[dict[str, Any]]:
         """before, one per replacement (until the next, the last one interval long), after."""
         ends = [*self.starts[1:], *(self.starts[-1:] and [self.starts[-1] + self.rolling.interval])]
@@ -157,6 +230,11 @@ class RollingUpdate:
             bounds.append((ends[-1], window_s))
             names.append("after" if len(self.starts) == len(self.order) else "after (unfinished)")
         return [
-            {"name": n, "start_s": round(min(a, window_s), 3), "end_s": round(min(b, window_s), 3)}
+            {
+                "name": n,
+                "start_s": round(min(a, window_s), 3),
+                "end_s": round(min(b, window_s), 3),
+                **self._costs(a, min(b, window_s)),
+            }
             for n, (a, b) in zip(names, bounds, strict=True)
         ]

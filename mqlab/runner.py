@@ -112,6 +112,8 @@ class Runner:
     def _sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
         """One CPU sample per worker and the broker: the share since the previous call."""
         self.pool.sample_cpu(workers, measuring)
+        if measuring and self._roll is not None:
+            self._roll.tick(workers, self._window[0])
         if self.broker_ps is not None:
             try:
                 cpu = self.broker_ps.cpu_percent(None)

@@ -184,16 +184,21 @@ def phase_table(step: dict[str, Any]) -> Table:
     """A rolling update's phases side by side, titled with its verdict."""
     update = step.get("update") or {}
     table = Table(title=update.get("verdict", step["driver"]), title_justify="left")
+    phases = step.get("phases", ())
+    # across wire families: how many servers listened on both transports, at what CPU
+    dual = any("dual_listening" in p for p in phases)
     for name, just in (
         ("phase", "left"), ("from s", "right"), ("to s", "right"), ("msg/s", "right"),
-        ("p50 ms", "right"), ("p99 ms", "right"), ("errors", "right"),
+        ("p50 ms", "right"), ("p99 ms", "right"), ("errors", "right"), ("servers cpu%", "right"),
+        *((("dual", "right"),) if dual else ()),
     ):  # fmt: skip
-        table.add_column(name, justify=just)  # type: ignore[arg-type]
-    for p in step.get("phases", ()):
+        table.add_column(name, justify=just)
+    for p in phases:
         table.add_row(
             p["name"], f"{p['start_s']:.1f}", f"{p['end_s']:.1f}",
             _num(p["throughput"], "{:,.0f}"), _ms(p["p50_ms"]), _ms(p["p99_ms"]),
-            _num(p["errors"]),
+            _num(p["errors"]), _num(p.get("servers_cpu_percent"), "{:.1f}"),
+            *((_num(p.get("dual_listening")),) if dual else ()),
         )  # fmt: skip
     return table
 

@@ -30,6 +30,7 @@ from mqlab.workload import ClientLoad, server_handler
 def spec_from_dict(d: dict[str, Any]) -> WorkerSpec:
     d = dict(d)
     d["urls"] = tuple(d["urls"])
+    d["dual_urls"] = tuple(d.get("dual_urls", ()))
     d["size_bins"] = tuple(tuple(b) for b in d["size_bins"])
     d["servers"] = tuple(ServerRole(**s) for s in d["servers"])
     d["clients"] = tuple(
@@ -50,11 +51,17 @@ def _error(exc: BaseException) -> dict[str, Any]:
     return {"type": "error", "kind": kind, "message": str(exc) or kind}
 
 
-async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec) -> Transport:
-    plugin = registry.get(spec.plugin)
+async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = False) -> Transport:
+    """The worker's transport with its servers listening; ``dual``: the old driver's."""
+    name = spec.dual_plugin if dual else spec.plugin
+    plugin = registry.get(name)
     if spec.pattern not in plugin.cls.patterns():
-        raise MqlabError(f"plugin {spec.plugin!r} does not support the {spec.pattern} pattern")
-    transport = plugin.build(spec.urls, spec.options, spec.worker)
+        raise MqlabError(f"plugin {name!r} does not support the {spec.pattern} pattern")
+    transport = plugin.build(
+        spec.dual_urls if dual else spec.urls,
+        spec.dual_options if dual else spec.options,
+        spec.worker,
+    )
     await transport.start()
     try:
         for srv in spec.servers:
@@ -95,8 +102,18 @@ async def serve(host: str, port: int, name: str) -> int:
     spec = spec_from_dict((await control.recv(reader))["spec"])
     rec = Recorder(spec.ledger_dir, spec.worker)
     codec = Codec(spec.serializer, spec.envelope)
+    old: Transport | None = None
     try:
         transport = await _start(spec, rec, codec)
+        if spec.dual_plugin:
+            # the same servers, recorder and ledger on the old driver's transport too:
+            # each client is answered on the transport its request came in on, and a
+            # message counts once whichever transport delivered it
+            try:
+                old = await _start(spec, rec, codec, dual=True)
+            except BaseException:
+                await _close(transport)
+                raise
     except Exception as exc:  # noqa: BLE001 - reported as one line, never a traceback
         await control.send(writer, _error(exc))
         writer.close()
@@ -142,6 +159,11 @@ async def serve(host: str, port: int, name: str) -> int:
                     await control.send(writer, {"type": "snapshot", **figures.to_wire()})
                 elif msg["type"] == "finish":
                     break
+                elif msg["type"] == "close-old" and old is not None:
+                    # the last old-driver client has moved: stop listening on its transport
+                    await _close(old)
+                    old = None
+                    await control.send(writer, {"type": "closed-old"})
                 elif msg["type"] == "retire":
                     # a graceful stop, as a service restart does it: stop sending and
                     # consuming, let what is in hand finish, close, then report
@@ -149,6 +171,9 @@ async def serve(host: str, port: int, name: str) -> int:
                         load.stop.set()
                     await asyncio.gather(*runs, return_exceptions=True)
                     await _close(transport)
+                    if old is not None:
+                        await _close(old)
+                        old = None
                     break
             ticker.cancel()
             for t in runs:
@@ -158,6 +183,8 @@ async def serve(host: str, port: int, name: str) -> int:
         pass  # the controller went away: nothing to report to, just clean up
     finally:
         await _close(transport)
+        if old is not None:
+            await _close(old)
         rec.ledger.close()
         writer.close()
     return 0

@@ -56,6 +56,7 @@ class Worker:
     final: WorkerFigures | None = None
     done: bool = False
     gone: bool = False  # its control connection closed
+    old_closed: bool = False  # a dual-listening server closed its old driver's transport
     cpu: list[float] = field(default_factory=list)
     peak_rss: int = 0
     rss: int = 0  # at the last sample
@@ -110,6 +111,8 @@ class WorkerPool:
                     w.version += 1
                 elif kind == "done":
                     w.done = True
+                elif kind == "closed-old":
+                    w.old_closed = True
                 elif kind == "final":
                     w.last = w.final = WorkerFigures.from_wire(msg)
                     w.version += 1

@@ -21,6 +21,8 @@ plugin = "kombu"
 plugin = "pika"
 [drivers.zmq]
 plugin = "zmq"
+[drivers.loop]
+plugin = "loopback"
 """
 
 
@@ -32,7 +34,17 @@ def _validate(tmp_path: Path, scenario: str) -> tuple[int, str]:
 
 REFUSED = {
     "families": ('roles = { servers = "zmq", clients = "kombu" }', "wire families"),
-    "rolling families": ('rolling = { from = "kombu", to = "zmq" }', "wire families"),
+    # across families a moved client speaks only the new wire: servers must move first
+    "rolling families clients first": (
+        'rolling = { from = "kombu", to = "zmq", order = "clients-first" }',
+        "rolling.order",
+    ),
+    "rolling families interleaved": (
+        'rolling = { from = "zmq", to = "pika", order = "interleaved" }',
+        'use order = "servers-first"',
+    ),
+    "in-process": ('rolling = { from = "loop", to = "kombu" }', "cannot be combined"),
+    "in-process roles": ('roles = { servers = "pika", clients = "loop" }', "cannot be combined"),
     "unknown driver": ('roles = { servers = "qpid", clients = "kombu" }', "expected a driver"),
     "same driver": ('rolling = { from = "pika", to = "pika" }', "two different drivers"),
     "bad order": ('rolling = { from = "kombu", to = "pika", order = "random" }', "servers-first"),
@@ -60,9 +72,14 @@ def test_impossible_mixes_are_refused_in_one_line(tmp_path: Path, case: str) -> 
     assert words in out and "scenario[0]" in out
 
 
-def test_a_rolling_update_that_fits_its_window_validates(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pair", [("kombu", "pika"), ("kombu", "zmq"), ("zmq", "pika")])
+def test_a_rolling_update_that_fits_its_window_validates(
+    tmp_path: Path, pair: tuple[str, str]
+) -> None:
+    # across wire families too: replaced servers listen on both until the clients moved
+    old, new = pair
     code, out = _validate(
-        tmp_path, 'servers = 2\nrolling = { from = "kombu", to = "pika", interval = "2s" }'
+        tmp_path, f'servers = 2\nrolling = {{ from = "{old}", to = "{new}", interval = "2s" }}'
     )
     assert code == 0, out
 
