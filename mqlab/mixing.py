@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mqlab.profile import _Reader
+    from mqlab.fields import FieldReader as _Reader
 
 ORDERS = ("servers-first", "clients-first", "interleaved")
 STOPS = ("graceful", "abrupt")
