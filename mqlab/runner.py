@@ -32,6 +32,9 @@ from mqlab.urls import mask
 from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool, process
 
 if TYPE_CHECKING:
+    from mqlab.faults.timeline import Timeline
+    from mqlab.faults.workers import WorkerFaults
+    from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.sampler import NodeSample, Sampler
     from mqlab.rabbitmq.steps import BrokerSteps
 
@@ -62,6 +65,7 @@ class Runner:
         broker_label: str = "",
         queue_depth: QueueDepth | None = None,
         broker_steps: BrokerSteps | None = None,
+        node_control: NodeControl | None = None,
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -94,6 +98,11 @@ class Runner:
         self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
         self._drain: dict[str, Any] = {}
         self._roll: RollingUpdate | None = None  # the step's rolling update, if it has one
+        #: a managed RabbitMQ's nodes, for node fault events
+        self.node_control = node_control
+        self._faults: Timeline | None = None  # the step's fault events, if it has any
+        self._killed: WorkerFaults | None = None
+        self._tmp = ""
         # the live view redraws several times a second, snapshots come once: merge
         # the workers' figures only when one of them changed
         self._live: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
@@ -158,6 +167,9 @@ class Runner:
         self._broker_cpu = []
         self._drain = {}
         self._roll = None
+        self._faults = None
+        self._killed = None
+        self._tmp = tmp
         self._node_ticks = []
         self._broker_facts = {"placement": {"clients": placement[0], "servers": placement[1]}}
         bsteps = self.broker_steps
@@ -186,6 +198,8 @@ class Runner:
                     break
                 await asyncio.sleep(0.05)
             await self.pool.reap(workers, grace=2.0)
+            if self._faults is not None:  # the next step starts on a whole cluster
+                await self._faults.restore()
             record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted))
         except BaseException:
             await self.pool.reap(workers)
@@ -219,6 +233,8 @@ class Runner:
             await w.send(go)
         interrupted = False
         self._window = (window_start, window_end)
+        if step.scenario.events:
+            self._faults = self._timeline(step, lay, workers, go)
         # CPU samples on the window's own seconds: primed at its start, then each second
         self._sample_cpu(workers, False)
         next_cpu = window_start
@@ -244,6 +260,27 @@ class Runner:
         await self._drain_step(step, lay, workers, clients, t0)
         return interrupted or self.interrupt.is_set()
 
+    def _timeline(
+        self, step: Step, lay: Layout, workers: list[Worker], go: dict[str, Any]
+    ) -> Timeline:
+        """The step's fault events and the effectors that fire them."""
+        from mqlab.faults.broker import BrokerFaults
+        from mqlab.faults.timeline import Effector, Timeline
+        from mqlab.faults.workers import WorkerFaults
+
+        effectors: dict[str, Effector] = {}
+        self._killed = effectors["worker"] = WorkerFaults(self.pool, self._tmp, workers, go)
+        if self.node_control is not None:
+            effectors["broker"] = BrokerFaults(self.node_control, lambda: self._queue_node(lay))
+        return Timeline(step.scenario.events, effectors)
+
+    async def _queue_node(self, lay: Layout) -> str:
+        """The node holding the step's first queue now ("nodeK"), or ""."""
+        if self.broker_steps is None:
+            return ""
+        queues = (await self.broker_steps.inspect(lay.marker)).get("queues") or []
+        return str(queues[0].get("leader_node", "")) if queues else ""
+
     async def _sample_nodes(self, sampler: Sampler, window_start: int) -> None:
         """Each broker node's CPU and memory on the window's seconds (from its start)."""
         from mqlab.rabbitmq.sampler import every
@@ -263,10 +300,30 @@ class Runner:
         go: dict[str, Any],
     ) -> bool:
         """The warm-up and the window, CPU sampled each second. True if interrupted."""
+        faults = self._faults
+        if faults is None:
+            return await self._tick(step, lay, workers, clients, t0, next_cpu, go)
+        firing = asyncio.create_task(faults.run(self._window[0]))
+        try:
+            return await self._tick(step, lay, workers, clients, t0, next_cpu, go)
+        finally:
+            await faults.close(firing)
+
+    async def _tick(
+        self,
+        step: Step,
+        lay: Layout,
+        workers: list[Worker],
+        clients: list[Worker],
+        t0: int,
+        next_cpu: int,
+        go: dict[str, Any],
+    ) -> bool:
         window_start, window_end = self._window
         interrupted = False
         roll = self._roll
         replacing: asyncio.Task[None] | None = None
+        faults = self._faults
         while (now := time.monotonic_ns()) < window_end:
             if roll is not None and (replacing is None or replacing.done()):
                 if replacing is not None:
@@ -288,6 +345,8 @@ class Runner:
             phase = "warm-up" if time.monotonic_ns() < window_start else "measuring"
             if roll is not None and phase == "measuring":
                 phase = f"measuring: {roll.phase_text()}"
+            elif faults is not None and phase == "measuring":
+                phase = f"measuring: {faults.phase_text()}"
             self._show(step, phase, workers=workers, lay=lay, t0=t0)
         if replacing is not None:
             await replacing  # bounded: a retiring worker gets its call timeout, then more
@@ -419,12 +478,24 @@ class Runner:
             workers_lost=tuple(
                 w.spec.worker
                 for w in workers
-                if w.final is None and not live and not (roll and w.spec.worker in roll.killed)
+                if w.final is None
+                and not live
+                and not (roll and w.spec.worker in roll.killed)
+                and not (self._killed and w.spec.worker in self._killed.killed)
             ),
             cpu=cpu,
             broker=None if live else dict(self._broker_facts),
             **self._rolling_fields(step, window_s),
+            **self._fault_fields(window_s),
         )
+
+    def _fault_fields(self, window_s: float) -> dict[str, Any]:
+        tl = self._faults
+        if tl is None:
+            return {}
+        if not window_s:  # running: the events so far, for the live view's markers
+            return {"events": tuple(tl.events)}
+        return {"events": tuple(tl.events), "phases": tuple(tl.phases(window_s)), "faults": True}
 
     def _rolling_fields(self, step: Step, window_s: float) -> dict[str, Any]:
         roll = self._roll
