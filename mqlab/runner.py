@@ -32,8 +32,7 @@ from mqlab.urls import mask
 from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool, process
 
 if TYPE_CHECKING:
-    from mqlab.faults.timeline import Timeline
-    from mqlab.faults.workers import WorkerFaults
+    from mqlab.faults.step import StepFaults
     from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.sampler import NodeSample, Sampler
     from mqlab.rabbitmq.steps import BrokerSteps
@@ -100,9 +99,7 @@ class Runner:
         self._roll: RollingUpdate | None = None  # the step's rolling update, if it has one
         #: a managed RabbitMQ's nodes, for node fault events
         self.node_control = node_control
-        self._faults: Timeline | None = None  # the step's fault events, if it has any
-        self._killed: WorkerFaults | None = None
-        self._tmp = ""
+        self._faults: StepFaults | None = None  # the step's fault events, if it has any
         # the live view redraws several times a second, snapshots come once: merge
         # the workers' figures only when one of them changed
         self._live: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
@@ -117,6 +114,8 @@ class Runner:
     def _sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
         """One CPU sample per worker and the broker: the share since the previous call."""
         self.pool.sample_cpu(workers, measuring)
+        if self._faults is not None:
+            self._faults.sample_cpu(measuring)
         if self.broker_ps is not None:
             try:
                 cpu = self.broker_ps.cpu_percent(None)
@@ -159,17 +158,25 @@ class Runner:
         sc = step.scenario
         placement = (sc.clients_on or broker.clients, sc.servers_on or broker.servers)
         tmp = tempfile.mkdtemp(prefix="mqlab-step-")
+        urls = self.urls
+        self._faults = None
+        if sc.events:
+            from mqlab.faults.step import StepFaults
+
+            self._faults = StepFaults(
+                sc.events, self.pool, tmp, self.node_control, self.broker_steps
+            )
+            urls = await self._faults.urls(self.urls)  # through the fault proxies, if any
         lay = layout(
-            step, self.urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
+            step, urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp, placement=placement,
-            client_urls=self.urls[step.clients_driver.name] if step.clients_driver else (),
+            client_urls=urls[step.clients_driver.name] if step.clients_driver else (),
         )  # fmt: skip
+        if self._faults is not None:
+            self._faults.marker = lay.marker
         self._broker_cpu = []
         self._drain = {}
         self._roll = None
-        self._faults = None
-        self._killed = None
-        self._tmp = tmp
         self._node_ticks = []
         self._broker_facts = {"placement": {"clients": placement[0], "servers": placement[1]}}
         bsteps = self.broker_steps
@@ -199,13 +206,15 @@ class Runner:
                 await asyncio.sleep(0.05)
             await self.pool.reap(workers, grace=2.0)
             if self._faults is not None:  # the next step starts on a whole cluster
-                await self._faults.restore()
+                await self._faults.close()
             record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted))
         except BaseException:
             await self.pool.reap(workers)
             raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+            if self._faults is not None:
+                await self._faults.close()
             if bsteps is not None:
                 await bsteps.finish(lay.marker, step.queue_type)
             self.skip.clear()
@@ -233,8 +242,8 @@ class Runner:
             await w.send(go)
         interrupted = False
         self._window = (window_start, window_end)
-        if step.scenario.events:
-            self._faults = self._timeline(step, lay, workers, go)
+        if self._faults is not None:
+            self._faults.arm(workers, go)
         # CPU samples on the window's own seconds: primed at its start, then each second
         self._sample_cpu(workers, False)
         next_cpu = window_start
@@ -260,27 +269,6 @@ class Runner:
         await self._drain_step(step, lay, workers, clients, t0)
         return interrupted or self.interrupt.is_set()
 
-    def _timeline(
-        self, step: Step, lay: Layout, workers: list[Worker], go: dict[str, Any]
-    ) -> Timeline:
-        """The step's fault events and the effectors that fire them."""
-        from mqlab.faults.broker import BrokerFaults
-        from mqlab.faults.timeline import Effector, Timeline
-        from mqlab.faults.workers import WorkerFaults
-
-        effectors: dict[str, Effector] = {}
-        self._killed = effectors["worker"] = WorkerFaults(self.pool, self._tmp, workers, go)
-        if self.node_control is not None:
-            effectors["broker"] = BrokerFaults(self.node_control, lambda: self._queue_node(lay))
-        return Timeline(step.scenario.events, effectors)
-
-    async def _queue_node(self, lay: Layout) -> str:
-        """The node holding the step's first queue now ("nodeK"), or ""."""
-        if self.broker_steps is None:
-            return ""
-        queues = (await self.broker_steps.inspect(lay.marker)).get("queues") or []
-        return str(queues[0].get("leader_node", "")) if queues else ""
-
     async def _sample_nodes(self, sampler: Sampler, window_start: int) -> None:
         """Each broker node's CPU and memory on the window's seconds (from its start)."""
         from mqlab.rabbitmq.sampler import every
@@ -300,14 +288,14 @@ class Runner:
         go: dict[str, Any],
     ) -> bool:
         """The warm-up and the window, CPU sampled each second. True if interrupted."""
-        faults = self._faults
-        if faults is None:
+        timeline = self._faults.timeline if self._faults is not None else None
+        if timeline is None:
             return await self._tick(step, lay, workers, clients, t0, next_cpu, go)
-        firing = asyncio.create_task(faults.run(self._window[0]))
+        firing = asyncio.create_task(timeline.run(self._window[0]))
         try:
             return await self._tick(step, lay, workers, clients, t0, next_cpu, go)
         finally:
-            await faults.close(firing)
+            await timeline.close(firing)
 
     async def _tick(
         self,
@@ -323,7 +311,7 @@ class Runner:
         interrupted = False
         roll = self._roll
         replacing: asyncio.Task[None] | None = None
-        faults = self._faults
+        faults = self._faults.timeline if self._faults is not None else None
         while (now := time.monotonic_ns()) < window_end:
             if roll is not None and (replacing is None or replacing.done()):
                 if replacing is not None:
@@ -458,6 +446,8 @@ class Runner:
             "samples": len(broker) if broker else max((len(w.cpu) for w in workers), default=0),
             "workers": cpu_workers,
         }
+        if self._faults is not None:
+            cpu.update(self._faults.cpu())
         if self._node_ticks and self.broker_steps is not None:
             from mqlab.rabbitmq.steps import node_figures
 
@@ -481,21 +471,13 @@ class Runner:
                 if w.final is None
                 and not live
                 and not (roll and w.spec.worker in roll.killed)
-                and not (self._killed and w.spec.worker in self._killed.killed)
+                and not (self._faults and self._faults.killed(w.spec.worker))
             ),
             cpu=cpu,
             broker=None if live else dict(self._broker_facts),
             **self._rolling_fields(step, window_s),
-            **self._fault_fields(window_s),
+            **(self._faults.fields(window_s) if self._faults is not None else {}),
         )
-
-    def _fault_fields(self, window_s: float) -> dict[str, Any]:
-        tl = self._faults
-        if tl is None:
-            return {}
-        if not window_s:  # running: the events so far, for the live view's markers
-            return {"events": tuple(tl.events)}
-        return {"events": tuple(tl.events), "phases": tuple(tl.phases(window_s)), "faults": True}
 
     def _rolling_fields(self, step: Step, window_s: float) -> dict[str, Any]:
         roll = self._roll
@@ -597,4 +579,6 @@ class Runner:
         if self.broker_ps is not None:
             cpu = self._broker_cpu[-1] if self._broker_cpu else None
             rows.append(WorkerRow("broker", "broker", "running", cpu, self._broker_rss))
+        if self._faults is not None:
+            rows += self._faults.rows()
         return (*rows, *self._nodes)
