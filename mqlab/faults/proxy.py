@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass
 
 _CHUNK = 65536
+#: a bandwidth limit forwards this much at a time (about three full Ethernet frames)
+_SLICE = 4096
 
 
 @dataclass
@@ -87,10 +89,15 @@ class Proxy:
                 due = max(due, time.monotonic() + hold)  # never reorder the stream
                 await asyncio.sleep(due - time.monotonic())
             await self.flowing.wait()  # a cut during the hold holds this chunk too
-            writer.write(data)
-            await writer.drain()
-            if s.bytes_per_s:
-                await asyncio.sleep(len(data) / s.bytes_per_s)
+            if not s.bytes_per_s:
+                writer.write(data)
+                await writer.drain()
+                continue
+            for i in range(0, len(data), _SLICE):  # a slow link: each slice takes its time
+                piece = data[i : i + _SLICE]
+                await asyncio.sleep(len(piece) / s.bytes_per_s)
+                writer.write(piece)
+                await writer.drain()
 
     def command(self, cmd: dict[str, object]) -> str:
         action = cmd.get("action")
