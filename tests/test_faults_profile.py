@@ -191,3 +191,13 @@ def test_the_verdict_holds_the_driver_to_its_promise(
 def test_a_driver_without_retry_promises_nothing() -> None:
     [f] = verdict.per_event(PHASES, 1, 12, STEADY, [0] * 13, _record(5, 5), {})
     assert (f["verdict"], f["promise"]) == ("no promise", None)
+
+
+def test_a_drop_after_the_next_event_is_that_event_s() -> None:
+    phases = [{"name": "before", "start_s": 0.0, "end_s": 4.0},
+              {"name": "kill_node node1", "start_s": 4.0, "end_s": 8.0},
+              {"name": "start_node node1", "start_s": 8.0, "end_s": 12.0}]  # fmt: skip
+    series = [0, 100, 100, 100, 100, 100, 100, 100, 100, 20, 100, 100, 100]
+    kill, start = verdict.per_event(phases, 1, 12, series, [0] * 13, _record(0, 0), {"retry": 1})
+    assert kill["detect_s"] is None and kill["recover_s"] is None
+    assert start["detect_s"] == 1.0 and start["recover_s"] == 1.0

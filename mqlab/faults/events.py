@@ -6,6 +6,7 @@
     at = "10s"              # seconds into the measurement window
     action = "kill_node"    # see ACTIONS
     node = "queues"         # node1..nodeN, or "queues": the node holding the step's queues
+                            # when the step's first event naming it fires (later ones: the same)
 
 Each action belongs to one kind, fired by its own effector in :mod:`mqlab.faults`:
 ``broker`` (a managed RabbitMQ node), ``link`` (the fault proxy between workers and

@@ -39,6 +39,7 @@ class StepFaults:
         self.tmp = tmp
         self.marker = ""  # the step's queue marker, set once the runner laid the step out
         self._closed = False
+        self._queues = ""  # the node "queues" named, once resolved
         self.nodes = nodes
         self.broker_steps = broker_steps
         self.links = LinkFaults(self.queue_node) if any(e.kind == "link" for e in events) else None
@@ -46,11 +47,16 @@ class StepFaults:
         self.timeline: Timeline | None = None
 
     async def queue_node(self) -> str:
-        """The node holding the step's first queue now ("nodeK"), or ""."""
-        if self.broker_steps is None:
-            return ""
+        """The node holding the step's first queue ("nodeK") when an event first asks, or "".
+
+        Later events of the step get the same node: ``start_node`` after ``kill_node``
+        must start the node that was killed, not the one the queue moved to.
+        """
+        if self._queues or self.broker_steps is None:
+            return self._queues
         queues = (await self.broker_steps.inspect(self.marker)).get("queues") or []
-        return str(queues[0].get("leader_node", "")) if queues else ""
+        self._queues = str(queues[0].get("leader_node", "")) if queues else ""
+        return self._queues
 
     async def urls(self, urls: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         """Each driver's URLs as its workers use them: through a proxy when links are faulted."""

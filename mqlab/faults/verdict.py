@@ -3,9 +3,9 @@
 For each fired event (``t_s`` seconds into the window), against the median
 throughput of the window's whole seconds before it:
 
-- detected: the first second from the event's on with an error, or with
-  throughput under half that median; ``detect_s`` is that second's *end* minus
-  the event's time (an upper bound: the series has 1 s resolution);
+- detected: the first second of the event's phase (until the next event) with an
+  error, or with throughput under half that median; ``detect_s`` is that second's
+  *end* minus the event's time (an upper bound: the series has 1 s resolution);
 - recovered: from then, the first of 3 seconds in a row at 90 % of the median
   or more; ``recover_s`` is that stretch's start minus the event's time;
 - errors: the errors the series counts in the event's phase (until the next event).
@@ -64,7 +64,9 @@ def per_event(
         median = statistics.median(before) if before else None
         detect_i: int | None = None
         how = ""
-        for i in range(e, end):
+        # detected within the event's own phase: a drop after the next event is that one's
+        phase_end = min(end, first_s + max(int(t) + 1, round(float(p["end_s"]))))
+        for i in range(e, phase_end):
             if at(errors, i) > 0:
                 detect_i, how = i, "error"
                 break
