@@ -37,15 +37,15 @@ def test_the_running_step_says_each_event_as_it_happens(
     profile = tmp_path / "p.toml"
     profile.write_text(PROFILE)
     pane = run_in_tmux(profile)
-    s = pane.wait("before the first event, next kill_server server1 at 3 s")
-    s = pane.wait("after kill_server server1, next restart_server server1 at 6 s")
+    pane.wait("before the first event, next kill_server server1 at 3 s")
+    pane.wait("after kill_server server1, next restart_server server1 at 6 s")
     pane.keys("2")  # the timeline marks the event under the running step's chart
     # within seconds, while the window (9 s more) still runs: marked live, not at the end
-    s = pane.wait(lambda s: re.search(r"events: \d+s kill_server", s) is not None, timeout=6)
+    pane.wait(lambda s: re.search(r"events: \d+s kill_server", s) is not None, timeout=6)
     pane.keys("1")
-    s = pane.wait("after restart_server server1")
+    pane.wait("after restart_server server1")
     pane.keys("3")  # the successor is in the workers list
-    s = pane.wait(lambda s: re.search(r"s0-r1\s+server\s+running", s) is not None)
+    pane.wait(lambda s: re.search(r"s0-r1\s+server\s+running", s) is not None)
     pane.wait("EXIT=", timeout=60)
     step = json.loads((tmp_path / "r.json").read_text())["steps"][0]
     assert [e["action"] for e in step["events"]] == ["kill_server", "restart_server"]
