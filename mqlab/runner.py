@@ -251,9 +251,13 @@ class Runner:
         if self.broker_steps is not None:
             sampler = self.broker_steps.sampler()
             nodes = asyncio.create_task(self._sample_nodes(sampler, window_start))
+        if self._faults is not None:
+            self._faults.start(window_start)  # each event at its time in the window
         try:
             interrupted = await self._window_loop(step, lay, workers, clients, t0, next_cpu, go)
         finally:
+            if self._faults is not None:
+                await self._faults.stop()  # none after the window; one under way finishes
             if nodes is not None:
                 nodes.cancel()
                 await asyncio.gather(nodes, return_exceptions=True)
@@ -288,25 +292,6 @@ class Runner:
         go: dict[str, Any],
     ) -> bool:
         """The warm-up and the window, CPU sampled each second. True if interrupted."""
-        timeline = self._faults.timeline if self._faults is not None else None
-        if timeline is None:
-            return await self._tick(step, lay, workers, clients, t0, next_cpu, go)
-        firing = asyncio.create_task(timeline.run(self._window[0]))
-        try:
-            return await self._tick(step, lay, workers, clients, t0, next_cpu, go)
-        finally:
-            await timeline.close(firing)
-
-    async def _tick(
-        self,
-        step: Step,
-        lay: Layout,
-        workers: list[Worker],
-        clients: list[Worker],
-        t0: int,
-        next_cpu: int,
-        go: dict[str, Any],
-    ) -> bool:
         window_start, window_end = self._window
         interrupted = False
         roll = self._roll

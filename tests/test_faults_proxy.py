@@ -58,6 +58,20 @@ def _connect(url: str, heartbeat: int = 0) -> pika.BlockingConnection:
     return pika.BlockingConnection(params)
 
 
+def _until_closed(conn: pika.BlockingConnection, limit: float) -> tuple[Exception, float]:
+    """Let the connection process its frames until it fails; the failure and when."""
+    began = time.monotonic()
+    try:
+        while time.monotonic() - began < limit:
+            conn.process_data_events(0.1)
+    except pika.exceptions.AMQPError as exc:
+        return exc, time.monotonic() - began
+    finally:
+        if conn.is_open:
+            conn.close()
+    pytest.fail(f"the connection was still open after {limit:g} s", pytrace=False)
+
+
 def _declare_ms(ch: pika.adapters.blocking_connection.BlockingChannel) -> float:
     began = time.monotonic()
     ch.queue_declare("", exclusive=True)
@@ -82,41 +96,26 @@ def test_delay_holds_every_chunk_and_restore_lifts_it(proxy: Proxy) -> None:
 def test_a_cut_sends_no_rst_and_pika_s_heartbeat_detects_it(proxy: Proxy) -> None:
     heartbeat = 1
     conn = _connect(proxy.url, heartbeat)
-    try:
-        conn.channel()
-        assert proxy.command(action="cut").startswith("ok")
-        cut = time.monotonic()
-        with pytest.raises(pika.exceptions.AMQPError) as caught:
-            while time.monotonic() - cut < 60:
-                conn.process_data_events(0.2)
-        took = time.monotonic() - cut
-    finally:
-        if conn.is_open:
-            conn.close()
+    conn.channel()
+    assert proxy.command(action="cut").startswith("ok")
+    failure, took = _until_closed(conn, 60)
     # no RST, no FIN reached pika: only its heartbeat checker could end the connection.
     # pika checks every heartbeat + 5 s and gives up after one silent check interval,
     # so a cut is seen between one and two of those intervals after it began
     bound = 2 * (heartbeat + 5)
     print(f"\ncut detected by pika's heartbeat ({heartbeat} s) after {took:.2f} s "
           f"(pika's bound: {bound} s)")  # fmt: skip
-    assert isinstance(caught.value, pika.exceptions.AMQPHeartbeatTimeout), repr(caught.value)
+    assert isinstance(failure, pika.exceptions.AMQPHeartbeatTimeout), repr(failure)
     assert took <= bound + 2
 
 
 def test_reset_sends_an_rst_the_client_sees_at_once(proxy: Proxy) -> None:
     conn = _connect(proxy.url, heartbeat=60)
-    try:
-        conn.channel()
-        assert proxy.command(action="reset") == "ok: 1 connection(s) reset"
-        began = time.monotonic()
-        with pytest.raises(pika.exceptions.StreamLostError) as caught:
-            while time.monotonic() - began < 10:
-                conn.process_data_events(0.1)
-        took = time.monotonic() - began
-    finally:
-        if conn.is_open:
-            conn.close()
-    assert "reset" in str(caught.value).lower(), caught.value
+    conn.channel()
+    assert proxy.command(action="reset") == "ok: 1 connection(s) reset"
+    failure, took = _until_closed(conn, 10)
+    assert isinstance(failure, pika.exceptions.StreamLostError), repr(failure)
+    assert "reset" in str(failure).lower(), failure
     assert took < 2.0
     # the proxy forwards new connections after a reset
     _connect(proxy.url).close()

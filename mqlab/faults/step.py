@@ -3,12 +3,14 @@ window, what is put back after, and the fields the step's result gets.
 
 The runner makes one :class:`StepFaults` per step with events and asks it, in
 order: :meth:`urls` (the workers' URLs, through the fault proxies when the step
-has link events), :meth:`arm` (once the workers got ``go``), :meth:`close`
-(after the workers are reaped: put back, stop the proxies).
+has link events), :meth:`arm` (once the workers got ``go``), :meth:`start` and
+:meth:`stop` (the window's start and end), :meth:`close` (after the workers are
+reaped: put back, stop the proxies).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,7 @@ class StepFaults:
         self.links = LinkFaults(self.queue_node) if any(e.kind == "link" for e in events) else None
         self.workers: WorkerFaults | None = None
         self.timeline: Timeline | None = None
+        self._firing: asyncio.Task[None] | None = None
 
     async def queue_node(self) -> str:
         """The node holding the step's first queue ("nodeK") when an event first asks, or "".
@@ -76,6 +79,17 @@ class StepFaults:
             effectors["link"] = self.links
         self.timeline = Timeline(self.events, effectors)
         return self.timeline
+
+    def start(self, window_start: int) -> None:
+        """Fire the armed timeline's events from ``window_start`` on, in the background."""
+        if self.timeline is not None:
+            self._firing = asyncio.create_task(self.timeline.run(window_start))
+
+    async def stop(self) -> None:
+        """The window closed: no further event fires; one under way finishes."""
+        if self.timeline is not None and self._firing is not None:
+            await self.timeline.close(self._firing)
+            self._firing = None
 
     def killed(self, worker: str) -> bool:
         """A server this step's events killed: no final figures, by design."""

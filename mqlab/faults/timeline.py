@@ -59,7 +59,10 @@ class Timeline:
         self.fired.append((ev, t_s))
         ok = True
         try:
-            detail = await self.effectors[ev.kind].fire(ev)
+            effector = self.effectors.get(ev.kind)
+            if effector is None:  # validation refuses this; a step never fires it blind
+                raise MqlabError(f"nothing in this step can perform {ev.kind} actions")
+            detail = await effector.fire(ev)
         except (MqlabError, OSError) as exc:
             ok, detail = False, f"failed: {exc}"
         self.current = ""
@@ -84,6 +87,8 @@ class Timeline:
         """After the window: what the step left broken is put back, and recorded."""
         for kind in dict.fromkeys(ev.kind for ev, _ in self.fired):
             began = time.monotonic_ns()
+            if kind not in self.effectors:
+                continue
             try:
                 detail = await self.effectors[kind].restore()
             except (MqlabError, OSError) as exc:
