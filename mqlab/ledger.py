@@ -110,27 +110,55 @@ class Ledger:
         self._siblings.clear()
 
 
-def count_ledgers(directory: str, sent_by_client: dict[int, int]) -> tuple[int, int]:
-    """(unique receipts, receipts beyond the first) from a step's ledger files.
-
-    Sequence numbers are dense from 0, so only the first ``sent`` bits of each
-    client matter; a receipt beyond them would be a message nobody sent.
-    """
+def _ledger_files(directory: str) -> dict[_Key, list[str]]:
     by_key: dict[_Key, list[str]] = {}
     for name in os.listdir(directory):
         m = _NAME.match(name)
         if m:
             key = (int(m["group"]), int(m["client"]))
             by_key.setdefault(key, []).append(os.path.join(directory, name))
+    return by_key
+
+
+def sent_at_least(
+    directory: str, sent_by_client: dict[int, int], clients: set[int]
+) -> dict[int, int]:
+    """``sent_by_client`` raised, for ``clients``, to what the servers prove was sent.
+
+    A client killed on purpose or by a crash never sends its last figures: its
+    report is up to a second old. Sequence numbers are dense from 0, so a server's
+    receipt of number N proves N + 1 sends. Only the given clients' ledgers are
+    scanned (each file is a sparse 16 MiB bitmap).
+    """
+    out = dict(sent_by_client)
+    for (_, client), paths in _ledger_files(directory).items():
+        if client not in clients:
+            continue
+        for path in paths:
+            with open(path, "rb") as f:
+                data = f.read().rstrip(b"\0")
+            if data:
+                top = (len(data) - 1) * 8 + data[-1].bit_length()  # highest bit + 1
+                out[client] = max(out.get(client, 0), top)
+    return out
+
+
+def count_ledgers(directory: str, sent_by_client: dict[int, int]) -> tuple[int, int]:
+    """(unique receipts, receipts beyond the first) from a step's ledger files.
+
+    Sequence numbers are dense from 0, so only the first ``sent`` bits of each
+    client matter; a receipt beyond them would be a message nobody sent.
+    """
     unique = 0
     dup = 0
-    for (_, client), paths in by_key.items():
-        nbytes = (sent_by_client.get(client, 0) + 7) // 8
+    for (_, client), paths in _ledger_files(directory).items():
+        sent = sent_by_client.get(client, 0)
+        mask = (1 << sent) - 1  # exactly the first ``sent`` bits, not whole bytes
         acc = 0
         total = 0
         for path in paths:
             with open(path, "rb") as f:
-                v = int.from_bytes(f.read(nbytes), "little")
+                v = int.from_bytes(f.read((sent + 7) // 8), "little") & mask
             total += v.bit_count()
             acc |= v
         u = acc.bit_count()

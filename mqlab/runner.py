@@ -12,6 +12,7 @@ results callback.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import shutil
 import tempfile
@@ -24,7 +25,7 @@ import psutil
 from mqlab import livedata, stepresult
 from mqlab.backlog import QueueDepth
 from mqlab.figures import WorkerFigures
-from mqlab.ledger import count_ledgers
+from mqlab.ledger import count_ledgers, sent_at_least
 from mqlab.plan import Layout, Plan, Step, layout
 from mqlab.rolling import RollingUpdate
 from mqlab.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
@@ -398,6 +399,13 @@ class Runner:
         unique: int | None = None
         cross = 0
         if tmp is not None and not live:
+            # clients that never sent their final figures (killed on purpose or crashed):
+            # their sends are at least what the servers' ledgers prove
+            short = {role.client_id for w in workers if w.final is None for role in w.spec.clients}
+            if short:
+                floor = sent_at_least(tmp, figs_c.sent_by_client, short)
+                extra = sum(floor.values()) - sum(figs_c.sent_by_client.values())
+                figs_c = dataclasses.replace(figs_c, sent=figs_c.sent + extra, sent_by_client=floor)
             unique, cross = count_ledgers(tmp, figs_c.sent_by_client)
         start_ns, end_ns = self._window
         window_s = (end_ns - start_ns) / 1e9 if not live else 0.0

@@ -93,7 +93,8 @@ done
 .venv/bin/mypy "${typed[@]}"
 say "pytest"
 set +e
-.venv/bin/python -m pytest -p no:cacheprovider "$@"
+# the slowest tests are listed so the suite's time stays visible
+.venv/bin/python -m pytest -p no:cacheprovider --durations=15 "$@"
 rc=$?
 set -e
 if [[ $rc -eq 5 ]]; then

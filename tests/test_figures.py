@@ -8,7 +8,7 @@ import pytest
 
 from mqlab import latency
 from mqlab.figures import WorkerFigures
-from mqlab.ledger import Ledger, count_ledgers
+from mqlab.ledger import Ledger, count_ledgers, sent_at_least
 from mqlab.recorder import Recorder
 from mqlab.stepresult import throughput
 
@@ -65,6 +65,20 @@ def test_ledger_survives_the_worker(tmp_path: Path) -> None:
         os._exit(0)  # no close, no flush: as abrupt as a kill
     os.waitpid(pid, 0)
     assert count_ledgers(str(tmp_path), {3: 1000}) == (1000, 0)
+
+
+def test_a_killed_clients_sends_are_at_least_what_servers_received(tmp_path: Path) -> None:
+    # client 3 was killed after reporting 995 sends; the servers got 0..1002
+    led = Ledger(str(tmp_path), "s0")
+    for seq in range(1003):
+        led.record(0, 3, seq)
+    led.close()
+    reported = {3: 995, 4: 10}
+    # its report alone would drop the last receipts: received could never exceed sent
+    assert count_ledgers(str(tmp_path), reported) == (995, 0)
+    floor = sent_at_least(str(tmp_path), reported, {3})
+    assert floor == {3: 1003, 4: 10}
+    assert count_ledgers(str(tmp_path), floor) == (1003, 0)
 
 
 def test_histograms_merge_by_adding_not_averaging() -> None:

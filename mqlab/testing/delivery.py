@@ -8,6 +8,7 @@ transport does not declare what it needs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import Mapping
@@ -217,3 +218,43 @@ async def concurrent_senders(subject: Subject, options: Mapping[str, Any]) -> No
         await kit.settle(lambda: len(handled) + len(heard), len(sent) + len(notes))
         assert_once("concurrent calls and casts at the server", handled.bodies, sent)
         assert_once("concurrent notifications", heard.bodies, notes)
+
+
+async def quorum_queues(subject: Subject) -> None:
+    """With Features.queue_types: calls and notifications work on quorum queues, and the
+    queues the server consumes are quorum queues on the server (``Subject.queue_types``)."""
+    if subject.queue_types is None:
+        pytest.skip(f"{subject.name}: the Subject has no queue_types hook to read the server")
+    tag = ""
+    try:
+        async with Kit(subject) as kit:
+            kit.require(feature="queue_types")
+            tag = kit.tag
+            server = await kit.transport("server")
+            client = await kit.transport("client")
+            handled, heard = Recorder(), Recorder()
+            rpc = kit.rpc(queue_type="quorum")
+            events = dataclasses.replace(kit.events(), queue_type="quorum")
+            served = 0
+            if "call" in kit.patterns:
+                await server.serve_rpc(kit.rpc(server="s1", queue_type="quorum"), handled)
+                sent = bodies("quorum-call", 5)
+                replies = [await client.call(rpc, body, REPLY_WITHIN) for body in sent]
+                assert replies == [b"re:" + body for body in sent], "a call on quorum queues"
+                served += 1
+            if "notify" in kit.patterns:
+                await server.serve_notifications(events, kit.pool("pool"), heard)
+                sent = bodies("quorum-notify", 5)
+                for body in sent:
+                    await client.notify(events, body)
+                await kit.settle(lambda: len(heard), len(sent))
+                assert_once("notifications on a quorum queue", heard.bodies, sent)
+                served += 1
+            types = await asyncio.to_thread(subject.queue_types, kit.tag)
+            quorum = sorted(name for name, kind in types.items() if kind == "quorum")
+            assert len(quorum) >= served, (
+                f"asked for quorum queues, the server holds {dict(sorted(types.items()))}"
+            )
+    finally:
+        if subject.drop is not None and tag:
+            await asyncio.to_thread(subject.drop, tag)

@@ -57,6 +57,17 @@ class RabbitMQ:
             if exc.code != 404:
                 raise
 
+    def queue_types(self, tag: str) -> dict[str, str]:
+        """The type (``classic``, ``quorum``, ...) of each queue whose name contains ``tag``."""
+        queues = self.get("/api/queues/%2F")
+        return {q["name"]: q.get("type", "classic") for q in queues if tag in q["name"]}
+
+    def drop(self, tag: str) -> None:
+        """Delete every queue and exchange whose name contains ``tag``, durable ones too."""
+        for kind in ("queues", "exchanges"):
+            for name in self.names(kind, tag):
+                self.delete(kind, name)
+
     def connections(self, worker: str) -> list[str]:
         """Names of the connections whose client-provided name mentions ``worker``.
 

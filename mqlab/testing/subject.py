@@ -46,7 +46,11 @@ class Subject:
       OptionError (bounds, combinations) beyond those the kit derives;
     - ``leftovers``: lists objects left on the server (for RabbitMQ:
       ``RabbitMQ(management_url).leftovers``);
-    - ``arrival``: seconds the kit waits for messages that should arrive.
+    - ``arrival``: seconds the kit waits for messages that should arrive;
+    - ``queue_types``: with ``Features.queue_types``, the type of each server-side queue
+      whose name contains the tag (for RabbitMQ: ``RabbitMQ(management_url).queue_types``);
+    - ``drop``: deletes what a check left on purpose (durable quorum queues outlive a
+      close); for RabbitMQ: ``RabbitMQ(management_url).drop``.
     """
 
     transport: str | type[Transport]
@@ -59,6 +63,8 @@ class Subject:
     bad_options: Mapping[str, Any] = field(default_factory=dict)
     leftovers: Leftovers | None = None
     arrival: float = 10.0
+    queue_types: Callable[[str], Mapping[str, str]] | None = None
+    drop: Callable[[str], None] | None = None
 
     @property
     def name(self) -> str:

@@ -56,6 +56,9 @@ class ConformanceSuite:
     def test_call_nobody_listens_to(self, subject: Subject) -> None:
         run(delivery.call_to_nobody, subject)
 
+    def test_quorum_queues(self, subject: Subject) -> None:
+        run(delivery.quorum_queues, subject)
+
     def test_one_mib_messages_arrive_intact(self, subject: Subject) -> None:
         run(delivery.large_messages, subject)
 

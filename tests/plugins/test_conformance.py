@@ -22,8 +22,15 @@ pytestmark = pytest.mark.broker
 
 
 def on_rabbitmq(plugin: str, broker: BrokerHandle, **fields: Any) -> Subject:
-    leftovers = RabbitMQ(broker.management_url).leftovers
-    return Subject(plugin, urls=(broker.url,), leftovers=leftovers, **fields)
+    mgmt = RabbitMQ(broker.management_url)
+    return Subject(
+        plugin,
+        urls=(broker.url,),
+        leftovers=mgmt.leftovers,
+        queue_types=mgmt.queue_types,
+        drop=mgmt.drop,
+        **fields,
+    )
 
 
 class TestKombu(ConformanceSuite):
