@@ -24,6 +24,7 @@ import psutil
 
 from mqlab import livedata, stepresult
 from mqlab.backlog import QueueDepth
+from mqlab.errors import MqlabError
 from mqlab.figures import WorkerFigures
 from mqlab.ledger import count_ledgers, sent_at_least
 from mqlab.plan import Layout, Plan, Step, layout
@@ -167,7 +168,12 @@ class Runner:
             self._faults = StepFaults(
                 sc.events, self.pool, tmp, self.node_control, self.broker_steps
             )
-            urls = await self._faults.urls(self.urls)  # through the fault proxies, if any
+            try:
+                urls = await self._faults.urls(self.urls)  # through the fault proxies, if any
+            except MqlabError as exc:  # a proxy that would not start: one line, none left
+                await self._faults.close()
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise StepFailed(str(exc)) from None
         lay = layout(
             step, urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp, placement=placement,
