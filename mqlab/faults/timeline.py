@@ -65,6 +65,8 @@ class Timeline:
             detail = await effector.fire(ev)
         except (MqlabError, OSError) as exc:
             ok, detail = False, f"failed: {exc}"
+        except Exception as exc:  # noqa: BLE001 - an action's failure is a figure, not a crash
+            ok, detail = False, f"failed: {type(exc).__name__}: {exc}"
         self.current = ""
         self.events.append({
             "t_s": round(t_s, 3),
