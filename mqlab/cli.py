@@ -237,6 +237,14 @@ def _run(
             print(view.plain_line(row, len(plan.steps)), flush=True)
 
     run_id = uuid.uuid4().hex[:6]
+    ceilings = None
+    if getattr(args, "ceiling", False):
+        from mqlab.ceiling import Ceilings
+
+        ceilings = Ceilings(
+            urls, {d.name: plugins[d.name].check(d.options_dict) for d in profile.drivers},
+            server_of, profile.run.warmup, profile.run.duration,
+        )  # fmt: skip
     runner = Runner(
         plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
         on_snapshot, on_step, broker_pid,
@@ -244,6 +252,7 @@ def _run(
         queue_depth=servers.queue_depth(urls, server_of, handles),
         broker_steps=servers.broker_steps(urls, server_of, handles),
         node_control=servers.node_control(handles),
+        after_step=ceilings,
     )  # fmt: skip
     status, message, code = "done", "", 0
 
@@ -300,6 +309,8 @@ def _run(
                     console.print(view.phase_table(s))
                 if s.get("faults"):  # each event: detection, recovery, the promise
                     console.print(view.fault_table(s))
+            if ceilings is not None:
+                _show_ceilings(console, steps)
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())
             console.print(f"codec cost per message (encode + decode, this machine): {costs}")
     if code == EXIT_FAILED:
@@ -315,6 +326,24 @@ def _run(
     if not args.quiet:
         err.print(f"results: {out} ({len(steps)} of {len(plan.steps)} steps, {status})")
     return code
+
+
+def _show_ceilings(console: Console, steps: list[dict[str, Any]]) -> None:
+    from mqlab import ceiling
+
+    table = ceiling.table(steps)
+    if table is None:
+        console.print("ceiling: no plain cast step in this profile, so nothing to compare")
+        return
+    console.print(table)
+    for line in ceiling.notes(steps):
+        console.print(Text(redact.scrub(line)))
+
+
+def cmd_ceiling(args: argparse.Namespace) -> int:
+    """`mqlab run` with each cast step's reference loop and PerfTest right after it."""
+    args.ceiling = True
+    return cmd_run(args)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -349,8 +378,12 @@ def _show(args: argparse.Namespace, doc: dict[str, Any]) -> int:
     name = doc.get("profile", {}).get("run", {}).get("name", "?")
     status = f"{len(steps)} step(s), {doc.get('status')}"
     repeated = "across repeats: msg/s ± 95 % CI, latency from the merged histograms"
+    ceilings = any(s.get("ceiling") for s in steps)  # written by `mqlab ceiling`
     if args.markdown:
+        from mqlab import ceiling
+
         agg = f"\n\n{repeated}\n\n{view.comparison_markdown(aggregates)}" if aggregates else ""
+        agg += f"\n\n{ceiling.markdown(steps)}" if ceilings else ""
         print(f"{name}: {status}\n\n{view.comparison_markdown(steps)}{agg}\n\n"
               f"Measured with {view.environment_line(env)}.")  # fmt: skip
         return 0
@@ -358,6 +391,8 @@ def _show(args: argparse.Namespace, doc: dict[str, Any]) -> int:
     console.print(f"{name}: {status}")
     if steps:
         console.print(view.comparison(steps))
+    if ceilings:
+        _show_ceilings(console, steps)
     if aggregates:
         console.print(view.comparison(aggregates, title=repeated))
     console.print(f"measured with {view.environment_line(env)}")
@@ -416,6 +451,20 @@ def cmd_broker(args: argparse.Namespace) -> int:
 # -- entry point ---------------------------------------------------------------
 
 
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("profile", help="the profile (TOML), e.g. profiles/quickstart.toml")
+    p.add_argument("--duration", type=_duration_arg, help="measurement window per step (e.g. 20s)")
+    p.add_argument("--warmup", type=_duration_arg, help="warm-up per step, excluded from figures")
+    p.add_argument("--output", "-o", help="results file (default results/<profile>-<UTC>.json)")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only the final table")
+    p.add_argument("--processes", type=_positive_int,
+                   help="spread each step's clients over N worker processes")  # fmt: skip
+    p.add_argument("--broker", metavar="URL",
+                   help="use this broker (comma-separated URLs for a cluster) instead of the "
+                   "profile's, and do not start a managed one")  # fmt: skip
+    p.add_argument("--state-dir", help=argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="mqlab",
@@ -437,18 +486,18 @@ def build_parser() -> argparse.ArgumentParser:
         "Ctrl-C stops after the current interval and keeps what was measured; a second "
         "Ctrl-C stops at once.",
     )  # fmt: skip
-    p.add_argument("profile", help="the profile (TOML), e.g. profiles/quickstart.toml")
-    p.add_argument("--duration", type=_duration_arg, help="measurement window per step (e.g. 20s)")
-    p.add_argument("--warmup", type=_duration_arg, help="warm-up per step, excluded from figures")
-    p.add_argument("--output", "-o", help="results file (default results/<profile>-<UTC>.json)")
-    p.add_argument("--quiet", "-q", action="store_true", help="print only the final table")
-    p.add_argument("--processes", type=_positive_int,
-                   help="spread each step's clients over N worker processes")  # fmt: skip
-    p.add_argument("--broker", metavar="URL",
-                   help="use this broker (comma-separated URLs for a cluster) instead of the "
-                   "profile's, and do not start a managed one")  # fmt: skip
-    p.add_argument("--state-dir", help=argparse.SUPPRESS)
+    _run_arguments(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "ceiling", help="run a profile with each cast step beside its library's ceiling",
+        description="Run a profile as `run` does; right after each plain cast step, on the same "
+        "broker with the same message size and ack mode, run the plugin's reference loop (the "
+        "thinnest use of its library) and, for RabbitMQ, RabbitMQ PerfTest (Java; fetched from "
+        "Maven Central on first use), and show the plugin's rate as a percentage of each.",
+    )  # fmt: skip
+    _run_arguments(p)
+    p.set_defaults(func=cmd_ceiling)
 
     p = sub.add_parser(
         "validate",

@@ -54,14 +54,29 @@ def merge(encoded: Iterable[str | bytes], digits: int = DIGITS) -> HdrHistogram:
 def record(hist: HdrHistogram, counts: Mapping[int, int]) -> int:
     """Add microsecond values with their counts; returns how many were over the range.
 
-    hdrh's record_value costs microseconds in Python, so callers count values first.
+    hdrh's record_value costs microseconds in Python, so values are first merged
+    into the histogram's own buckets (each to its bucket's lowest equivalent value,
+    the way hdrh indexes it), and each bucket is recorded once. Nothing is lost:
+    every figure hdrh gives (counts, percentiles, min and max as equivalent values,
+    the encoded form) is the same as recording each value. A second's latencies
+    hold thousands of distinct microsecond values but far fewer buckets.
     """
     over = 0
+    # hdrh: bucket_index + unit_magnitude = pow2ceiling(value | mask) - (half magnitude + 1)
+    top = hist.sub_bucket_half_count_magnitude + 1
+    mask = hist.sub_bucket_mask
+    buckets: dict[int, int] = {}
     for us, count in counts.items():
         if us > HIGHEST_US:
             over += count
             us = HIGHEST_US
-        hist.record_value(max(LOWEST_US, us), count)
+        elif us < LOWEST_US:
+            us = LOWEST_US
+        shift = (us | mask).bit_length() - top
+        key = us >> shift << shift
+        buckets[key] = buckets.get(key, 0) + count
+    for us, count in buckets.items():
+        hist.record_value(us, count)
     return over
 
 

@@ -20,6 +20,11 @@ from mqlab.figures import SERIES, OpenLoop, WorkerFigures
 from mqlab.ledger import Ledger
 
 _NS = 1_000_000_000
+#: a pending latency is one int: (second << 33) | (microseconds << 1) | in_window;
+#: microseconds are clamped to [0, _US_MAX], above latency.HIGHEST_US so the fold
+#: still counts them as over the range
+_US_BITS = 32
+_US_MAX = (1 << _US_BITS) - 1
 
 
 class Recorder:
@@ -47,15 +52,16 @@ class Recorder:
         self._s_err = self.series["errors"]
         self.hist = {kind: latency.new_histogram() for kind in latency.KINDS}
         self.per_second: dict[str, dict[int, HdrHistogram]] = {k: {} for k in latency.KINDS}
-        # latencies wait here, as (second, us, in window), until a snapshot folds them in:
-        # hdrh's record_value costs microseconds in Python, a list append does not
-        self._pending: dict[str, list[tuple[int, int, bool]]] = {k: [] for k in latency.KINDS}
+        # latencies wait here, packed in one int each (_US_BITS), until a snapshot folds
+        # them in: hdrh's record_value costs microseconds in Python, a list append does not
+        self._pending: dict[str, list[int]] = {k: [] for k in latency.KINDS}
+        self._pending_ow = self._pending["one_way"]
+        self._pending_rt = self._pending["round_trip"]
 
     def open(self, t0: int, window_start: int, window_end: int) -> None:
         self.t0, self.window_start, self.window_end = t0, window_start, window_end
         for now, ts in self._early:
-            sec = self._bin(self._s_recv, now)
-            self._pending["one_way"].append((sec, (now - ts) // 1000, self.in_window(ts)))
+            self._pending_ow.append(self._pack(self._bin(self._s_recv, now), now, ts))
         self._early.clear()
 
     def in_window(self, intended: int) -> bool:
@@ -75,6 +81,15 @@ class Recorder:
         self.sent_by_client[client] = self.sent_by_client.get(client, 0) + 1
         self._bin(self._s_sent, time.monotonic_ns())
 
+    def _pack(self, sec: int, now: int, ts: int) -> int:
+        us = (now - ts) // 1000
+        if us < 0:
+            us = 0
+        elif us > _US_MAX:
+            us = _US_MAX
+        inside = 1 if self.window_start <= ts < self.window_end else 0
+        return (sec << (_US_BITS + 1)) | (us << 1) | inside
+
     def on_received(self, group: int, client: int, seq: int, ts: int) -> None:
         """A server got a message; only the first delivery of it counts in series and latency."""
         now = time.monotonic_ns()
@@ -84,16 +99,14 @@ class Recorder:
         if not self.t0:
             self._early.append((now, ts))
             return
-        sec = self._bin(self._s_recv, now)
-        self._pending["one_way"].append((sec, (now - ts) // 1000, self.in_window(ts)))
+        self._pending_ow.append(self._pack(self._bin(self._s_recv, now), now, ts))
 
     def on_reply(self, ts: int) -> None:
         """A call's own reply arrived: round-trip latency from its intended send."""
         now = time.monotonic_ns()
         self.round_trip += 1
         self.last_rx = now
-        sec = self._bin(self._s_rt, now)
-        self._pending["round_trip"].append((sec, (now - ts) // 1000, self.in_window(ts)))
+        self._pending_rt.append(self._pack(self._bin(self._s_rt, now), now, ts))
 
     def on_error(self, kind: str, intended: int | None = None, message: str = "") -> None:
         """An error; a send whose intended time is in the window also counts as failed."""
@@ -114,12 +127,14 @@ class Recorder:
         for kind, pending in self._pending.items():
             if not pending:
                 continue
-            self._pending[kind] = []
+            packed = Counter(pending)
+            pending.clear()  # the same list: on_received appends to it by a bound name
             by_sec: dict[int, Counter[int]] = {}
             window: Counter[int] = Counter()
-            for (sec, us, inside), count in Counter(pending).items():
-                by_sec.setdefault(sec, Counter())[us] += count
-                if inside:
+            for key, count in packed.items():
+                us = (key >> 1) & _US_MAX
+                by_sec.setdefault(key >> (_US_BITS + 1), Counter())[us] += count
+                if key & 1:
                     window[us] += count
             per_second = self.per_second[kind]
             for sec, counts in by_sec.items():

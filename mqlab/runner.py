@@ -17,7 +17,7 @@ import math
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import psutil
@@ -67,6 +67,7 @@ class Runner:
         queue_depth: QueueDepth | None = None,
         broker_steps: BrokerSteps | None = None,
         node_control: NodeControl | None = None,
+        after_step: Callable[[Step, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -74,6 +75,8 @@ class Runner:
         self.in_process = in_process
         self.on_snapshot = on_snapshot
         self.on_step = on_step
+        #: awaited with each finished step's record before it is recorded (`mqlab ceiling`)
+        self.after_step = after_step
         self.broker_ps = process(broker_pid)
         # every URL once, in driver order: what the live view names as the broker
         shown = dict.fromkeys(u for driver_urls in urls.values() for u in driver_urls)
@@ -150,6 +153,8 @@ class Runner:
             if self.interrupt.is_set() or self.stop_after.is_set():
                 break
             record = await self.run_step(step)
+            if self.after_step is not None:
+                await self.after_step(step, record)
             records.append(record)
             self.on_step(record)
         return records

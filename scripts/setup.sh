@@ -29,6 +29,9 @@ packages=(rabbitmq-server redis-server nats-server mosquitto gcc pkg-config libs
 # every chart draws (Debian's package; on Ubuntu it is a snap, which CI containers cannot run)
 # tmux (test only): the live monitor's tests run `mqlab run` in a tmux pane and press keys
 if [[ $mode == test ]]; then packages+=(chromium tmux); fi
+# a Java runtime (test only, when there is none): RabbitMQ PerfTest, the broker's ceiling
+# that `mqlab ceiling` shows; its test never skips
+if [[ $mode == test ]] && ! command -v java >/dev/null; then packages+=(default-jre-headless); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -75,6 +78,15 @@ pip_quietly --upgrade pip
 plugins=()
 for d in plugins/*/; do [[ -f $d/pyproject.toml ]] && plugins+=(-e "$d"); done
 pip_quietly -e ".[dev]" "${plugins[@]}"
+
+# RabbitMQ PerfTest (optional): `mqlab ceiling` shows its rate as the broker's own ceiling.
+# Its jars come from Maven Central into ~/.cache/mqlab (a few MB, once); without Java,
+# `mqlab ceiling` says so in one line and shows the rest.
+if command -v java >/dev/null; then
+  .venv/bin/python -m mqlab.perftest >/dev/null 2>&1 || say "RabbitMQ PerfTest could not be fetched; mqlab ceiling will try again"
+else
+  say "no Java: mqlab ceiling will run without RabbitMQ PerfTest (apt-get install default-jre-headless to add it)"
+fi
 
 if [[ $mode == run ]]; then
   exec .venv/bin/mqlab run profiles/pika-vs-kombu.toml "$@"

@@ -191,6 +191,26 @@ def test_values_over_the_range_are_counted_not_dropped() -> None:
     assert "max" in latency.summary(h, 0, "one_way", 10.0)["censored"]
 
 
+@pytest.mark.parametrize("digits", [latency.DIGITS, latency.SECOND_DIGITS])
+def test_folded_latencies_give_the_same_histogram_as_one_by_one(digits: int) -> None:
+    # the fold merges values into buckets before hdrh sees them: every figure must be
+    # what recording each value would give, at each edge of hdrh's bucket widths
+    rng = random.Random(7)
+    values = [int(rng.expovariate(1 / 3000)) for _ in range(20_000)]
+    values += [0, 1, 255, 256, 257, 2047, 2048, 2049, 4095, 4096, 4097, 123_456_789]
+    folded, one_by_one = latency.new_histogram(digits), latency.new_histogram(digits)
+    counts: dict[int, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+        one_by_one.record_value(max(v, latency.LOWEST_US))
+    latency.record(folded, counts)
+    assert folded.encode() == one_by_one.encode()
+    for p in (0.0, 50.0, 90.0, 99.0, 99.9, 100.0):
+        assert folded.get_value_at_percentile(p) == one_by_one.get_value_at_percentile(p)
+    assert folded.get_max_value() == one_by_one.get_max_value()
+    assert folded.get_min_value() == one_by_one.get_min_value()
+
+
 def test_worker_figures_cross_the_wire_and_merge() -> None:
     a = WorkerFigures(sent=3, sent_by_client={1: 3}, errors={"CallTimeout": 1},
                       series={"sent": [1, 2]})  # fmt: skip

@@ -29,7 +29,6 @@ from typing import Any, ClassVar
 import proton
 
 from mqlab.amqp import (
-    QueueDecl,
     Route,
     notification_exchange,
     notification_queue,
@@ -57,40 +56,18 @@ from mqlab.transport import (
     TransportConfig,
 )
 from mqlab_amqp1.codec import Encoded, encode
-from mqlab_amqp1.connection import Amqp1Connection, OnMessage, Outgoing, Receiver, Sender
+from mqlab_amqp1.connection import Amqp1Connection
+from mqlab_amqp1.links import OnMessage, Sender
+from mqlab_amqp1.linkset import LinkSet, attached, body_of, queue_of
 from mqlab_amqp1.topology import Topology
 from mqlab_amqp1.url import BrokerUrl, parse_url
 
 LOG = logging.getLogger(__name__)
 
 PATTERNS = ("call", "cast", "notify")
-#: bound on the AMQP handshake, a link attach and the polite close
+#: bound on the AMQP handshake and the polite close (attach: :mod:`mqlab_amqp1.linkset`)
 CONNECT_TIMEOUT = 10.0
-ATTACH_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 2.0
-#: the broker's own prefixes for queue addresses; a reply-to may carry one
-_QUEUE_PREFIXES = ("/queue/", "/amq/queue/")
-
-
-def _body(message: proton.Message) -> bytes:
-    body: object = message.body
-    if type(body) is bytes:
-        return body
-    if isinstance(body, memoryview | bytearray):  # a data section arrives as a memoryview
-        return bytes(body)
-    if body is None:
-        return b""
-    if isinstance(body, str):
-        return body.encode()
-    # an AMQP value (map, list, number) from some other AMQP 1.0 client
-    raise ValueError(f"message body is a {type(body).__name__}, not bytes")
-
-
-def _queue_of(reply_to: str) -> str:
-    for prefix in _QUEUE_PREFIXES:
-        if reply_to.startswith(prefix):
-            return reply_to[len(prefix) :]
-    return reply_to
 
 
 class Amqp1Transport(Transport):
@@ -139,16 +116,12 @@ class Amqp1Transport(Transport):
         self._topology: Topology | None = None
         self._url: BrokerUrl | None = None
         self._presettled: frozenset[str] = frozenset()
-        self._credit = 100
-        self._senders: dict[str, Sender] = {}
-        self._reply_sender: Sender | None = None
-        self._receivers: list[Receiver] = []
+        self._links = LinkSet(self._connection, self._declarer)
         self._calls = PendingCalls()
         self._ids = itertools.count()
         #: ``/queue/reply_<id>`` once the reply queue is consumed
         self._reply_address = ""
         self._reply_ready: asyncio.Task[None] | None = None
-        self._reply_failures = 0
 
     # -- options --------------------------------------------------------------
 
@@ -172,7 +145,7 @@ class Amqp1Transport(Transport):
         """Connect to the first URL that answers; ConnectFailed with the reason otherwise."""
         opts = self.options
         self._presettled = frozenset(opts["presettled"])
-        self._credit = opts["credit"]
+        self._links.credit = opts["credit"]
         container = opts["container_id"] or f"mqlab-{self.config.worker}-{uuid.uuid4().hex[:8]}"
 
         async def open_url(raw: str, timeout: float) -> tuple[BrokerUrl, Amqp1Connection, Sender]:
@@ -183,7 +156,7 @@ class Amqp1Transport(Transport):
                 # RabbitMQ opens the connection whatever the vhost and refuses at
                 # the first link: attach the reply link now to fail here, not later
                 reply = conn.sender("/queue")
-                await self._attached(reply)
+                await attached(reply)
             except BaseException:
                 await conn.close(CLOSE_TIMEOUT)
                 raise
@@ -196,7 +169,8 @@ class Amqp1Transport(Transport):
             per_url=CONNECT_TIMEOUT,
             budget=CONNECT_TIMEOUT * len(self.urls),
         )
-        self._conn, self._url, self._reply_sender = conn, url, reply
+        self._conn, self._url = conn, url
+        self._links.adopt_reply_sender(reply)
         self._topology = Topology(url)
 
     async def aclose(self) -> None:
@@ -213,19 +187,17 @@ class Amqp1Transport(Transport):
         topology, self._topology = self._topology, None
         if topology is not None:
             await topology.close()
-        self._senders.clear()
-        self._receivers.clear()
-        self._reply_sender = None
+        self._links.clear()
 
     @property
     def reply_queue(self) -> str | None:
         """This client's reply queue, once it made a call (deleted when it closes)."""
-        return _queue_of(self._reply_address) if self._reply_address else None
+        return queue_of(self._reply_address) if self._reply_address else None
 
     @property
     def max_unsettled(self) -> int:
         """The most messages one receiver link ever held unsettled (never above ``credit``)."""
-        return max((r.max_held for r in self._receivers), default=0)
+        return self._links.max_unsettled
 
     def _lost(self, error: TransportError) -> None:
         # servers and listeners have no caller to raise to: say it once here
@@ -245,90 +217,18 @@ class Amqp1Transport(Transport):
         assert self._topology is not None
         return self._topology
 
-    # -- links ----------------------------------------------------------------
-
-    async def _attached(self, link: Sender | Receiver) -> None:
-        try:
-            async with asyncio.timeout(ATTACH_TIMEOUT):
-                await asyncio.shield(link.ready)
-        except TimeoutError as exc:
-            raise DriverError(
-                f"the broker did not attach {link.address} within {ATTACH_TIMEOUT:g}s"
-            ) from exc
-
-    async def _sender(self, exchange: str) -> Sender:
-        sender = self._senders.get(exchange)
-        if sender is None or not sender.alive:
-            conn = self._connection()
-            if sender is not None:
-                conn.forget(sender)
-            sender = conn.sender(f"/exchange/{exchange}")
-            self._senders[exchange] = sender
-        if not sender.ready.done():
-            await self._attached(sender)
-        elif sender.error is not None:
-            raise sender.error
-        return sender
-
-    async def _consume(
-        self, queues: tuple[QueueDecl, ...], presettled: bool, on_message: OnMessage
-    ) -> None:
-        """Attach one receiver per (declared) queue; return once all consume."""
-        conn = self._connection()
-        links = [
-            conn.receiver(f"/amq/queue/{q.name}", self._credit, presettled, on_message)
-            for q in queues
-        ]
-        self._receivers.extend(links)
-        try:
-            for link in links:
-                await self._attached(link)
-        except TransportError:
-            # an auto-delete queue nobody ever consumed would stay forever
-            for q in queues:
-                if not q.durable:
-                    await self._declarer().delete_unused(q.name)
-            raise
+    # -- server side ----------------------------------------------------------
 
     def _server_callback(self, handler: Handler) -> OnMessage:
-        reply = self._reply
+        reply = self._links.reply
+        presettled = "call" in self._presettled
 
         def on_message(message: proton.Message) -> None:
-            result = handler(_body(message))
+            result = handler(body_of(message))
             if result is not None and message.reply_to:
-                reply(message.reply_to, message.correlation_id, result)
+                reply(message.reply_to, message.correlation_id, result, presettled)
 
         return on_message
-
-    def _reply(self, reply_to: str, correlation_id: Any, body: bytes) -> None:
-        sender = self._reply_sender
-        if sender is None or not sender.alive:
-            conn = self._connection()
-            if sender is not None:
-                conn.forget(sender)
-            sender = self._reply_sender = conn.sender("/queue")
-        subject = _queue_of(reply_to)
-        message: Outgoing
-        if correlation_id is None or isinstance(correlation_id, str):
-            message = Encoded(encode(body, subject=subject, correlation_id=correlation_id))
-        else:
-            # a uuid, ulong or binary id from another AMQP 1.0 client: echo it as is
-            message = proton.Message(body=body, inferred=True)
-            message.subject = subject
-            message.correlation_id = correlation_id
-        outcome = sender.send(message, "call" in self._presettled)
-        if outcome is not None:
-            outcome.add_done_callback(self._reply_done)
-
-    def _reply_done(self, fut: asyncio.Future[None]) -> None:
-        exc = fut.exception()
-        if exc is not None:
-            # the caller times out anyway; say it once, not per message
-            self._reply_failures += 1
-            if self._reply_failures == 1:
-                LOG.warning("a reply was not delivered: %s", exc)
-
-    # -- server side ----------------------------------------------------------
 
     async def serve_rpc(self, target: Target, handler: Handler) -> None:
         """Consume ``<topic>``, ``<topic>.<server>`` and this server's fanout queue."""
@@ -340,7 +240,7 @@ class Amqp1Transport(Transport):
         for queue in queues:
             await declarer.queue(queue)
         presettled = {"call", "cast"} <= self._presettled
-        await self._consume(queues, presettled, self._server_callback(handler))
+        await self._links.consume(queues, presettled, self._server_callback(handler))
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         """Consume the pool's queue, bound to ``<topic>.<priority>`` on the exchange."""
@@ -349,7 +249,7 @@ class Amqp1Transport(Transport):
         queue = notification_queue(target, pool)
         await declarer.queue(queue)
         presettled = "notify" in self._presettled
-        await self._consume((queue,), presettled, self._server_callback(handler))
+        await self._links.consume((queue,), presettled, self._server_callback(handler))
 
     # -- client side ----------------------------------------------------------
 
@@ -367,16 +267,16 @@ class Amqp1Transport(Transport):
         # consumed on the 1.0 one; the topology deletes it at close
         decl = reply_queue()
         await self._declarer().queue(decl)
-        await self._consume((decl,), "call" in self._presettled, self._on_reply)
+        await self._links.consume((decl,), "call" in self._presettled, self._on_reply)
         self._reply_address = f"/queue/{decl.name}"
 
     def _on_reply(self, message: proton.Message) -> None:
         corr = message.correlation_id
         if isinstance(corr, str):
-            self._calls.resolve(corr, _body(message))
+            self._calls.resolve(corr, body_of(message))
 
     async def _send(self, route: Route, body: bytes, pattern: str) -> None:
-        sender = await self._sender(route.exchange)
+        sender = await self._links.sender(route.exchange)
         await sender.wait_credit()
         message = Encoded(encode(body, subject=route.routing_key, durable=route.persistent))
         outcome = sender.send(message, pattern in self._presettled)
@@ -390,7 +290,7 @@ class Amqp1Transport(Transport):
         async with self._calls.waiting(corr, target, timeout) as fut:
             if not self._reply_address:
                 await self._ensure_replies()
-            sender = await self._sender(route.exchange)
+            sender = await self._links.sender(route.exchange)
             await sender.wait_credit()
             message = encode(
                 body,

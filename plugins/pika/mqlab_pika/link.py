@@ -113,6 +113,18 @@ class Link:
     def ready(self) -> bool:
         return self._ready.is_set()
 
+    def ready_publisher(self, decl: ExchangeDecl | None) -> Publisher | None:
+        """The open publisher when it needs no wait and ``decl`` is declared, else None.
+
+        What :meth:`publisher` and :meth:`declare_exchange` give at once in the steady
+        state, without two coroutines per message.
+        """
+        if self.pub is None or not self._ready.is_set():
+            return None
+        if decl is not None and decl not in self._declared:
+            return None
+        return self.pub
+
     @property
     def url(self) -> str:
         return mask(self.urls[self.index])

@@ -23,12 +23,19 @@ from mqlab.transport import Features, Handler, Target, Transport, TransportConfi
 from mqlab_pika.bridge import Gone
 from mqlab_pika.link import ConsumerSpec, Link, OnMessage
 from mqlab_pika.options import OPTIONS, Settings, make_settings
-from mqlab_pika.publisher import Nacked, Returned
+from mqlab_pika.publisher import Nacked, Publisher, Returned
 
 LOG = logging.getLogger(__name__)
 
 _PERSISTENT = 2
 _PLAIN = pika.spec.BasicProperties()
+
+
+def _where(where: str | Target) -> str:
+    """Where a message went, for an error message (a cast describes its target only then)."""
+    return where.describe() if isinstance(where, Target) else where
+
+
 _DURABLE = pika.spec.BasicProperties(delivery_mode=_PERSISTENT)
 
 
@@ -63,6 +70,7 @@ class PikaTransport(Transport):
         # ids only need to be unique per client: a random prefix and a counter
         self._prefix = f"{amqp.new_id()[:16]}."
         self._ids = itertools.count(1)
+        self._cast_dests: dict[Target, tuple[Route, ExchangeDecl]] = {}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -168,13 +176,40 @@ class PikaTransport(Transport):
                 self._reply_to = queue.name
             return self._reply_to
 
+    async def _publisher_for(
+        self,
+        link: Link,
+        exchange: ExchangeDecl | None,
+        route: Route,
+        where: str | Target,
+        wait: float | None,
+    ) -> Publisher | None:
+        """The publisher once the link is up and ``exchange`` declared; None: try again."""
+        settings = self._require()[1]
+        if exchange is not None:
+            await link.publisher(wait)  # declaring needs the link up, too
+            try:
+                await link.declare_exchange(exchange)
+            except Gone as exc:
+                if exc.by_broker:
+                    raise DriverError(
+                        f"cannot send to {_where(where)}: the broker refused to declare exchange "
+                        f"{route.exchange!r} ({exc.text}); delete it if it exists with "
+                        "other arguments (type, durable, auto-delete)"
+                    ) from exc
+                # the link went down meanwhile: wait for it (never spin)
+                if link.ready:
+                    await asyncio.sleep(settings.retry_delay)
+                return None
+        return await link.publisher(wait)
+
     async def _send(
         self,
         route: Route,
         exchange: ExchangeDecl | None,
         body: bytes,
         props: pika.spec.BasicProperties,
-        where: str,
+        where: str | Target,
         mandatory: bool = False,
         key: str | None = None,
         wait_confirm: bool = True,
@@ -184,22 +219,12 @@ class PikaTransport(Transport):
         wait = None if settings.retry is None else settings.connect_timeout
         attempts = 0
         while True:
-            if exchange is not None:
-                await link.publisher(wait)  # declaring needs the link up, too
-                try:
-                    await link.declare_exchange(exchange)
-                except Gone as exc:
-                    if exc.by_broker:
-                        raise DriverError(
-                            f"cannot send to {where}: the broker refused to declare exchange "
-                            f"{route.exchange!r} ({exc.text}); delete it if it exists with "
-                            "other arguments (type, durable, auto-delete)"
-                        ) from exc
-                    # the link went down meanwhile: wait for it (never spin)
-                    if link.ready:
-                        await asyncio.sleep(settings.retry_delay)
+            # the steady state (link up, exchange declared) needs nothing awaited
+            pub = link.ready_publisher(exchange)
+            if pub is None:
+                pub = await self._publisher_for(link, exchange, route, where, wait)
+                if pub is None:
                     continue
-            pub = await link.publisher(wait)
             try:
                 fut = pub.publish(
                     route.exchange,
@@ -221,14 +246,14 @@ class PikaTransport(Transport):
                 return
             except Returned as exc:
                 raise Undeliverable(
-                    f"nobody listens on {where}: the broker returned the message "
+                    f"nobody listens on {_where(where)}: the broker returned the message "
                     f"({exc.code} {exc.text}); start a server for it or set mandatory = false"
                 ) from exc
             except Gone as exc:
                 if exc.missing_exchange == route.exchange:
                     if mandatory:
                         raise Undeliverable(
-                            f"nobody listens on {where}: exchange {route.exchange!r} "
+                            f"nobody listens on {_where(where)}: exchange {route.exchange!r} "
                             "no longer exists (its last queue went away)"
                         ) from exc
                     return  # unroutable and not mandatory: dropped, as by the broker
@@ -239,11 +264,11 @@ class PikaTransport(Transport):
             if not settings.retries_left(attempts):
                 if isinstance(failure, Nacked):
                     raise DriverError(
-                        f"the broker nacked a message to {where} (it could not store it)"
+                        f"the broker nacked a message to {_where(where)} (it could not store it)"
                         f"{'' if settings.retry == 0 else f' {attempts} times'}"
                     ) from failure
                 raise ConnectionLost(
-                    f"message to {where} not confirmed before the connection failed "
+                    f"message to {_where(where)} not confirmed before the connection failed "
                     f"({failure}); gave up after {attempts} attempt(s) (retry = {settings.retry})"
                 ) from failure
 
@@ -268,19 +293,23 @@ class PikaTransport(Transport):
     async def cast(self, target: Target, body: bytes) -> None:
         """Send without a reply; with confirms on, returns once the broker took it."""
         _link, settings = self._require()
-        route = amqp.rpc_route(target)
-        exchange = amqp.fanout_exchange(target) if target.fanout else amqp.rpc_exchange(target)
+        # where a target's casts go never changes: worked out once per target
+        dest = self._cast_dests.get(target)
+        if dest is None:
+            dest = self._cast_dests[target] = (
+                amqp.rpc_route(target),
+                amqp.fanout_exchange(target) if target.fanout else amqp.rpc_exchange(target),
+            )
+        route, exchange = dest
         if settings.mandatory:
             key = f"{self._prefix}{next(self._ids)}"
             props = pika.spec.BasicProperties(
                 message_id=key, delivery_mode=_PERSISTENT if route.persistent else None
             )
-            await self._send(route, exchange, body, props, target.describe(), True, key)
+            await self._send(route, exchange, body, props, target, True, key)
         else:
             props = _DURABLE if route.persistent else _PLAIN
-            await self._send(
-                route, exchange, body, props, target.describe(), wait_confirm=settings.resends
-            )
+            await self._send(route, exchange, body, props, target, wait_confirm=settings.resends)
 
     async def notify(self, target: Target, body: bytes) -> None:
         """Publish a notification on the notification exchange (never mandatory)."""

@@ -1,0 +1,115 @@
+"""``mqlab ceiling`` on a real managed RabbitMQ node: each plugin beside its library.
+
+Two short runs, each starting its own private node: one where Java is on
+PATH (every cast step shows its reference loop's rate, the plugin's share of
+it, and RabbitMQ PerfTest's rate), one with Java hidden from PATH (one line
+says PerfTest did not run; the library loops still do) and with a plugin that
+ships no reference loop (one line names it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import mqlab, results, write_profile
+
+pytestmark = pytest.mark.broker
+
+PROFILE = """
+[run]
+duration = "2s"
+warmup = "1s"
+drain = "10s"
+[broker]
+managed = true
+{drivers}
+[defaults]
+serializer = "msgpack"
+envelope = false
+message_size = 200
+[[scenario]]
+pattern = "cast"
+concurrency = 8
+"""
+
+AMQP_DRIVERS = """
+[drivers.pika]
+plugin = "pika"
+retry = 0
+[drivers.aiormq]
+plugin = "aiormq"
+no_ack = true
+confirm = false
+"""
+
+
+def _ceiling(tmp_path: Path, drivers: str) -> tuple[Any, dict[str, Any]]:
+    path = write_profile(tmp_path / "p.toml", PROFILE.format(drivers=drivers))
+    out = tmp_path / "r.json"
+    proc = mqlab("ceiling", str(path), "-o", str(out), "--state-dir", str(tmp_path / "s"),
+                 timeout=400)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    # the results file keeps it: `mqlab show` prints the same table again
+    shown = mqlab("show", str(out))
+    assert shown.returncode == 0 and "ceilings (cast, same broker" in shown.stdout, shown.stdout
+    return proc, results(out)
+
+
+def _row(stdout: str, driver: str) -> str:
+    (row,) = [ln for ln in stdout.splitlines() if f" {driver} " in ln and "(auto-ack)" in ln]
+    return row
+
+
+def test_every_cast_step_shows_its_library_ceiling_and_perftest(tmp_path: Path) -> None:
+    proc, doc = _ceiling(tmp_path, AMQP_DRIVERS)
+    for step in doc["steps"]:
+        ceiling = step["ceiling"]
+        assert ceiling["size"] == 201, ceiling  # the plugin's encoded message, not the padding
+        assert ceiling["mode"] == "auto-ack", ceiling  # retry = 0 / no_ack = true
+        assert ceiling["rate"] > 0 and ceiling["error"] is None, ceiling
+        assert ceiling["percent"] > 0, ceiling
+        perftest = ceiling["perftest"]
+        assert perftest["rate"] > 0 and perftest["percent"] > 0, perftest
+        assert "-x 1 -y 1 -s 201 -z 3 -a" in perftest["command"], perftest
+        assert "guest:***@" in perftest["command"]  # the password never shown
+    for driver, library in (("pika", "pika "), ("aiormq", "aiormq ")):
+        row = _row(proc.stdout, driver)
+        assert library in row and row.count("%") == 2, row  # % of loop, % of PerfTest
+    assert "broker ceiling: PerfTest 2.22.1 (Java " in proc.stdout
+
+
+def _without_java(tmp_path: Path) -> str:
+    """PATH as it is, but every directory holding `java` shadowed by one without it."""
+    dirs = []
+    for i, d in enumerate(os.environ["PATH"].split(os.pathsep)):
+        if not (Path(d) / "java").exists():
+            dirs.append(d)
+            continue
+        shadow = tmp_path / f"bin{i}"
+        shadow.mkdir()
+        for entry in Path(d).iterdir():
+            if entry.name != "java":
+                (shadow / entry.name).symlink_to(entry)
+        dirs.append(str(shadow))
+    return os.pathsep.join(dirs)
+
+
+def test_without_java_one_line_says_so_and_the_library_loop_still_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", _without_java(tmp_path))
+    assert shutil.which("java") is None
+    drivers = AMQP_DRIVERS.split("[drivers.aiormq]")[0] + '[drivers.lo]\nplugin = "loopback"\n'
+    proc, doc = _ceiling(tmp_path, drivers)
+    pika, lo = doc["steps"]
+    assert pika["ceiling"]["rate"] > 0 and pika["ceiling"]["percent"] > 0
+    assert pika["ceiling"]["perftest"]["rate"] is None
+    assert "no Java on PATH" in pika["ceiling"]["perftest"]["missing"]
+    assert proc.stdout.count("no Java on PATH: PerfTest") == 1, proc.stdout  # one line
+    assert lo["ceiling"]["rate"] is None and lo["ceiling"]["perftest"] is None
+    assert "plugin 'loopback' ships no reference loop" in proc.stdout
