@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from mqlab import registry
 from mqlab.errors import OptionError, PluginError, ProfileError
+from mqlab.faults.capable import check_events
 from mqlab.mixing import needed_seconds
 from mqlab.profile import Profile, Scenario
 from mqlab.registry import LoadedPlugin
@@ -54,6 +55,7 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
                 raise ProfileError(
                     profile.path, f"scenario[{i}].fanout", f"plugin {d.plugin!r} has no fanout"
                 )
+    check_events(profile, plugins)
     return plugins
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from mqlab import limits
 from mqlab.codec import SERIALIZERS
 from mqlab.errors import ProfileError
+from mqlab.faults.events import FaultEvent, parse_events
 from mqlab.fields import FieldReader
 from mqlab.limits import parse_duration as parse_duration  # part of this module's interface
 from mqlab.mixing import Roles, Rolling, parse_roles, parse_rolling
@@ -97,6 +98,8 @@ class Scenario:
 
     roles: tuple[Roles, ...] = ()  # mixed steps: one per (servers' driver, clients' driver)
     rolling: Rolling | None = None  # a rolling update from one driver to another
+    #: faults fired in the window: the scenario's own and the profile's [[event]], by time
+    events: tuple[FaultEvent, ...] = ()
 
     @property
     def loads(self) -> tuple[tuple[str, float], ...]:
@@ -159,8 +162,9 @@ _SCENARIO_KEYS = {
     "pattern", "concurrency", "rate", "exchange", "topic", "durable", "timeout", "servers",
     "pools", "fanout", "targeted", "targets", "drivers", "name", "rpc_queue_type",
     "notify_queue_type", "mirror_replicas", "clients_on", "servers_on", "roles", "rolling",
+    "event",
 } | _DEFAULT_KEYS  # fmt: skip
-_TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario"}
+_TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event"}
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -261,8 +265,11 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
             path, "scenario", f"{len(raw_scenarios)} scenarios; the limit is {limits.MAX_SCENARIOS}"
         )
     names = {d.name for d in drivers}
+    everywhere = parse_events(top)  # [[event]]: every scenario's timeline
     scenarios = tuple(
-        _scenario(_Reader(path, f"scenario[{i}]", raw, _SCENARIO_KEYS), defaults, names, size)
+        _scenario(
+            _Reader(path, f"scenario[{i}]", raw, _SCENARIO_KEYS), defaults, names, size, everywhere
+        )
         for i, raw in enumerate(raw_scenarios)
     )
     profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults)
@@ -300,7 +307,13 @@ def _placement(r: _Reader, key: str, default: str, nodes: int) -> str:
     return value
 
 
-def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str], nodes: int) -> Scenario:
+def _scenario(
+    r: _Reader,
+    defaults: Mapping[str, Any],
+    drivers: set[str],
+    nodes: int,
+    everywhere: tuple[FaultEvent, ...] = (),
+) -> Scenario:
     pattern = r.get("pattern", (str,), None, "call, cast or notify")
     if pattern not in PATTERNS:
         raise r.fail("pattern", f"expected one of call, cast, notify, got {pattern!r}")
@@ -373,4 +386,5 @@ def _scenario(r: _Reader, defaults: Mapping[str, Any], drivers: set[str], nodes:
         servers_on=_placement(r, "servers_on", "", nodes) if "servers_on" in r.table else "",
         roles=roles,
         rolling=rolling,
+        events=tuple(sorted((*parse_events(r), *everywhere), key=lambda e: e.at)),
     )

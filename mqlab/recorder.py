@@ -42,6 +42,9 @@ class Recorder:
         self.sent_by_client: dict[int, int] = {}
         self.open_loop: OpenLoop | None = None
         self.ledger = Ledger(ledger_dir, worker)
+        # receipts before ``go`` (a server started mid-step finds a backlog waiting):
+        # (arrival, send time), binned once the step's t0 is known
+        self._early: list[tuple[int, int]] = []
         self.series: dict[str, list[int]] = {name: [] for name in SERIES}
         self._s_sent = self.series["sent"]
         self._s_recv = self.series["received"]
@@ -57,6 +60,9 @@ class Recorder:
 
     def open(self, t0: int, window_start: int, window_end: int) -> None:
         self.t0, self.window_start, self.window_end = t0, window_start, window_end
+        for now, ts in self._early:
+            self._pending_ow.append(self._pack(self._bin(self._s_recv, now), now, ts))
+        self._early.clear()
 
     def in_window(self, intended: int) -> bool:
         return self.window_start <= intended < self.window_end
@@ -90,6 +96,9 @@ class Recorder:
         if not self.ledger.record(group, client, seq):
             return
         self.last_rx = now
+        if not self.t0:
+            self._early.append((now, ts))
+            return
         self._pending_ow.append(self._pack(self._bin(self._s_recv, now), now, ts))
 
     def on_reply(self, ts: int) -> None:

@@ -144,6 +144,7 @@ def _run(
         broker_label=servers.label(urls, server_of),
         queue_depth=servers.queue_depth(urls, server_of, handles),
         broker_steps=servers.broker_steps(urls, server_of, handles),
+        node_control=servers.node_control(handles),
         after_step=ceilings,
     )  # fmt: skip
     status, message, code = "done", "", 0
@@ -197,8 +198,10 @@ def _run(
         with contextlib.suppress(OSError):
             console.print(view.comparison(steps))
             for s in steps:
-                if s.get("phases"):  # a rolling update: what it cost, phase by phase
+                if s.get("phases"):  # a rolling update or faults: phase by phase
                     console.print(view.phase_table(s))
+                if s.get("faults"):  # each event: detection, recovery, the promise
+                    console.print(view.fault_table(s))
             if ceilings is not None:
                 show_ceilings(console, steps)
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())

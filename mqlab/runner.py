@@ -24,6 +24,7 @@ import psutil
 
 from mqlab import livedata, stepresult
 from mqlab.backlog import QueueDepth
+from mqlab.errors import MqlabError
 from mqlab.figures import WorkerFigures
 from mqlab.ledger import count_ledgers, sent_at_least
 from mqlab.plan import Layout, Plan, Step, layout
@@ -33,6 +34,8 @@ from mqlab.urls import mask
 from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool, process
 
 if TYPE_CHECKING:
+    from mqlab.faults.step import StepFaults
+    from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.sampler import NodeSample, Sampler
     from mqlab.rabbitmq.steps import BrokerSteps
 
@@ -63,6 +66,7 @@ class Runner:
         broker_label: str = "",
         queue_depth: QueueDepth | None = None,
         broker_steps: BrokerSteps | None = None,
+        node_control: NodeControl | None = None,
         after_step: Callable[[Step, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self.plan = plan
@@ -98,6 +102,9 @@ class Runner:
         self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
         self._drain: dict[str, Any] = {}
         self._roll: RollingUpdate | None = None  # the step's rolling update, if it has one
+        #: a managed RabbitMQ's nodes, for node fault events
+        self.node_control = node_control
+        self._faults: StepFaults | None = None  # the step's fault events, if it has any
         # the live view redraws several times a second, snapshots come once: merge
         # the workers' figures only when one of them changed
         self._live: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
@@ -114,6 +121,8 @@ class Runner:
         self.pool.sample_cpu(workers, measuring)
         if measuring and self._roll is not None:
             self._roll.tick(workers, self._window[0])
+        if self._faults is not None:
+            self._faults.sample_cpu(measuring)
         if self.broker_ps is not None:
             try:
                 cpu = self.broker_ps.cpu_percent(None)
@@ -158,11 +167,27 @@ class Runner:
         sc = step.scenario
         placement = (sc.clients_on or broker.clients, sc.servers_on or broker.servers)
         tmp = tempfile.mkdtemp(prefix="mqlab-step-")
+        urls = self.urls
+        self._faults = None
+        if sc.events:
+            from mqlab.faults.step import StepFaults
+
+            self._faults = StepFaults(
+                sc.events, self.pool, tmp, self.node_control, self.broker_steps
+            )
+            try:
+                urls = await self._faults.urls(self.urls)  # through the fault proxies, if any
+            except MqlabError as exc:  # a proxy that would not start: one line, none left
+                await self._faults.close()
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise StepFailed(str(exc)) from None
         lay = layout(
-            step, self.urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
+            step, urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp, placement=placement,
-            client_urls=self.urls[step.clients_driver.name] if step.clients_driver else (),
+            client_urls=urls[step.clients_driver.name] if step.clients_driver else (),
         )  # fmt: skip
+        if self._faults is not None:
+            self._faults.marker = lay.marker
         self._broker_cpu = []
         self._drain = {}
         self._roll = None
@@ -194,12 +219,16 @@ class Runner:
                     break
                 await asyncio.sleep(0.05)
             await self.pool.reap(workers, grace=2.0)
+            if self._faults is not None:  # the next step starts on a whole cluster
+                await self._faults.close()
             record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted))
         except BaseException:
             await self.pool.reap(workers)
             raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+            if self._faults is not None:
+                await self._faults.close()
             if bsteps is not None:
                 await bsteps.finish(lay.marker, step.queue_type)
             self.skip.clear()
@@ -227,6 +256,8 @@ class Runner:
             await w.send(go)
         interrupted = False
         self._window = (window_start, window_end)
+        if self._faults is not None:
+            self._faults.arm(workers, go)
         # CPU samples on the window's own seconds: primed at its start, then each second
         self._sample_cpu(workers, False)
         next_cpu = window_start
@@ -234,9 +265,13 @@ class Runner:
         if self.broker_steps is not None:
             sampler = self.broker_steps.sampler()
             nodes = asyncio.create_task(self._sample_nodes(sampler, window_start))
+        if self._faults is not None:
+            self._faults.start(window_start)  # each event at its time in the window
         try:
             interrupted = await self._window_loop(step, lay, workers, clients, t0, next_cpu, go)
         finally:
+            if self._faults is not None:
+                await self._faults.stop()  # none after the window; one under way finishes
             if nodes is not None:
                 nodes.cancel()
                 await asyncio.gather(nodes, return_exceptions=True)
@@ -275,6 +310,7 @@ class Runner:
         interrupted = False
         roll = self._roll
         replacing: asyncio.Task[None] | None = None
+        faults = self._faults.timeline if self._faults is not None else None
         while (now := time.monotonic_ns()) < window_end:
             if roll is not None and (replacing is None or replacing.done()):
                 if replacing is not None:
@@ -296,6 +332,8 @@ class Runner:
             phase = "warm-up" if time.monotonic_ns() < window_start else "measuring"
             if roll is not None and phase == "measuring":
                 phase = f"measuring: {roll.phase_text()}"
+            elif faults is not None and phase == "measuring":
+                phase = f"measuring: {faults.phase_text()}"
             self._show(step, phase, workers=workers, lay=lay, t0=t0)
         if replacing is not None:
             await replacing  # bounded: a retiring worker gets its call timeout, then more
@@ -414,6 +452,8 @@ class Runner:
             "samples": len(broker) if broker else max((len(w.cpu) for w in workers), default=0),
             "workers": cpu_workers,
         }
+        if self._faults is not None:
+            cpu.update(self._faults.cpu())
         if self._node_ticks and self.broker_steps is not None:
             from mqlab.rabbitmq.steps import node_figures
 
@@ -434,11 +474,15 @@ class Runner:
             workers_lost=tuple(
                 w.spec.worker
                 for w in workers
-                if w.final is None and not live and not (roll and w.spec.worker in roll.killed)
+                if w.final is None
+                and not live
+                and not (roll and w.spec.worker in roll.killed)
+                and not (self._faults and self._faults.killed(w.spec.worker))
             ),
             cpu=cpu,
             broker=None if live else dict(self._broker_facts),
             **self._rolling_fields(step, window_s),
+            **(self._faults.fields(window_s) if self._faults is not None else {}),
         )
 
     def _rolling_fields(self, step: Step, window_s: float) -> dict[str, Any]:
@@ -541,4 +585,6 @@ class Runner:
         if self.broker_ps is not None:
             cpu = self._broker_cpu[-1] if self._broker_cpu else None
             rows.append(WorkerRow("broker", "broker", "running", cpu, self._broker_rss))
+        if self._faults is not None:
+            rows += self._faults.rows()
         return (*rows, *self._nodes)

@@ -28,6 +28,7 @@ from mqlab.profile import Profile
 from mqlab.urls import host_port, mask
 
 if TYPE_CHECKING:
+    from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.steps import BrokerSteps
 
 
@@ -268,6 +269,14 @@ def broker_steps(
                 api = Management.beside(url, f"http://{host}:15672")
                 return BrokerSteps(api, urls[name])
     return None
+
+
+def node_control(handles: Mapping[str, ServerHandle]) -> NodeControl | None:
+    """The managed RabbitMQ's nodes, for node fault events; None when mqlab runs none."""
+    from mqlab.rabbitmq.faults import NodeControl
+
+    handle = handles.get("rabbitmq")
+    return NodeControl(handle.state_dir) if handle is not None else None
 
 
 def facts(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqlab import latency, phases
+from mqlab.faults import verdict
 from mqlab.figures import WorkerFigures
 from mqlab.plan import Layout, Step
 from mqlab.snapshot import StepRow
@@ -49,6 +50,7 @@ class Outcome:
     events: tuple[dict[str, Any], ...] = ()  # what happened in the window (rolling updates)
     phases: tuple[dict[str, Any], ...] = ()  # name, start_s, end_s: the window cut at events
     update: str = ""  # a rolling update's summary, e.g. "kombu -> pika, 2 servers then ..."
+    faults: bool = False  # the events are fault events: figures and a verdict per event
 
 
 def throughput(per_second: list[int], first: int, seconds: int) -> dict[str, Any]:
@@ -232,6 +234,13 @@ def build(o: Outcome) -> dict[str, Any]:
         record["phases"] = cut
         if o.update:
             record["update"] = phases.cost(cut, p99, o.first_s, record, o.update)
+        if o.faults:
+            record["faults"] = verdict.per_event(
+                list(o.phases), o.first_s, seconds, completions, record["series"]["errors"],
+                record, step.driver.options_dict,
+            )  # fmt: skip
+    elif o.events:  # a running step: the live view marks what happened so far
+        record["events"] = list(o.events)
     return record
 
 

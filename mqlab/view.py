@@ -325,3 +325,23 @@ def environment_line(env: dict[str, Any]) -> str:
         f"mqlab {env.get('mqlab')}, Python {env.get('python')}, uvloop {env.get('uvloop')}; "
         f"{brk}; {env.get('cpu_model')} x {env.get('cpu_count')}; plugins: {plugins}"
     )
+
+
+def fault_table(step: dict[str, Any]) -> Table:
+    """Each fault event: how long to detect and recover, what it cost, the promise kept or not."""
+    table = Table(title=f"faults: {step['driver']} {step['pattern']}", title_justify="left")
+    for name, just in (
+        ("event", "left"), ("at s", "right"), ("detect s", "right"), ("by", "left"),
+        ("recover s", "right"), ("errors", "right"), ("lost", "right"), ("dup", "right"),
+        ("timed out", "right"), ("verdict", "left"),
+    ):  # fmt: skip
+        table.add_column(name, justify=just)  # type: ignore[arg-type]
+    for f in step.get("faults", ()):
+        style = "bold red" if f["verdict"] == "broken" else ""
+        said = f"{f['verdict']}: {f['promise']}" if f.get("promise") else f["verdict"]
+        table.add_row(
+            f["event"], f"{f['t_s']:.1f}", _num(f["detect_s"], "{:.1f}"), f["detected_by"] or "-",
+            _num(f["recover_s"], "{:.1f}"), _num(f["errors"]), _num(f["lost"]),
+            _num(f["duplicates"]), _num(f["timed_out"]), Text(said, style=style),
+        )  # fmt: skip
+    return table

@@ -1,0 +1,55 @@
+"""The broker effector: node actions on a managed RabbitMQ, off the event loop.
+
+``node = "queues"`` is resolved when the event fires: the node that holds the
+step's first queue then (its leader, or master), as the management API says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from mqlab.errors import BrokerError
+from mqlab.faults.events import FaultEvent, node_index
+from mqlab.rabbitmq.faults import NodeControl
+
+
+class BrokerFaults:
+    """Fires broker events on one managed cluster; puts it back as it was after the step."""
+
+    def __init__(self, control: NodeControl, queue_node: Callable[[], Awaitable[str]]) -> None:
+        self.control = control
+        self.queue_node = queue_node  # "nodeK" holding the step's queues
+        self._alarms: set[int] = set()
+
+    async def _place(self, ev: FaultEvent) -> int:
+        name = await self.queue_node() if ev.node == "queues" else ev.node
+        k = node_index(name)
+        if not k:
+            raise BrokerError(f"cannot tell which node holds the step's queues ({name or 'none'})")
+        return k
+
+    async def fire(self, ev: FaultEvent) -> str:
+        k = await self._place(ev)
+        c = self.control
+        if ev.action == "memory_alarm":
+            (self._alarms.add if ev.on else self._alarms.discard)(k)
+            return await asyncio.to_thread(c.memory_alarm, k, ev.on)
+        act = {
+            "stop_node": c.stop,
+            "kill_node": c.kill,
+            "start_node": c.start,
+            "restart_node": c.restart,
+            "close_connections": c.close_connections,
+        }[ev.action]
+        return f"node{k}: " + await asyncio.to_thread(act, k)
+
+    async def restore(self) -> str:
+        """Start the nodes the step left down and clear its alarms: the next step starts whole."""
+        done = []
+        for k in await asyncio.to_thread(self.control.stopped):
+            done.append(f"node{k}: " + await asyncio.to_thread(self.control.start, k))
+        for k in sorted(self._alarms):
+            done.append(await asyncio.to_thread(self.control.memory_alarm, k, False))
+        self._alarms.clear()
+        return "; ".join(done)

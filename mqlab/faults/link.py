@@ -1,0 +1,143 @@
+"""The link effector: a fault proxy process per broker node, between the workers and it.
+
+When a step has link events, every URL its workers would use is replaced by
+its proxy's (same scheme, credentials and path; 127.0.0.1 and the proxy's
+port), so all their traffic to that node crosses the proxy. Each proxy is its
+own process (:mod:`mqlab.faults.proxy`), commanded over its stdin, stopped by
+closing that (then by PID); its CPU is sampled like a worker's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psutil
+
+from mqlab.errors import MqlabError
+from mqlab.faults.events import FaultEvent, node_index
+from mqlab.urls import host_port
+
+_ANSWER_TIMEOUT = 5.0
+
+
+@dataclass
+class ProxyProcess:
+    node: str  # "node1": the K-th URL of the step's list
+    upstream: str  # host:port it forwards to
+    proc: asyncio.subprocess.Process
+    port: int
+    ps: psutil.Process | None
+    cpu: list[float] = field(default_factory=list)
+
+    async def command(self, cmd: dict[str, Any]) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+        await self.proc.stdin.drain()
+        line = await asyncio.wait_for(self.proc.stdout.readline(), _ANSWER_TIMEOUT)
+        answer = line.decode().strip()
+        if not answer.startswith("ok"):
+            raise MqlabError(f"fault proxy for {self.node}: {answer or 'no answer'}")
+        return answer[4:] if answer.startswith("ok: ") else answer
+
+
+def via(url: str, port: int) -> str:
+    """``url`` with its host and port replaced by the proxy's."""
+    parts = urlsplit(url)
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{userinfo}{at}127.0.0.1:{port}"))
+
+
+class LinkFaults:
+    """The proxies of one step: started before its workers, stopped after them."""
+
+    def __init__(self, queue_node: Callable[[], Awaitable[str]]) -> None:
+        self.queue_node = queue_node
+        self.proxies: dict[str, ProxyProcess] = {}  # by upstream host:port
+
+    async def start(self, urls: tuple[str, ...]) -> dict[str, str]:
+        """One proxy per node (distinct host:port) of ``urls``; returns URL -> proxied URL."""
+        out = {}
+        for url in urls:
+            host, port = host_port(url)
+            key = f"{host}:{port}"
+            if key not in self.proxies:
+                self.proxies[key] = await self._spawn(f"node{len(self.proxies) + 1}", host, port)
+            out[url] = via(url, self.proxies[key].port)
+        return out
+
+    async def _spawn(self, node: str, host: str, port: int) -> ProxyProcess:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "mqlab.faults.proxy", host, str(port),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), 10.0)
+            listen = int(json.loads(line)["port"])
+        except (TimeoutError, ValueError, KeyError) as exc:
+            proc.kill()
+            await proc.wait()
+            raise MqlabError(f"the fault proxy for {host}:{port} did not start ({exc})") from None
+        ps: psutil.Process | None = None
+        with contextlib.suppress(psutil.Error):
+            ps = psutil.Process(proc.pid)
+            ps.cpu_percent(None)  # primes the first sample
+        return ProxyProcess(node, f"{host}:{port}", proc, listen, ps)
+
+    async def _targets(self, ev: FaultEvent) -> list[ProxyProcess]:
+        name = await self.queue_node() if ev.node == "queues" else ev.node
+        k = node_index(name)
+        found = [p for p in self.proxies.values() if p.node == f"node{k}"]
+        if not found:
+            raise MqlabError(f"{name or ev.node}: no proxied node of that name in this step")
+        return found
+
+    async def fire(self, ev: FaultEvent) -> str:
+        cmd = {"action": ev.action, "ms": ev.ms, "jitter_ms": ev.jitter_ms, "kbps": ev.kbps}
+        said = [f"{p.node}: {await p.command(cmd)}" for p in await self._targets(ev)]
+        return "; ".join(said)
+
+    async def restore(self) -> str:
+        for p in self.proxies.values():
+            await p.command({"action": "restore"})
+        return ""  # nothing to report: the proxies go with the step
+
+    async def stop(self) -> None:
+        """Close each proxy's stdin (it exits), then SIGKILL what is left, by PID."""
+        for p in self.proxies.values():
+            if p.proc.stdin is not None:
+                p.proc.stdin.close()
+        for p in self.proxies.values():
+            try:
+                await asyncio.wait_for(p.proc.wait(), 3.0)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    p.proc.kill()
+                await p.proc.wait()
+
+    def sample_cpu(self, measuring: bool) -> None:
+        for p in self.proxies.values():
+            try:
+                value = p.ps.cpu_percent(None) if p.ps is not None else None
+            except psutil.Error:
+                value = None
+            if measuring and value is not None:
+                p.cpu.append(value)
+
+    def figures(self) -> list[dict[str, Any]]:
+        """Each proxy's CPU over the window (% of one core), for the results."""
+        return [
+            {
+                "proxy": p.node,
+                "upstream": p.upstream,
+                "cpu_percent": round(sum(p.cpu) / len(p.cpu), 1) if p.cpu else None,
+            }
+            for p in self.proxies.values()
+        ]

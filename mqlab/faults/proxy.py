@@ -1,0 +1,152 @@
+"""The TCP fault proxy: one process between a step's workers and one broker node.
+
+Run as ``python -m mqlab.faults.proxy HOST PORT``: it listens on a free loopback
+port, prints ``{"port": N}`` on stdout, forwards every connection to HOST:PORT,
+and takes one JSON command per line on stdin, answering one line each:
+
+- ``{"action": "delay", "ms": 200, "jitter_ms": 20}``: every chunk, both ways,
+  is held ms ± jitter (uniform) before it is forwarded, in order;
+- ``{"action": "bandwidth", "kbps": 512}``: each direction of each connection
+  forwards at most that many kbit/s;
+- ``{"action": "cut"}``: nothing is forwarded, either way, and new connections
+  are held unanswered; sockets stay open, so no peer sees a FIN or an RST (the
+  kernel's buffers fill, as on a link that drops every packet);
+- ``{"action": "reset"}``: every open connection is reset on both sides
+  (SO_LINGER 0, then close: an RST each way);
+- ``{"action": "restore"}``: no delay, no limit, no cut; held data flows on.
+
+It is its own process so that its CPU is measured apart from the controller's
+and the workers'. It has no notion of packets: packet loss needs ``tc netem``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass
+
+_CHUNK = 65536
+#: a bandwidth limit forwards this much at a time (about three full Ethernet frames)
+_SLICE = 4096
+
+
+@dataclass
+class Shaping:
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    bytes_per_s: float = 0.0  # 0: no limit
+    cut: bool = False
+
+
+class Proxy:
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self.shape = Shaping()
+        self.flowing = asyncio.Event()  # cleared while cut
+        self.flowing.set()
+        self.links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
+
+    async def serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        await self.flowing.wait()  # a connection made during a cut is held, unanswered
+        try:
+            up_r, up_w = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            _reset(client_w)
+            return
+        link = (client_w, up_w)
+        self.links.add(link)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._pump(client_r, up_w))
+                tg.create_task(self._pump(up_r, client_w))
+        except* (OSError, EOFError):
+            pass
+        finally:
+            self.links.discard(link)
+            for w in link:
+                with contextlib.suppress(OSError, RuntimeError):
+                    w.close()
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One direction: read, hold as the shaping says, write; in order."""
+        due = 0.0
+        while True:
+            await self.flowing.wait()  # while cut: not read, so the sender's buffers fill
+            data = await reader.read(_CHUNK)
+            if not data:
+                with contextlib.suppress(OSError, RuntimeError):
+                    writer.write_eof()
+                return
+            s = self.shape
+            if s.delay_s or s.jitter_s:
+                hold = max(0.0, s.delay_s + random.uniform(-s.jitter_s, s.jitter_s))
+                due = max(due, time.monotonic() + hold)  # never reorder the stream
+                await asyncio.sleep(due - time.monotonic())
+            await self.flowing.wait()  # a cut during the hold holds this chunk too
+            if not s.bytes_per_s:
+                writer.write(data)
+                await writer.drain()
+                continue
+            for i in range(0, len(data), _SLICE):  # a slow link: each slice takes its time
+                piece = data[i : i + _SLICE]
+                await asyncio.sleep(len(piece) / s.bytes_per_s)
+                writer.write(piece)
+                await writer.drain()
+
+    def command(self, cmd: dict[str, object]) -> str:
+        action = cmd.get("action")
+        if action == "delay":
+            self.shape.delay_s = float(str(cmd.get("ms", 0))) / 1000
+            self.shape.jitter_s = float(str(cmd.get("jitter_ms", 0))) / 1000
+        elif action == "bandwidth":
+            self.shape.bytes_per_s = float(str(cmd.get("kbps", 0))) * 1000 / 8
+        elif action == "cut":
+            self.shape.cut = True
+            self.flowing.clear()
+        elif action == "reset":
+            n = len(self.links)
+            for link in list(self.links):
+                for w in link:
+                    _reset(w)
+            return f"ok: {n} connection(s) reset"
+        elif action == "restore":
+            self.shape = Shaping()
+            self.flowing.set()
+        else:
+            return f"error: unknown action {action!r}"
+        return f"ok: {len(self.links)} connection(s) open"
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with SO_LINGER 0: the peer gets an RST, not a FIN."""
+    sock = writer.get_extra_info("socket")
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+async def main(host: str, port: int) -> None:
+    proxy = Proxy(host, port)
+    server = await asyncio.start_server(proxy.serve, "127.0.0.1", 0)
+    print(json.dumps({"port": server.sockets[0].getsockname()[1]}), flush=True)
+    loop = asyncio.get_running_loop()
+    stdin = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+    async with server:
+        while line := await stdin.readline():
+            try:
+                answer = proxy.command(json.loads(line))
+            except (ValueError, TypeError) as exc:
+                answer = f"error: {exc}"
+            print(answer, flush=True)
+    # stdin closed: the controller is gone or done; so is the proxy
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], int(sys.argv[2])))

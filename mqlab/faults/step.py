@@ -1,0 +1,135 @@
+"""A step's faults as the runner sees them: proxies before the workers, the timeline in the
+window, what is put back after, and the fields the step's result gets.
+
+The runner makes one :class:`StepFaults` per step with events and asks it, in
+order: :meth:`urls` (the workers' URLs, through the fault proxies when the step
+has link events), :meth:`arm` (once the workers got ``go``), :meth:`start` and
+:meth:`stop` (the window's start and end), :meth:`close` (after the workers are
+reaped: put back, stop the proxies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from mqlab.faults.broker import BrokerFaults
+from mqlab.faults.events import FaultEvent
+from mqlab.faults.link import LinkFaults
+from mqlab.faults.timeline import Effector, Timeline
+from mqlab.faults.workers import WorkerFaults
+
+if TYPE_CHECKING:
+    from mqlab.rabbitmq.faults import NodeControl
+    from mqlab.rabbitmq.steps import BrokerSteps
+    from mqlab.snapshot import WorkerRow
+    from mqlab.workers import Worker, WorkerPool
+
+
+class StepFaults:
+    def __init__(
+        self,
+        events: tuple[FaultEvent, ...],
+        pool: WorkerPool,
+        tmp: str,
+        nodes: NodeControl | None,
+        broker_steps: BrokerSteps | None,
+    ) -> None:
+        self.events = events
+        self.pool = pool
+        self.tmp = tmp
+        self.marker = ""  # the step's queue marker, set once the runner laid the step out
+        self._closed = False
+        self._queues = ""  # the node "queues" named, once resolved
+        self.nodes = nodes
+        self.broker_steps = broker_steps
+        self.links = LinkFaults(self.queue_node) if any(e.kind == "link" for e in events) else None
+        self.workers: WorkerFaults | None = None
+        self.timeline: Timeline | None = None
+        self._firing: asyncio.Task[None] | None = None
+
+    async def queue_node(self) -> str:
+        """The node holding the step's first queue ("nodeK") when an event first asks, or "".
+
+        Later events of the step get the same node: ``start_node`` after ``kill_node``
+        must start the node that was killed, not the one the queue moved to.
+        """
+        if self._queues or self.broker_steps is None:
+            return self._queues
+        queues = (await self.broker_steps.inspect(self.marker)).get("queues") or []
+        self._queues = str(queues[0].get("leader_node", "")) if queues else ""
+        return self._queues
+
+    async def urls(self, urls: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        """Each driver's URLs as its workers use them: through a proxy when links are faulted."""
+        if self.links is None:
+            return dict(urls)
+        every = tuple(dict.fromkeys(u for us in urls.values() for u in us))
+        proxied = await self.links.start(every)
+        return {name: tuple(proxied[u] for u in us) for name, us in urls.items()}
+
+    def arm(self, workers: list[Worker], go: dict[str, Any]) -> Timeline:
+        """The timeline, its effectors ready; the runner starts it when the window opens."""
+        effectors: dict[str, Effector] = {}
+        self.workers = effectors["worker"] = WorkerFaults(self.pool, self.tmp, workers, go)
+        if self.nodes is not None:
+            effectors["broker"] = BrokerFaults(self.nodes, self.queue_node)
+        if self.links is not None:
+            effectors["link"] = self.links
+        self.timeline = Timeline(self.events, effectors)
+        return self.timeline
+
+    def start(self, window_start: int) -> None:
+        """Fire the armed timeline's events from ``window_start`` on, in the background."""
+        if self.timeline is not None:
+            self._firing = asyncio.create_task(self.timeline.run(window_start))
+
+    async def stop(self) -> None:
+        """The window closed: no further event fires; one under way finishes."""
+        if self.timeline is not None and self._firing is not None:
+            await self.timeline.close(self._firing)
+            self._firing = None
+
+    def killed(self, worker: str) -> bool:
+        """A server this step's events killed: no final figures, by design."""
+        return self.workers is not None and worker in self.workers.killed
+
+    async def close(self) -> None:
+        """Put back what the step left broken, then stop the proxies; once."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.timeline is not None:
+                await self.timeline.restore()
+        finally:
+            if self.links is not None:
+                await self.links.stop()
+
+    def sample_cpu(self, measuring: bool) -> None:
+        if self.links is not None:
+            self.links.sample_cpu(measuring)
+
+    def rows(self) -> list[WorkerRow]:
+        """The proxies in the live view's worker list, with their last CPU sample."""
+        from mqlab.snapshot import WorkerRow
+
+        if self.links is None:
+            return []
+        return [
+            WorkerRow(f"proxy {p.node}", "proxy", "running", p.cpu[-1] if p.cpu else None, None)
+            for p in self.links.proxies.values()
+        ]
+
+    def fields(self, window_s: float) -> dict[str, Any]:
+        """The step result's events, and once it is over its phases and fault figures."""
+        tl = self.timeline
+        if tl is None:
+            return {}
+        if not window_s:  # running: the events so far, for the live view's markers
+            return {"events": tuple(tl.events)}
+        return {"events": tuple(tl.events), "phases": tuple(tl.phases(window_s)), "faults": True}
+
+    def cpu(self) -> dict[str, Any]:
+        return {"proxies": self.links.figures()} if self.links is not None else {}

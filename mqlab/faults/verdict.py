@@ -1,0 +1,100 @@
+"""Figures per fault event from a step's per-second series, and the driver's promise checked.
+
+For each fired event (``t_s`` seconds into the window), against the median
+throughput of the window's whole seconds before it:
+
+- detected: the first second of the event's phase (until the next event) with an
+  error, or with throughput under half that median; ``detect_s`` is that second's
+  *end* minus the event's time (an upper bound: the series has 1 s resolution);
+- recovered: from then, the first of 3 seconds in a row at 90 % of the median
+  or more; ``recover_s`` is that stretch's start minus the event's time;
+- errors: the errors the series counts in the event's phase (until the next event).
+
+Lost, duplicated and timed-out messages are the step's (a message that never
+arrived has no second to be dated by), so every event of one step shares them.
+The promise: ``retry`` > 0 (or forever) promises no loss; ``retry = 0`` promises
+no duplicates (at most once). A step that breaks its driver's promise has every
+event's verdict ``broken``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+DETECT_SHARE = 0.5
+RECOVER_SHARE = 0.9
+RECOVER_SECONDS = 3
+
+
+def promise(options: dict[str, Any]) -> tuple[str, str] | None:
+    """(what must stay 0, the promise in words) from the driver's ``retry``; None: none stated."""
+    if "retry" not in options:
+        return None
+    retry = options["retry"]
+    if retry == 0:
+        return "duplicates", "at most once (retry = 0): no duplicates"
+    forever = retry is None or retry == -1
+    return "lost", f"no loss (retry = {'forever' if forever else retry})"
+
+
+def per_event(
+    phases: list[dict[str, Any]],
+    first_s: int,
+    seconds: int,
+    completions: list[int],
+    errors: list[int],
+    record: dict[str, Any],
+    options: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """One entry per event phase (every phase but "before"), in order."""
+    end = first_s + seconds
+
+    def at(series: list[int], i: int) -> int:
+        return series[i] if 0 <= i < len(series) else 0
+
+    kept = promise(options)
+    broken = kept is not None and record[kept[0]] > 0
+    timed_out = int(record["errors"].get("CallTimeout", 0))
+    out = []
+    for p in phases[1:]:
+        t = float(p["start_s"])
+        e = first_s + int(t)
+        before = [at(completions, i) for i in range(first_s, e)]
+        median = statistics.median(before) if before else None
+        detect_i: int | None = None
+        how = ""
+        # detected within the event's own phase: a drop after the next event is that one's
+        phase_end = min(end, first_s + max(int(t) + 1, round(float(p["end_s"]))))
+        for i in range(e, phase_end):
+            if at(errors, i) > 0:
+                detect_i, how = i, "error"
+                break
+            if median is not None and at(completions, i) < DETECT_SHARE * median:
+                detect_i, how = i, "throughput"
+                break
+        recover_i: int | None = None
+        if detect_i is not None and median is not None:
+            for i in range(detect_i, end - RECOVER_SECONDS + 1):
+                run = [at(completions, j) for j in range(i, i + RECOVER_SECONDS)]
+                if all(v >= RECOVER_SHARE * median for v in run):
+                    recover_i = i
+                    break
+        detect_s = None if detect_i is None else max(0.0, detect_i + 1 - first_s - t)
+        recover_s = None if recover_i is None else max(0.0, recover_i - first_s - t)
+        secs = range(first_s + round(t), first_s + round(float(p["end_s"])))
+        out.append({
+            "event": p["name"],
+            "t_s": round(t, 3),
+            "median_before": median,
+            "detect_s": None if detect_s is None else round(detect_s, 3),
+            "detected_by": how or None,
+            "recover_s": None if recover_s is None else round(recover_s, 3),
+            "errors": sum(at(errors, i) for i in secs),
+            "lost": record["lost"],
+            "duplicates": record["duplicates"],
+            "timed_out": timed_out,
+            "promise": kept[1] if kept else None,
+            "verdict": "no promise" if kept is None else "broken" if broken else "kept",
+        })  # fmt: skip
+    return out
