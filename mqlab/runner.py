@@ -12,7 +12,6 @@ results callback.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
 import shutil
 import tempfile
@@ -22,11 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from mqlab import livedata, stepresult
+from mqlab import collect, livedata, stepresult
 from mqlab.backlog import QueueDepth
 from mqlab.errors import MqlabError
-from mqlab.figures import WorkerFigures
-from mqlab.ledger import count_ledgers, sent_at_least
 from mqlab.plan import Layout, Plan, Step, layout
 from mqlab.rolling import RollingUpdate
 from mqlab.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
@@ -404,54 +401,10 @@ class Runner:
     ) -> stepresult.Outcome:
         run = self.plan.profile.run
         roll = self._roll
-        # by role, not by name: a rolling update's successors count for the same side
-        figs_c = WorkerFigures.total(w.last for w in workers if w.spec.clients)
-        figs_s = WorkerFigures.total(w.last for w in workers if w.spec.servers)
-        if any(w.spec.role == "both" for w in workers):
-            figs_s = figs_c  # in-process: one worker holds both sides
-        unique: int | None = None
-        cross = 0
-        if tmp is not None and not live:
-            # clients that never sent their final figures (killed on purpose or crashed):
-            # their sends are at least what the servers' ledgers prove
-            short = {role.client_id for w in workers if w.final is None for role in w.spec.clients}
-            if short:
-                floor = sent_at_least(tmp, figs_c.sent_by_client, short)
-                extra = sum(floor.values()) - sum(figs_c.sent_by_client.values())
-                figs_c = dataclasses.replace(figs_c, sent=figs_c.sent + extra, sent_by_client=floor)
-            unique, cross = count_ledgers(tmp, figs_c.sent_by_client)
+        figs_c, figs_s, unique, cross = collect.worker_figures(workers, tmp, live)
         start_ns, end_ns = self._window
         window_s = (end_ns - start_ns) / 1e9 if not live else 0.0
-        cpu_workers: list[dict[str, Any]] = [
-            {
-                "worker": w.spec.worker,
-                "role": w.spec.role,
-                "cpu_percent": round(sum(w.cpu) / len(w.cpu), 1) if w.cpu else None,
-                "peak_rss_mb": round(w.peak_rss / 2**20, 1),
-            }
-            for w in workers
-        ]
-
-        def role_cpu(roles: set[str], last: bool) -> float | None:
-            vals = [
-                (w.cpu[-1] if last else c["cpu_percent"]) if w.cpu else None
-                for w, c in zip(workers, cpu_workers, strict=True)
-                if w.spec.role in roles
-            ]
-            known = [v for v in vals if v is not None]
-            return round(sum(known), 1) if known else None
-
-        broker = self._broker_cpu
-        cpu = {
-            "clients_percent": role_cpu({"client", "both"}, live),
-            "servers_percent": role_cpu({"server"}, live),
-            "broker_percent": (
-                (broker[-1] if live else round(sum(broker) / len(broker), 1)) if broker else None
-            ),
-            "broker_process": self.broker_process(),
-            "samples": len(broker) if broker else max((len(w.cpu) for w in workers), default=0),
-            "workers": cpu_workers,
-        }
+        cpu = collect.cpu_figures(workers, self._broker_cpu, self.broker_process(), live)
         if self._faults is not None:
             cpu.update(self._faults.cpu())
         if self._node_ticks and self.broker_steps is not None:
@@ -481,30 +434,9 @@ class Runner:
             ),
             cpu=cpu,
             broker=None if live else dict(self._broker_facts),
-            **self._rolling_fields(step, window_s),
+            **collect.rolling_fields(self._roll, step, window_s),
             **(self._faults.fields(window_s) if self._faults is not None else {}),
         )
-
-    def _rolling_fields(self, step: Step, window_s: float) -> dict[str, Any]:
-        roll = self._roll
-        if roll is None or step.rolling_to is None or not window_s:
-            return {}
-        r = roll.rolling
-        parts = roll.roles
-        first, second = (
-            ("clients", "servers") if r.order == "clients-first" else ("servers", "clients")
-        )
-        how = "interleaved" if r.order == "interleaved" else "then"
-
-        def n(role: str) -> str:  # "1 client", "3 servers"
-            return f"{parts[role]} {role if parts[role] != 1 else role[:-1]}"
-
-        label = f"{r.old} -> {r.new}, {n(first)} {how} {n(second)}, {r.stop}"
-        return {
-            "events": tuple(roll.events),
-            "phases": tuple(roll.phases(window_s)),
-            "update": label,
-        }
 
     def broker_process(self) -> dict[str, Any] | None:
         """Which process was sampled as the broker, so a reader can check the CPU figure."""
