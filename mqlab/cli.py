@@ -91,7 +91,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- running -------------------------------------------------------------------
+# -- a finished run ------------------------------------------------------------
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -27,7 +27,6 @@ from mqlab.rabbitmq.queues import QUEUE_TYPES
 from mqlab.sizes import SizeSpec, parse_size
 
 PATTERNS = ("call", "cast", "notify")
-_Reader = FieldReader  # the name this module's parsers use
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,9 +191,9 @@ def load_profile(path: str | Path) -> Profile:
 
 
 def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
-    top = _Reader(path, "", dict(data), _TOP_KEYS)
+    top = FieldReader(path, "", dict(data), _TOP_KEYS)
 
-    run_r = _Reader(path, "run", top.table.get("run", {}), _RUN_KEYS)
+    run_r = FieldReader(path, "run", top.table.get("run", {}), _RUN_KEYS)
     default_name = Path(path).stem if path != "<profile>" else "profile"
     run = RunSettings(
         name=run_r.name("name", default_name[: limits.MAX_NAME_CHARS] or "profile"),
@@ -205,7 +204,7 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         processes=run_r.count("processes", 1, 1, 10**9),  # limited in limits.check_plan
     )
 
-    broker_r = _Reader(path, "broker", top.table.get("broker", {}), _BROKER_KEYS)
+    broker_r = FieldReader(path, "broker", top.table.get("broker", {}), _BROKER_KEYS)
     managed = broker_r.boolean("managed", False)
     nodes = broker_r.count("nodes", 1, 1, 10**9)
     if nodes > MAX_NODES:
@@ -248,13 +247,13 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         if "url" in table and "urls" in table:
             raise ProfileError(path, f"{where}.urls", "give url or urls, not both")
         key = "urls" if "urls" in table else "url"
-        own = _Reader(path, where, table, set(table)).urls(key) if key in table else ()
+        own = FieldReader(path, where, table, set(table)).urls(key) if key in table else ()
         opts = tuple(sorted((k, v) for k, v in table.items() if k not in _DRIVER_KEYS))
-        typed = _Reader(path, where, table, set(table))
+        typed = FieldReader(path, where, table, set(table))
         kinds = tuple((k, _queue_type(typed, k)) for k in _QUEUE_TYPE_KEYS if k in table)
         drivers.append(DriverSpec(name, plugin, opts, own, kinds))
 
-    defaults_r = _Reader(path, "defaults", top.table.get("defaults", {}), _DEFAULT_KEYS)
+    defaults_r = FieldReader(path, "defaults", top.table.get("defaults", {}), _DEFAULT_KEYS)
     defaults = _codec_settings(defaults_r, "json", True, parse_size("openstack"))
 
     raw_scenarios = top.table.get("scenario")
@@ -268,7 +267,11 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
     everywhere = parse_events(top)  # [[event]]: every scenario's timeline
     scenarios = tuple(
         _scenario(
-            _Reader(path, f"scenario[{i}]", raw, _SCENARIO_KEYS), defaults, names, size, everywhere
+            FieldReader(path, f"scenario[{i}]", raw, _SCENARIO_KEYS),
+            defaults,
+            names,
+            size,
+            everywhere,
         )
         for i, raw in enumerate(raw_scenarios)
     )
@@ -277,7 +280,9 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
     return profile
 
 
-def _codec_settings(r: _Reader, serializer: str, envelope: bool, size: SizeSpec) -> dict[str, Any]:
+def _codec_settings(
+    r: FieldReader, serializer: str, envelope: bool, size: SizeSpec
+) -> dict[str, Any]:
     ser = r.string("serializer", serializer)
     if ser not in SERIALIZERS:
         raise r.fail("serializer", f"expected one of {', '.join(SERIALIZERS)}, got {ser!r}")
@@ -292,14 +297,14 @@ def _codec_settings(r: _Reader, serializer: str, envelope: bool, size: SizeSpec)
     return out
 
 
-def _queue_type(r: _Reader, key: str) -> str:
+def _queue_type(r: FieldReader, key: str) -> str:
     value = r.string(key, "classic")
     if value not in QUEUE_TYPES:
         raise r.fail(key, f"expected one of {', '.join(QUEUE_TYPES)}, got {value!r}")
     return value
 
 
-def _placement(r: _Reader, key: str, default: str, nodes: int) -> str:
+def _placement(r: FieldReader, key: str, default: str, nodes: int) -> str:
     value = r.string(key, default)
     problem = check_placement(value, nodes)
     if problem:
@@ -308,7 +313,7 @@ def _placement(r: _Reader, key: str, default: str, nodes: int) -> str:
 
 
 def _scenario(
-    r: _Reader,
+    r: FieldReader,
     defaults: Mapping[str, Any],
     drivers: set[str],
     nodes: int,
