@@ -126,7 +126,7 @@ def _run(
     def on_step(record: dict[str, Any]) -> None:
         results.add_step(record)
         if not interactive and not args.quiet:
-            row = runner.finished_rows[-1]
+            row = runner.progress.finished_rows[-1]
             print(view.plain_line(row, len(plan.steps)), flush=True)
 
     run_id = uuid.uuid4().hex[:6]

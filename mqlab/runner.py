@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from mqlab import collect, livedata, stepresult
+from mqlab import collect, stepresult
 from mqlab.backlog import QueueDepth
+from mqlab.drain import drain
 from mqlab.errors import MqlabError
 from mqlab.plan import Layout, Plan, Step, layout
+from mqlab.progress import Progress
 from mqlab.rolling import RollingUpdate
-from mqlab.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
+from mqlab.snapshot import RunSnapshot, WorkerRow
 from mqlab.urls import mask
 from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool, process
 
@@ -40,8 +42,6 @@ __all__ = ["Interrupted", "Runner", "StepFailed"]
 
 #: workers get this long to send their final figures and exit
 FINISH_TIMEOUT = 10.0
-#: a drain is over when every server's own clock shows no receipt for this long
-DRAIN_IDLE = 1.0
 _TICK = 0.25
 #: after a Ctrl-C, the longest the in-flight wait and the drain go on
 INTERRUPT_GRACE = 1.0
@@ -70,25 +70,20 @@ class Runner:
         self.urls = urls
         self.run_id = run_id
         self.in_process = in_process
-        self.on_snapshot = on_snapshot
         self.on_step = on_step
         #: awaited with each finished step's record before it is recorded (`mqlab ceiling`)
         self.after_step = after_step
         self.broker_ps = process(broker_pid)
         # every URL once, in driver order: what the live view names as the broker
         shown = dict.fromkeys(u for driver_urls in urls.values() for u in driver_urls)
-        self.broker_label = broker_label or ", ".join(mask(u) for u in shown)
+        label = broker_label or ", ".join(mask(u) for u in shown)
+        self.progress = Progress(plan, label, on_snapshot)
         self.interrupt = asyncio.Event()  # first Ctrl-C: finish this interval, keep results
         self.force = asyncio.Event()  # second Ctrl-C: stop now
         self._interrupted_at: float | None = None
         self.skip = asyncio.Event()  # the monitor's `n`: end this step's window now, go on
         self.stop_after = asyncio.Event()  # the monitor's `q`: no step after this one
-        self.finished_rows: list[StepRow] = []
-        self.finished_series: list[StepSeries] = []
-        self.errors = livedata.ErrorTally()
-        self._nodes: list[WorkerRow] = []  # the last finished step's broker nodes, if any
         self._broker_rss: float | None = None
-        self.started = time.monotonic()
         self.pool = WorkerPool(self.force)
         self.queue_depth = queue_depth
         #: queue types, queue homes and per-node figures (a RabbitMQ broker), if any
@@ -102,9 +97,6 @@ class Runner:
         #: a managed RabbitMQ's nodes, for node fault events
         self.node_control = node_control
         self._faults: StepFaults | None = None  # the step's fault events, if it has any
-        # the live view redraws several times a second, snapshots come once: merge
-        # the workers' figures only when one of them changed
-        self._live: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
 
     async def __aenter__(self) -> Runner:
         await self.pool.open()
@@ -229,10 +221,7 @@ class Runner:
             if bsteps is not None:
                 await bsteps.finish(lay.marker, step.queue_type)
             self.skip.clear()
-        self.finished_rows.append(stepresult.row(record, record["status"]))
-        self.finished_series.append(livedata.series(record, running=False))
-        self.errors.finish(record)
-        self._nodes = livedata.node_rows(record) or self._nodes
+        self.progress.finish(record)
         self._show(step, record["status"], done=True)
         return record
 
@@ -281,7 +270,11 @@ class Runner:
                 break
             await asyncio.sleep(0.05)
             self._show(step, "draining", workers=workers, lay=lay, t0=t0)
-        await self._drain_step(step, lay, workers, clients, t0)
+        self._drain = await drain(
+            workers, clients, lay.groups, lay.marker, self.plan.profile.run.drain,
+            self.queue_depth, self._cut_short,
+            lambda: self._show(step, "draining", workers=workers, lay=lay, t0=t0),
+        )  # fmt: skip
         return interrupted or self.interrupt.is_set()
 
     async def _sample_nodes(self, sampler: Sampler, window_start: int) -> None:
@@ -337,56 +330,6 @@ class Runner:
         if not interrupted:
             self._sample_cpu(workers, True)  # the window's last (partial) second
         return interrupted
-
-    async def _drain_step(
-        self, step: Step, lay: Layout, workers: list[Worker], clients: list[Worker], t0: int
-    ) -> None:
-        """Wait for late messages while there is evidence they are still coming.
-
-        Evidence: a server's own clock shows a receipt within DRAIN_IDLE (taken from a
-        snapshot newer than the drain's start, so a busy server that answers late
-        is never read as idle), or the broker still holds the step's messages.
-        Ends when every expected delivery arrived, when neither holds, at ``[run]
-        drain``, or on a second Ctrl-C.
-        """
-        run = self.plan.profile.run
-        servers = [w for w in workers if w.spec.servers]
-        began = time.monotonic()
-        began_ns = time.monotonic_ns()
-        limit = began + run.drain
-        marker = lay.marker
-        end = "complete"
-        depth: int | None = None
-        while servers:
-            for w in workers:
-                await w.send({"type": "snap"})
-            await asyncio.sleep(0.1)
-            sent = sum(w.last.sent for w in clients)
-            got = sum(w.last.received for w in servers)
-            if got >= sent * lay.groups:
-                end = "complete"
-                break
-            if self._cut_short():
-                end = "user"
-                break
-            if time.monotonic() > limit:
-                end = "limit"
-                break
-            fresh = all(w.gone or w.last.at >= began_ns for w in servers)
-            quiet = all(w.gone or w.last.at - w.last.last_rx >= DRAIN_IDLE * _NS for w in servers)
-            if fresh and quiet:
-                depth = await self.queue_depth.depth(marker) if self.queue_depth else None
-                if not depth:
-                    end = "idle"
-                    break
-            self._show(step, "draining", workers=workers, lay=lay, t0=t0)
-        if end != "complete" and self.queue_depth is not None and depth is None:
-            depth = await self.queue_depth.depth(marker)
-        self._drain = {
-            "drain_s": round(time.monotonic() - began, 2),
-            "drain_end": end,
-            "still_queued": depth if end != "complete" else 0 if self.queue_depth else None,
-        }
 
     # -- figures -----------------------------------------------------------
 
@@ -458,65 +401,16 @@ class Runner:
         t0: int = 0,
         done: bool = False,
     ) -> None:
-        current = None
-        running: list[dict[str, Any]] = []
-        if not done:
-            if workers and lay is not None:
-                key = (step.index, *(w.version for w in workers))
-                if key != self._live[0] or self._live[1] is None:
-                    outcome = self._outcome(step, lay, workers, None, False, live=True)
-                    self._live = (key, stepresult.build(outcome))
-                record = self._live[1]
-                assert record is not None
-                running.append(record)
-                # the last complete second is the honest "now"
-                series = record["series"][
-                    "round_trip" if step.scenario.pattern == "call" else "received"
-                ]
-                now_i = (time.monotonic_ns() - t0) // _NS - 1 if t0 else -1
-                rate_now = float(series[now_i]) if 0 <= now_i < len(series) else 0.0
-                current = stepresult.row(record, phase, rate_now=rate_now)
-            else:
-                current = StepRow(
-                    index=step.index,
-                    driver=step.driver.name,
-                    pattern=step.scenario.pattern,
-                    load=stepresult.load_label(step.concurrency, step.rate),
-                    phase=phase,
-                )
-        self.on_snapshot(
-            RunSnapshot(
-                profile=self.plan.profile.run.name,
-                steps_total=len(self.plan.steps),
-                step_number=step.index + 1,
-                elapsed=time.monotonic() - self.started,
-                eta=self.plan.eta(),
-                broker=self.broker_label,
-                current=current,
-                finished=tuple(self.finished_rows),
-                timeline=(
-                    *self.finished_series,
-                    *(livedata.series(r, running=True) for r in running),
-                ),
-                workers=self._worker_rows(workers or []),
-                errors=self.errors.rows(running),
-            )
-        )
+        def live_record() -> dict[str, Any]:
+            assert lay is not None and workers is not None
+            return stepresult.build(self._outcome(step, lay, workers, None, False, live=True))
 
-    def _worker_rows(self, workers: list[Worker]) -> tuple[WorkerRow, ...]:
-        rows = [
-            WorkerRow(
-                name=w.spec.worker,
-                role=w.spec.role,
-                state="gone" if w.gone else "done" if w.done else "running",
-                cpu_percent=w.cpu[-1] if w.cpu else None,
-                rss_mb=round(w.rss / 2**20, 1) if w.rss else None,
-            )
-            for w in workers
-        ]
+        rows: list[WorkerRow] = []
         if self.broker_ps is not None:
             cpu = self._broker_cpu[-1] if self._broker_cpu else None
             rows.append(WorkerRow("broker", "broker", "running", cpu, self._broker_rss))
         if self._faults is not None:
             rows += self._faults.rows()
-        return (*rows, *self._nodes)
+        self.progress.show(
+            step, phase, workers or (), live_record if lay is not None else None, t0, rows, done
+        )
