@@ -19,18 +19,17 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 from mqlab import collect, stepresult
 from mqlab.backlog import QueueDepth
+from mqlab.brokerprocess import BrokerProcess
 from mqlab.drain import drain
 from mqlab.errors import MqlabError
 from mqlab.plan import Layout, Plan, Step, layout
 from mqlab.progress import Progress
 from mqlab.rolling import RollingUpdate
-from mqlab.snapshot import RunSnapshot, WorkerRow
+from mqlab.snapshot import RunSnapshot
 from mqlab.urls import mask
-from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool, process
+from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool
 
 if TYPE_CHECKING:
     from mqlab.faults.step import StepFaults
@@ -73,7 +72,7 @@ class Runner:
         self.on_step = on_step
         #: awaited with each finished step's record before it is recorded (`mqlab ceiling`)
         self.after_step = after_step
-        self.broker_ps = process(broker_pid)
+        self.broker = BrokerProcess(broker_pid)
         # every URL once, in driver order: what the live view names as the broker
         shown = dict.fromkeys(u for driver_urls in urls.values() for u in driver_urls)
         label = broker_label or ", ".join(mask(u) for u in shown)
@@ -83,14 +82,12 @@ class Runner:
         self._interrupted_at: float | None = None
         self.skip = asyncio.Event()  # the monitor's `n`: end this step's window now, go on
         self.stop_after = asyncio.Event()  # the monitor's `q`: no step after this one
-        self._broker_rss: float | None = None
         self.pool = WorkerPool(self.force)
         self.queue_depth = queue_depth
         #: queue types, queue homes and per-node figures (a RabbitMQ broker), if any
         self.broker_steps = broker_steps
         self._node_ticks: list[list[NodeSample]] = []
         self._broker_facts: dict[str, Any] = {}
-        self._broker_cpu: list[float] = []
         self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
         self._drain: dict[str, Any] = {}
         self._roll: RollingUpdate | None = None  # the step's rolling update, if it has one
@@ -112,14 +109,7 @@ class Runner:
             self._roll.tick(workers, self._window[0])
         if self._faults is not None:
             self._faults.sample_cpu(measuring)
-        if self.broker_ps is not None:
-            try:
-                cpu = self.broker_ps.cpu_percent(None)
-                self._broker_rss = self.broker_ps.memory_info().rss / 2**20
-            except psutil.Error:
-                return
-            if measuring:
-                self._broker_cpu.append(cpu)
+        self.broker.sample(measuring)
 
     # -- a step ------------------------------------------------------------
 
@@ -177,7 +167,7 @@ class Runner:
         )  # fmt: skip
         if self._faults is not None:
             self._faults.marker = lay.marker
-        self._broker_cpu = []
+        self.broker.cpu = []
         self._drain = {}
         self._roll = None
         self._node_ticks = []
@@ -347,7 +337,7 @@ class Runner:
         figs_c, figs_s, unique, cross = collect.worker_figures(workers, tmp, live)
         start_ns, end_ns = self._window
         window_s = (end_ns - start_ns) / 1e9 if not live else 0.0
-        cpu = collect.cpu_figures(workers, self._broker_cpu, self.broker_process(), live)
+        cpu = collect.cpu_figures(workers, self.broker.cpu, self.broker.described(), live)
         if self._faults is not None:
             cpu.update(self._faults.cpu())
         if self._node_ticks and self.broker_steps is not None:
@@ -381,15 +371,6 @@ class Runner:
             **(self._faults.fields(window_s) if self._faults is not None else {}),
         )
 
-    def broker_process(self) -> dict[str, Any] | None:
-        """Which process was sampled as the broker, so a reader can check the CPU figure."""
-        if self.broker_ps is None:
-            return None
-        try:
-            return {"pid": self.broker_ps.pid, "name": self.broker_ps.name()}
-        except psutil.Error:
-            return {"pid": self.broker_ps.pid, "name": None}
-
     # -- live view ---------------------------------------------------------
 
     def _show(
@@ -405,10 +386,7 @@ class Runner:
             assert lay is not None and workers is not None
             return stepresult.build(self._outcome(step, lay, workers, None, False, live=True))
 
-        rows: list[WorkerRow] = []
-        if self.broker_ps is not None:
-            cpu = self._broker_cpu[-1] if self._broker_cpu else None
-            rows.append(WorkerRow("broker", "broker", "running", cpu, self._broker_rss))
+        rows = self.broker.rows()
         if self._faults is not None:
             rows += self._faults.rows()
         self.progress.show(
