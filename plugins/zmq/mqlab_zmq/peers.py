@@ -19,7 +19,10 @@ from mqlab.errors import ConnectionLost, DriverError, TransportError, Undelivera
 from mqlab.pending import PendingCalls
 from mqlab_zmq.matchmaker import Record
 from mqlab_zmq.server import pump, raw
-from mqlab_zmq.wire import FAILED, OK
+from mqlab_zmq.wire import FAILED, OK, cast_header
+
+#: a plain int: pyzmq's flag enums cost an enum operation per send
+_NOWAIT = int(zmq.DONTWAIT)
 
 
 def _send_error(record: Record, endpoint: str, exc: zmq.ZMQError) -> TransportError:
@@ -108,24 +111,24 @@ class CallPeer:
 class CastPeer:
     """A PUSH connected to one server's (or listener's) PULL."""
 
-    __slots__ = ("gone", "plain", "record", "sock", "token", "waiting")
+    __slots__ = ("gone", "header", "plain", "record", "sock", "waiting")
 
     def __init__(self, sock: zmq.asyncio.Socket, record: Record) -> None:
         self.sock = sock
         self.plain = raw(sock)
         self.record = record
-        self.token = record.instance.encode()
+        self.header = cast_header(record.instance.encode())
         self.waiting = 0
         self.gone: str | None = None
 
     async def send(self, body: bytes) -> None:
         """Queue one message; waits while the peer's high-water mark is reached."""
-        frames = (self.token, body)
+        frame = self.header + body
         # the plain non-blocking send skips the asyncio wrapper's bookkeeping; only
         # while nobody waits, or it would overtake them and reorder the stream
         if not self.waiting:
             try:
-                self.plain.send_multipart(frames, zmq.DONTWAIT)
+                self.plain.send(frame, _NOWAIT)
                 return
             except zmq.Again:
                 pass
@@ -133,7 +136,7 @@ class CastPeer:
                 raise _send_error(self.record, self.record.cast, exc) from exc
         self.waiting += 1
         try:
-            await self.sock.send_multipart(frames)
+            await self.sock.send(frame)
         except zmq.ZMQError as exc:
             raise _send_error(self.record, self.record.cast, exc) from exc
         except asyncio.CancelledError:

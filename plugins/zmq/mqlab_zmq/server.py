@@ -9,13 +9,16 @@ gone from the wire once it is read, whatever the handler then does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import zmq
 import zmq.asyncio
 
 from mqlab.transport import Handler
-from mqlab_zmq.wire import FAILED, OK, STRANGER
+from mqlab_zmq.wire import FAILED, OK, STRANGER, cast_header
+
+_M = TypeVar("_M", bytes, list[bytes])
 
 #: messages handled back to back before giving the event loop a turn, so a
 #: flood on one socket does not starve the other loops of this process
@@ -33,18 +36,28 @@ def raw(sock: zmq.asyncio.Socket) -> zmq.Socket[bytes]:
 
 
 async def pump(sock: zmq.asyncio.Socket, each: Callable[[list[bytes]], None]) -> None:
-    """Hand every multipart message read from ``sock`` to ``each``, forever.
+    """Hand every multipart message read from ``sock`` to ``each``, forever."""
+    await _pump(sock.recv_multipart, raw(sock).recv_multipart, each)
 
-    One awaited recv, then up to ``BATCH`` non-blocking ones for what is already
-    queued, then a turn for the event loop: the receive loop of every socket here.
+
+async def pump_frames(sock: zmq.asyncio.Socket, each: Callable[[bytes], None]) -> None:
+    """Hand every single-frame message read from ``sock`` to ``each``, forever."""
+    await _pump(sock.recv, raw(sock).recv, each)
+
+
+async def _pump(
+    wait: Callable[[], Awaitable[_M]], recv: Callable[[int], _M], each: Callable[[_M], None]
+) -> None:
+    """One awaited receive, then up to ``BATCH`` non-blocking ones for what is
+    already queued, then a turn for the event loop: the receive loop of every
+    socket here.
     """
-    recv = raw(sock).recv_multipart
     again = zmq.Again
-    nowait = zmq.DONTWAIT
-    frames: list[bytes] | None = None
+    nowait = int(zmq.DONTWAIT)
+    frames: _M | None = None
     while True:
         if frames is None:
-            frames = await sock.recv_multipart()
+            frames = await wait()
         for _ in range(BATCH):
             each(frames)
             try:
@@ -102,14 +115,16 @@ async def serve_casts(
     handler: Handler,
     on_error: Callable[[BaseException], None],
 ) -> None:
-    """Read ``[token, body]`` from a PULL and hand ``body`` to the handler."""
+    """Read ``cast_header(token) + body`` frames from a PULL, hand ``body`` to the handler."""
+    header = cast_header(token)
+    start = len(header)
 
-    def each(frames: list[bytes]) -> None:
-        if len(frames) == 2 and frames[0] == token:
+    def each(frame: bytes) -> None:
+        if frame[:start] == header:
             try:
-                handler(frames[1])
+                handler(frame[start:])
             except Exception as exc:  # noqa: BLE001 - one bad message must not stop the server
                 on_error(exc)
         # else: meant for a previous owner of this port, nobody to tell
 
-    await pump(sock, each)
+    await pump_frames(sock, each)
