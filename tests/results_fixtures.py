@@ -89,6 +89,10 @@ def schema2_run() -> dict[str, Any]:
         open_loop={"intended": 4000, "sent": 3600, "achieved_rate": 900.0, "max_behind_ms": 40.0,
                    "not_sent": 400, "kept_up": False},
         events=[{"t_s": 1.0, "action": "kill-node", "detail": "rabbit@lab killed"}],
+        faults=[{"event": "kill-node", "t_s": 1.0, "median_before": 1000.0, "detect_s": 1.0,
+                 "detected_by": "error", "recover_s": None, "errors": 5, "lost": 7,
+                 "duplicates": 3, "timed_out": 2, "promise": "retry = 0: no duplicates",
+                 "verdict": "broken"}],
         phases=[{"name": "before", "start_s": 0.0, "end_s": 1.0},
                 {"name": "after", "start_s": 1.0, "end_s": 3.0}],
     )  # fmt: skip
@@ -115,6 +119,7 @@ def schema2_run() -> dict[str, Any]:
 
 SCHEMA2_ONLY_STEP_KEYS = (
     "histograms", "open_loop", "flags", "unaccounted", "still_queued", "events", "phases",
+    "faults",
 )  # fmt: skip
 
 

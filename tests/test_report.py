@@ -113,6 +113,19 @@ def test_timeline_marks_events_and_phases(tmp_path: Path) -> None:
     assert {t.name for t in fig.data} >= {"sent/s", "received/s", "p99 ms"}
 
 
+def test_each_fault_event_has_its_figures_and_a_broken_promise_shows_red(
+    tmp_path: Path,
+) -> None:
+    html = _report(tmp_path, fx.schema2_run())
+    table = html[html.index('<th class="">detect s</th>') :]
+    table = table[: table.index("</table>")]
+    tds = table.split('<td class="')[1:]
+    cells = [td.split('">', 1)[1].split("</td>")[0] for td in tds]
+    # at 1.0 s, detected in 1.0 s by an error, not recovered, 5 errors, 7 lost, 3 dup, 2 timed out
+    assert cells[:9] == ["kill-node", "1.0", "1.0", "error", "-", "5", "7", "3", "2"]
+    assert cells[9] == '<span class="bad">broken: retry = 0: no duplicates</span>'
+
+
 def test_cli_writes_the_report_beside_the_results(tmp_path: Path) -> None:
     src = fx.write(tmp_path / "pika-vs-kombu.json", fx.schema2_run())
     proc = mqlab("report", str(src))

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from mqlab import __version__, view
 from mqlab.report import charts
-from mqlab.report.load import Run, Step
+from mqlab.report.load import FaultFigure, Run, Step
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1400px; color: #222; }
@@ -72,6 +72,24 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], left: int = 0) ->
         for r in rows
     )
     return f"<table><tr>{ths}</tr>{trs}</table>"
+
+
+def _faults(s: Step) -> str:
+    """Each fault event's figures; a broken promise in red, as in the run's own table."""
+
+    def verdict(f: FaultFigure) -> str:
+        said = escape(f"{f.verdict}: {f.promise}" if f.promise else f.verdict)
+        return f'<span class="bad">{said}</span>' if f.verdict == "broken" else said
+
+    rows = (
+        (escape(f.event), f"{f.t_s:.1f}", _num(f.detect_s, "{:.1f}"),
+         escape(f.detected_by or "-"), _num(f.recover_s, "{:.1f}"), _num(f.errors),
+         _num(f.lost), _num(f.duplicates), _num(f.timed_out), verdict(f))
+        for f in s.faults
+    )  # fmt: skip
+    head = ("event", "at s", "detect s", "by", "recover s", "errors", "lost", "dup",
+            "timed out", "verdict")  # fmt: skip
+    return _table(head, rows, left=1)
 
 
 def _environment(run: Run) -> str:
@@ -208,6 +226,8 @@ def _step_section(run: Run, s: Step, ch: _Charts) -> str:
                 left=0,
             )
         )
+    if s.faults:
+        parts.append(_faults(s))
     if s.cpu.workers:
         parts.append(
             _table(

@@ -94,6 +94,23 @@ class Event:
 
 
 @dataclass(frozen=True)
+class FaultFigure:
+    """One fired event's figures: detection, recovery, what it cost, the promise checked."""
+
+    event: str
+    t_s: float
+    detect_s: float | None
+    detected_by: str
+    recover_s: float | None
+    errors: int
+    lost: int | None
+    duplicates: int | None
+    timed_out: int | None
+    verdict: str
+    promise: str
+
+
+@dataclass(frozen=True)
 class Phase:
     name: str
     start_s: float
@@ -131,6 +148,7 @@ class Step:
     unaccounted: int | None = None
     still_queued: int | None = None
     events: tuple[Event, ...] = ()
+    faults: tuple[FaultFigure, ...] = ()
     phases: tuple[Phase, ...] = ()
 
     @property
@@ -304,12 +322,22 @@ def _step(raw: dict[str, Any], duration: float | None) -> Step:
             for e in _l(raw.get("events"))
             if isinstance(e, dict)
         ),
+        faults=tuple(_fault(f) for f in _l(raw.get("faults")) if isinstance(f, dict)),
         phases=tuple(
             Phase(str(p.get("name", "")), _f(p.get("start_s")) or 0.0, _f(p.get("end_s")) or 0.0)
             for p in _l(raw.get("phases"))
             if isinstance(p, dict)
         ),
     )
+
+
+def _fault(raw: dict[str, Any]) -> FaultFigure:
+    return FaultFigure(
+        str(raw.get("event", "")), _f(raw.get("t_s")) or 0.0, _f(raw.get("detect_s")),
+        str(raw.get("detected_by") or ""), _f(raw.get("recover_s")), _i(raw.get("errors")) or 0,
+        _i(raw.get("lost")), _i(raw.get("duplicates")), _i(raw.get("timed_out")),
+        str(raw.get("verdict", "")), str(raw.get("promise") or ""),
+    )  # fmt: skip
 
 
 def _aggregate(raw: dict[str, Any]) -> Aggregate:
