@@ -33,6 +33,7 @@ def server_handler(codec: Codec, rec: Recorder, group: int, reply: bool) -> Hand
     """The core's handler: decode, record receipt (and latency), answer a call."""
     decode = codec.decode
     record = rec.on_received
+    answer = codec.reply
 
     def handle(body: bytes) -> bytes | None:
         try:
@@ -41,7 +42,7 @@ def server_handler(codec: Codec, rec: Recorder, group: int, reply: bool) -> Hand
             rec.on_error("BadMessage")
             return None
         record(group, client, seq, ts)
-        return codec.reply(client, seq, ts) if reply else None
+        return answer(client, seq, ts) if reply else None
 
     return handle
 
@@ -69,11 +70,16 @@ class ClientLoad:
         self.client_id = client_id
         self.timeout = timeout
         self.seq = 0
+        self._encode = codec.encoder(client_id)
+        # a cast or a notification is one awaited call: looked up once, not per message
+        self._send = transport.cast if pattern == "cast" else transport.notify
         self.stop = asyncio.Event()
         self.paced = 0  # open loop: messages handed to the driver
         self.behind = 0  # open loop: the latest hand-off after its intended time (ns)
 
     async def one(self, intended: int, deadline: int = 0) -> None:
+        """Send one message meant to leave at ``intended``; closed loop: that is now."""
+        now = intended
         if deadline:
             # open loop: a message that falls due before the window's end but whose
             # turn comes after it is not sent late; the schedule accounts for it
@@ -84,10 +90,11 @@ class ClientLoad:
             self.paced += 1
         seq = self.seq
         self.seq = seq + 1
-        target = self.targets[seq % len(self.targets)]
-        body = self.codec.encode(self.client_id, seq, intended, self.sizes.next())
+        targets = self.targets
+        target = targets[seq % len(targets)]
+        body = self._encode(seq, intended, self.sizes.next())
         rec = self.rec
-        rec.on_sent(self.client_id)
+        rec.on_sent(self.client_id, now)
         try:
             if self.pattern == "call":
                 reply = await self.transport.call(target, body, self.timeout)
@@ -97,10 +104,8 @@ class ClientLoad:
                     rec.on_error("ReplyMismatch", intended, f"reply {client}/{rseq} to call {seq}")
                     return
                 rec.on_reply(ts)
-            elif self.pattern == "cast":
-                await self.transport.cast(target, body)
             else:
-                await self.transport.notify(target, body)
+                await self._send(target, body)
         except TransportError as exc:
             rec.on_error(exc.kind, intended, str(exc))
         except Exception as exc:  # noqa: BLE001 - an unmapped library error is still counted
