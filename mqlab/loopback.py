@@ -91,9 +91,12 @@ class _Group:
     _rr: Iterator[int] = field(default_factory=itertools.count)
 
     def pick(self) -> _Consumer | None:
-        if not self.members:
+        members = self.members
+        if len(members) == 1:
+            return members[0]
+        if not members:
             return None
-        return self.members[next(self._rr) % len(self.members)]
+        return members[next(self._rr) % len(members)]
 
 
 @dataclass
@@ -181,20 +184,24 @@ class LoopbackTransport(Transport):
         pools.setdefault(pool, _Group()).members.append(self._consumer(handler))
 
     def _route(self, target: Target) -> list[_Consumer]:
+        if not target.fanout:
+            return [self._one(target)]
+        group = self._bus.rpc.get((target.exchange, target.topic))
+        if not group or not group.members:
+            raise Undeliverable(f"no loopback server for {target.exchange}/{target.topic}")
+        return list(group.members)
+
+    def _one(self, target: Target) -> _Consumer:
+        """The consumer a targeted or round-robin message goes to (not a fanout)."""
         bus = self._bus
-        if target.fanout:
-            group = bus.rpc.get((target.exchange, target.topic))
-            members = list(group.members) if group else []
-        elif target.server:
+        if target.server:
             one = bus.direct.get((target.exchange, target.topic, target.server))
-            members = [one] if one else []
         else:
             group = bus.rpc.get((target.exchange, target.topic))
-            picked = group.pick() if group else None
-            members = [picked] if picked else []
-        if not members:
+            one = group.pick() if group else None
+        if one is None:
             raise Undeliverable(f"no loopback server for {target.exchange}/{target.topic}")
-        return members
+        return one
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
@@ -206,9 +213,13 @@ class LoopbackTransport(Transport):
 
     async def cast(self, target: Target, body: bytes) -> None:
         item = (body, None)
-        for cons in self._route(target):
-            if not cons.box.offer(item):
+        if target.fanout:
+            for cons in self._route(target):
                 await cons.box.put(item)
+            return
+        box = self._one(target).box
+        if not box.offer(item):  # room: queued without a coroutine, the usual case
+            await box.put(item)
 
     async def notify(self, target: Target, body: bytes) -> None:
         # like an exchange with no queue bound: nobody listening means dropped

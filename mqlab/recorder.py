@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from hdrh.histogram import HdrHistogram
 
@@ -42,7 +43,8 @@ class Recorder:
         self.last_rx = 0
         self.errors: dict[str, int] = {}
         self.error_messages: dict[str, str] = {}
-        self.sent_by_client: dict[int, int] = {}
+        # client id -> how many it has sent: each client counts its own (ClientLoad.seq)
+        self._senders: dict[int, Callable[[], int]] = {}
         self.open_loop: OpenLoop | None = None
         self.ledger = Ledger(ledger_dir, worker)
         # receipts before ``go`` (a server started mid-step finds a backlog waiting):
@@ -80,10 +82,12 @@ class Recorder:
         series[i] += 1
         return i
 
-    def on_sent(self, client: int, now: int) -> None:
+    def count_sends(self, client: int, sent: Callable[[], int]) -> None:
+        """Report ``client``'s sends as ``sent()``: one counter per client, not a dict per send."""
+        self._senders[client] = sent
+
+    def on_sent(self, now: int) -> None:
         """A client hands one message to its driver at ``now`` (monotonic ns)."""
-        by_client = self.sent_by_client
-        by_client[client] = by_client.get(client, 0) + 1
         series = self._s_sent
         i = (now - self.t0) // _NS
         if 0 <= i < len(series):
@@ -192,7 +196,7 @@ class Recorder:
         return WorkerFigures(
             at=time.monotonic_ns(),
             sent=sum(self._s_sent),
-            sent_by_client=dict(self.sent_by_client),
+            sent_by_client={c: n for c, sent in self._senders.items() if (n := sent())},
             received=self.ledger.unique,
             duplicates=self.ledger.duplicates,
             out_of_order=self.ledger.out_of_order,

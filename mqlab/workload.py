@@ -69,7 +69,8 @@ class ClientLoad:
         self.rec = rec
         self.client_id = client_id
         self.timeout = timeout
-        self.seq = 0
+        self.seq = 0  # the next message's number: also how many this client has sent
+        rec.count_sends(client_id, lambda: self.seq)
         self._encode = codec.encoder(client_id)
         # a cast or a notification is one awaited call: looked up once, not per message
         self._send = transport.cast if pattern == "cast" else transport.notify
@@ -89,12 +90,12 @@ class ClientLoad:
             self.behind = max(self.behind, now - intended)
             self.paced += 1
         seq = self.seq
-        self.seq = seq + 1
+        self.seq = seq + 1  # counted as sent (count_sends) with its second binned, together
+        rec = self.rec
+        rec.on_sent(now)
         targets = self.targets
         target = targets[seq % len(targets)]
         body = self._encode(seq, intended, self.sizes.next())
-        rec = self.rec
-        rec.on_sent(self.client_id, now)
         try:
             if self.pattern == "call":
                 reply = await self.transport.call(target, body, self.timeout)
