@@ -72,7 +72,9 @@ class ClientLoad:
         self.seq = 0  # the next message's number: also how many this client has sent
         rec.count_sends(client_id, lambda: self.seq)
         self._encode = codec.encoder(client_id)
+        self._size = sizes.next
         # a cast or a notification is one awaited call: looked up once, not per message
+        self._call = pattern == "call"
         self._send = transport.cast if pattern == "cast" else transport.notify
         self.stop = asyncio.Event()
         self.paced = 0  # open loop: messages handed to the driver
@@ -95,9 +97,9 @@ class ClientLoad:
         rec.on_sent(now)
         targets = self.targets
         target = targets[seq % len(targets)]
-        body = self._encode(seq, intended, self.sizes.next())
+        body = self._encode(seq, intended, self._size())
         try:
-            if self.pattern == "call":
+            if self._call:
                 reply = await self.transport.call(target, body, self.timeout)
                 client, rseq, ts = self.codec.decode(reply)
                 if client != self.client_id or rseq != seq:
@@ -120,14 +122,17 @@ class ClientLoad:
 
     async def _sender(self, end: int) -> None:
         clock = time.monotonic_ns
+        stopped = self.stop.is_set
+        one = self.one
         n = 0
-        while not self.stop.is_set():
+        while not stopped():
             now = clock()
             if now >= end:
                 return
-            await self.one(now)
+            await one(now)
             n += 1
-            if n % _YIELD_EVERY == 0:
+            if n == _YIELD_EVERY:
+                n = 0
                 await asyncio.sleep(0)
 
     async def open_loop(self, rate: float, start: int, end: int) -> None:
