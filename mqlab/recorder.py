@@ -55,6 +55,9 @@ class Recorder:
         self._s_err = self.series["errors"]
         self.hist = {kind: latency.new_histogram() for kind in latency.KINDS}
         self.per_second: dict[str, dict[int, HdrHistogram]] = {k: {} for k in latency.KINDS}
+        # each second's histogram, encoded: a snapshot re-encodes only the seconds its
+        # fold changed, so its cost does not grow with the step's length
+        self._encoded: dict[str, dict[int, str]] = {k: {} for k in latency.KINDS}
         # latencies wait here, packed in one int each (_US_BITS), until a snapshot folds
         # them in: hdrh's record_value costs microseconds in Python, a list append does
         # not. The fold also counts them into the received and round_trip series: one
@@ -153,8 +156,9 @@ class Recorder:
                 continue
             packed = Counter(pending)
             pending.clear()  # the same list: on_received appends to it by a bound name
-            by_sec: dict[int, Counter[int]] = {}
-            window: Counter[int] = Counter()
+            # plain dicts: a Counter's missing-key hook is a Python call per new value
+            by_sec: dict[int, dict[int, int]] = {}
+            window: dict[int, int] = {}
             for key, count in packed.items():
                 us = (key >> 1) & _US_MAX
                 sec = key >> _SEC_SHIFT
@@ -162,20 +166,22 @@ class Recorder:
                     sec = 0  # arrived before t0: second 0, as every series bins it
                 counts = by_sec.get(sec)
                 if counts is None:
-                    counts = by_sec[sec] = Counter()
-                counts[us] += count
+                    counts = by_sec[sec] = {}
+                counts[us] = counts.get(us, 0) + count
                 if key & 1:
-                    window[us] += count
+                    window[us] = window.get(us, 0) + count
             per_second = self.per_second[kind]
+            encoded = self._encoded[kind]
             series = self.series[_COUNTED_IN[kind]]
             for sec, counts in by_sec.items():
                 while len(series) <= sec:
                     series.append(0)
-                series[sec] += counts.total()
+                series[sec] += sum(counts.values())
                 hist = per_second.get(sec)
                 if hist is None:
                     hist = per_second[sec] = latency.new_histogram(latency.SECOND_DIGITS)
                 latency.record(hist, counts)
+                encoded.pop(sec, None)
             self.over_range += latency.record(self.hist[kind], window)
 
     def figures(self) -> WorkerFigures:
@@ -190,9 +196,11 @@ class Recorder:
         per_second: dict[str, list[str]] = {}
         for kind, by_sec in self.per_second.items():
             if by_sec:
-                per_second[kind] = [
-                    latency.encode(by_sec[i]) if i in by_sec else "" for i in range(max(by_sec) + 1)
-                ]
+                encoded = self._encoded[kind]
+                for i, hist in by_sec.items():
+                    if i not in encoded:
+                        encoded[i] = latency.encode(hist)
+                per_second[kind] = [encoded.get(i, "") for i in range(max(by_sec) + 1)]
         return WorkerFigures(
             at=time.monotonic_ns(),
             sent=sum(self._s_sent),

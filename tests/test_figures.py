@@ -220,3 +220,25 @@ def test_worker_figures_cross_the_wire_and_merge() -> None:
     assert merged.sent == 5 and merged.sent_by_client == {1: 3, 2: 2}
     assert merged.errors == {"CallTimeout": 3}
     assert merged.series["sent"] == [1, 3, 1]
+
+
+def test_a_seconds_figures_keep_growing_across_snapshots(tmp_path: Path) -> None:
+    # each snapshot folds what arrived since the last; a second already sent in one
+    # snapshot still gains what arrives in it afterwards (series and histogram alike)
+    import time
+
+    rec = Recorder(str(tmp_path), "w")
+    now = time.monotonic_ns()
+    rec.open(now, now, now + 10_000_000_000)
+    rec.on_received(0, 1, 0, now)
+    rec.on_reply(now)
+    first = rec.figures()
+    for seq in (1, 2):
+        rec.on_received(0, 1, seq, now)
+        rec.on_reply(now)
+    second = rec.figures()
+    rec.ledger.close()
+    for kind, series in (("one_way", "received"), ("round_trip", "round_trip")):
+        assert sum(first.series[series]) == 1 and sum(second.series[series]) == 3
+        assert sum(latency.decode(e).get_total_count() for e in first.per_second[kind] if e) == 1
+        assert sum(latency.decode(e).get_total_count() for e in second.per_second[kind] if e) == 3
