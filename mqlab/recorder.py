@@ -159,8 +159,15 @@ class Recorder:
             # plain dicts: a Counter's missing-key hook is a Python call per new value
             by_sec: dict[int, dict[int, int]] = {}
             window: dict[int, int] = {}
+            # each value goes to its bucket of the 3-digit histogram at once: spread
+            # latencies (a backlog) have nearly as many distinct values as messages, but
+            # a few thousand buckets, and every histogram here records by bucket anyway
+            mask, top = latency.bucket_shape(self.hist[kind])
             for key, count in packed.items():
                 us = (key >> 1) & _US_MAX
+                if us <= latency.HIGHEST_US:  # above: record() counts it as over the range
+                    shift = (us | mask).bit_length() - top
+                    us = us >> shift << shift
                 sec = key >> _SEC_SHIFT
                 if sec < 0:
                     sec = 0  # arrived before t0: second 0, as every series bins it
