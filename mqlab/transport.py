@@ -166,6 +166,11 @@ class Option:
         return f"expected a number <= {high:g}, got {value!r}"
 
 
+#: the ``connect_timeout`` option of a plugin that connects with
+#: :func:`mqlab.connect.connect_first`: its ``per_url`` (the budget is that per URL)
+CONNECT_TIMEOUT = Option((int, float), 5.0, "seconds to connect to one URL", minimum=0.1)
+
+
 class OptionConflict(ValueError):
     """Raised by :meth:`Transport.check_combinations`: names the option and the problem.
 
