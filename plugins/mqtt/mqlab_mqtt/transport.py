@@ -67,12 +67,8 @@ def level(name: str) -> str:
 
 
 def rpc_topic(target: Target) -> str:
-    where = f"{level(target.exchange)}/{level(target.topic)}"
-    if target.fanout:
-        return f"mqlab/all/{where}"
-    if target.server:
-        return f"mqlab/to/{where}/{level(target.server)}"
-    return f"mqlab/rpc/{where}"
+    kind, names = target.route()
+    return "/".join(("mqlab", kind, *map(level, names)))
 
 
 def note_topic(target: Target) -> str:
