@@ -151,7 +151,7 @@ class MqttTransport(Transport):
     async def aclose(self) -> None:
         client, self.client = self.client, None
         task, self._dispatcher = self._dispatcher, None
-        self._pending.reject_all(ConnectionLost("transport closed while waiting for a reply"))
+        self._pending.close()
         if client is None:
             return
         for each in [task, *self._sends]:

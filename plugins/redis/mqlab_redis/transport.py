@@ -142,7 +142,7 @@ class RedisStreamsTransport(Transport):
         conn, blocking, self.conn, self.blocking = self.conn, self.blocking, None, None
         readers, self._readers = self._readers, []
         task, self._reply_task = self._reply_task, None
-        self._pending.reject_all(ConnectionLost("transport closed while waiting for a reply"))
+        self._pending.close()
         if conn is None:
             return
         try:
