@@ -24,7 +24,6 @@ from mqlab.background import BackgroundLoad
 from mqlab.backlog import QueueDepth
 from mqlab.brokerprocess import BrokerProcess
 from mqlab.drain import drain
-from mqlab.errors import MqlabError
 from mqlab.plan import Layout, Plan, Step, layout
 from mqlab.progress import Progress, worker_rows
 from mqlab.rolling import RollingUpdate
@@ -35,7 +34,7 @@ from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool
 if TYPE_CHECKING:
     from mqlab.faults.step import StepFaults
     from mqlab.rabbitmq.faults import NodeControl
-    from mqlab.rabbitmq.sampler import NodeSample, Sampler
+    from mqlab.rabbitmq.sampler import NodeSample
     from mqlab.rabbitmq.steps import BrokerSteps
 
 __all__ = ["Interrupted", "Runner", "StepFailed"]
@@ -160,10 +159,9 @@ class Runner:
             )
             try:
                 urls = await self._faults.urls(self.urls)  # through the fault proxies, if any
-            except MqlabError as exc:  # a proxy that would not start: one line, none left
-                await self._faults.close()
+            except StepFailed:
                 shutil.rmtree(tmp, ignore_errors=True)
-                raise StepFailed(str(exc)) from None
+                raise
         lay = layout(
             step, urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp, placement=placement,
@@ -250,8 +248,10 @@ class Runner:
         next_cpu = window_start
         nodes = None
         if self.broker_steps is not None:
+            from mqlab.rabbitmq.sampler import sample_from
+
             sampler = self.broker_steps.sampler()
-            nodes = asyncio.create_task(self._sample_nodes(sampler, window_start))
+            nodes = asyncio.create_task(sample_from(sampler, window_start, self._node_ticks))
         if self._faults is not None:
             self._faults.start(window_start)  # each event at its time in the window
         try:
@@ -280,14 +280,6 @@ class Runner:
             limit, timeout = self.plan.profile.run.drain, step.scenario.timeout
             await self._bg.drain(limit, timeout, self.queue_depth, self._cut_short)
         return interrupted or self.interrupt.is_set()
-
-    async def _sample_nodes(self, sampler: Sampler, window_start: int) -> None:
-        """Each broker node's CPU and memory on the window's seconds (from its start)."""
-        from mqlab.rabbitmq.sampler import every
-
-        await asyncio.sleep(max(0.0, (window_start - time.monotonic_ns()) / 1e9))
-        async for tick in every(sampler):
-            self._node_ticks.append(tick)
 
     async def _window_loop(
         self,
