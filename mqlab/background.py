@@ -138,9 +138,7 @@ class BackgroundLoad:
             interrupted=interrupted,
             unique=unique,
             cross_duplicates=cross,
-            drain_s=self._drain.get("drain_s", 0.0),
-            drain_end=self._drain.get("drain_end", ""),
-            still_queued=self._drain.get("still_queued"),
+            **self._drain,  # drain_s, drain_end, still_queued; the defaults until drained
             workers_lost=tuple(w.spec.worker for w in self.workers if w.final is None),
             cpu=collect.cpu_figures(self.workers, [], None, False),
         )
