@@ -40,12 +40,17 @@ def background_step(step: Step) -> Step:
     bg = sc.background
     assert bg is not None
     notify = bg.pattern == "notify"
+    durable = sc.durable if bg.durable is None else bg.durable
+    # an exchange of its own, per durability: a broker refuses to declare an exchange again
+    # with other arguments, and the probe's (or another step's) may be the other kind
+    exchange = ("notifications_bg" if notify else "openstack_bg") + ("_durable" if durable else "")
     scenario = dataclasses.replace(
         sc,
         pattern=bg.pattern,
         concurrency=(),
         rate=(bg.rate,),
-        exchange="notifications" if notify else "openstack",
+        exchange=exchange,
+        durable=durable,
         topic=f"{sc.topic}_bg",
         servers=bg.servers,
         pools=bg.pools,

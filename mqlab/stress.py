@@ -16,7 +16,7 @@ from mqlab.sizes import SizeSpec, parse_size
 
 __all__ = ["Background", "parse_background"]
 
-_KEYS = {"pattern", "rate", "message_size", "servers", "pools"}
+_KEYS = {"pattern", "rate", "message_size", "servers", "pools", "durable"}
 _PATTERNS = ("call", "cast", "notify")
 
 
@@ -29,6 +29,7 @@ class Background:
     message_size: SizeSpec | None = None  # None: the scenario's
     servers: int = 1
     pools: int = 1
+    durable: bool | None = None  # None: the scenario's
 
     @property
     def label(self) -> str:
@@ -38,7 +39,7 @@ class Background:
 
 def parse_background(r: FieldReader) -> Background | None:
     """``background = { pattern = "notify", rate = 1000 }`` (optional: message_size,
-    servers, pools), refused field by field like the rest of the profile."""
+    servers, pools, durable), refused field by field like the rest of the profile."""
     if "background" not in r.table:
         return None
     b = FieldReader(r.path, r.field("background"), r.table["background"], _KEYS)
@@ -58,4 +59,5 @@ def parse_background(r: FieldReader) -> Background | None:
         raise b.fail("pools", "pools apply to a notify background only")
     if pools > servers:
         raise b.fail("pools", f"pools = {pools} needs at least {pools} servers; raise servers")
-    return Background(pattern, float(rate), size, servers, pools)
+    durable = b.boolean("durable", False) if "durable" in b.table else None
+    return Background(pattern, float(rate), size, servers, pools, durable)
