@@ -11,10 +11,8 @@ recorded beside the step's under ``background``, never mixed into the probe's.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -118,13 +116,9 @@ class BackgroundLoad:
         cut_short: Callable[[], bool],
     ) -> None:
         """Let its clients finish, then drain on evidence, as the probe's drain does."""
-        from mqlab.drain import drain
+        from mqlab.drain import drain, in_flight
 
-        deadline = time.monotonic() + timeout + 5.0
-        while not all(w.done or w.gone for w in self.clients):
-            if time.monotonic() > deadline or cut_short():
-                break
-            await asyncio.sleep(0.05)
+        await in_flight(self.clients, timeout, cut_short, lambda: None)
         self._drain = await drain(
             self.workers, self.clients, self.layout.groups, self.marker, limit_s,
             queue_depth, cut_short, lambda: None,

@@ -18,11 +18,24 @@ from typing import Any
 from mqlab.backlog import QueueDepth
 from mqlab.workers import Worker
 
-__all__ = ["DRAIN_IDLE", "drain"]
+__all__ = ["DRAIN_IDLE", "drain", "in_flight"]
 
 #: a drain is over when every server's own clock shows no receipt for this long
 DRAIN_IDLE = 1.0
 _NS = 1_000_000_000
+
+
+async def in_flight(
+    clients: list[Worker], timeout: float, cut_short: Callable[[], bool], tick: Callable[[], None]
+) -> None:
+    """Wait until every client finished what it had in flight: a call may wait for its
+    ``timeout``, so at most that and 5 s more, or until a Ctrl-C cuts the wait short."""
+    deadline = time.monotonic() + timeout + 5.0
+    while not all(w.done or w.gone for w in clients):
+        if time.monotonic() > deadline or cut_short():
+            break
+        await asyncio.sleep(0.05)
+        tick()
 
 
 async def drain(

@@ -23,7 +23,7 @@ from mqlab import background, collect, stepresult
 from mqlab.background import BackgroundLoad
 from mqlab.backlog import QueueDepth
 from mqlab.brokerprocess import BrokerProcess
-from mqlab.drain import drain
+from mqlab.drain import drain, in_flight
 from mqlab.plan import Layout, Plan, Step, layout
 from mqlab.progress import Progress, worker_rows
 from mqlab.rolling import RollingUpdate
@@ -264,17 +264,14 @@ class Runner:
                 await asyncio.gather(nodes, return_exceptions=True)
         # successors are clients too: the drain waits for them and counts what they sent
         clients.extend(w for w in workers if w.spec.clients and w not in clients)
-        # clients finish what is in flight (a call may wait for its timeout)
-        deadline = time.monotonic() + step.scenario.timeout + 5.0
-        while not all(w.done or w.gone for w in clients):
-            if time.monotonic() > deadline or self._cut_short():
-                break
-            await asyncio.sleep(0.05)
+
+        def tick() -> None:
             self._show(step, "draining", workers=workers, lay=lay, t0=t0)
+
+        await in_flight(clients, step.scenario.timeout, self._cut_short, tick)
         self._drain = await drain(
             workers, clients, lay.groups, lay.marker, self.plan.profile.run.drain,
-            self.queue_depth, self._cut_short,
-            lambda: self._show(step, "draining", workers=workers, lay=lay, t0=t0),
+            self.queue_depth, self._cut_short, tick,
         )  # fmt: skip
         if self._bg is not None:
             limit, timeout = self.plan.profile.run.drain, step.scenario.timeout
