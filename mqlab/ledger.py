@@ -17,9 +17,22 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import resource
 
-#: ledger bitmap size per (group, client): 128 Mi messages in one step
-LEDGER_BYTES = 16 * 1024 * 1024
+
+def _ledger_bytes(most: int = 16 * 1024 * 1024) -> int:
+    """Bitmap size per (group, client): 128 Mi messages, or what the file-size limit allows.
+
+    A worker under ``ulimit -f`` cannot size a file beyond it: the ledger then holds
+    fewer messages (those beyond are counted as a LedgerOverflow error) instead of
+    failing at the first receipt and turning every delivery into a loss.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return most if soft == resource.RLIM_INFINITY else max(1, min(most, soft))
+
+
+#: ledger bitmap size per (group, client), read once per process
+LEDGER_BYTES = _ledger_bytes()
 
 _NAME = re.compile(r"^(?P<worker>.+)\.g(?P<group>\d+)\.c(?P<client>\d+)\.bits$")
 
@@ -148,7 +161,7 @@ def sent_at_least(
     A client killed on purpose or by a crash never sends its last figures: its
     report is up to a second old. Sequence numbers are dense from 0, so a server's
     receipt of number N proves N + 1 sends. Only the given clients' ledgers are
-    scanned (each file is a sparse 16 MiB bitmap).
+    scanned (each file is a sparse bitmap of LEDGER_BYTES).
     """
     out = dict(sent_by_client)
     for (_, client), paths in _ledger_files(directory).items():
