@@ -51,18 +51,21 @@ async def connect_first(
     explain: Callable[[str, BaseException, float], str],
     *,
     per_url: float,
-    budget: float,
+    budget: float | None = None,
     start: int = 0,
 ) -> tuple[int, T]:
     """``(index, connection)`` of the first URL ``open_url(url, timeout)`` opens.
 
     URLs are tried in order from ``start`` (wrapping), each for at most
-    ``per_url`` seconds and all together for ``budget``; ``open_url`` running
+    ``per_url`` seconds and all together for ``budget`` (by default ``per_url``
+    for each URL); ``open_url`` running
     longer than its timeout counts as a ``TimeoutError``. ``explain(url, exc,
     timeout)`` gives the reason of one failure (without the URL; no password).
     """
     if not urls:
         raise no_url()
+    if budget is None:
+        budget = per_url * len(urls)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget
     tried: list[str] = []

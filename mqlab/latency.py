@@ -51,6 +51,14 @@ def merge(encoded: Iterable[str | bytes], digits: int = DIGITS) -> HdrHistogram:
     return total
 
 
+def bucket_shape(hist: HdrHistogram) -> tuple[int, int]:
+    """``(mask, top)``: a value ``us``'s bucket starts at ``us >> s << s``, where
+    ``s = (us | mask).bit_length() - top`` (hdrh's own indexing: bucket_index +
+    unit_magnitude = pow2ceiling(value | mask) - (half magnitude + 1)). A bucket of
+    a histogram with more digits lies inside one bucket of a histogram with fewer."""
+    return hist.sub_bucket_mask, hist.sub_bucket_half_count_magnitude + 1
+
+
 def record(hist: HdrHistogram, counts: Mapping[int, int]) -> int:
     """Add microsecond values with their counts; returns how many were over the range.
 
@@ -62,9 +70,7 @@ def record(hist: HdrHistogram, counts: Mapping[int, int]) -> int:
     hold thousands of distinct microsecond values but far fewer buckets.
     """
     over = 0
-    # hdrh: bucket_index + unit_magnitude = pow2ceiling(value | mask) - (half magnitude + 1)
-    top = hist.sub_bucket_half_count_magnitude + 1
-    mask = hist.sub_bucket_mask
+    mask, top = bucket_shape(hist)
     buckets: dict[int, int] = {}
     for us, count in counts.items():
         if us > HIGHEST_US:

@@ -26,11 +26,22 @@ _NAME = re.compile(r"^(?P<worker>.+)\.g(?P<group>\d+)\.c(?P<client>\d+)\.bits$")
 _Key = tuple[int, int]
 
 
+class _Book:
+    """One (group, client)'s bitmap, the ledgers of its siblings, and its highest seq."""
+
+    __slots__ = ("bits", "last", "siblings")
+
+    def __init__(self, bits: mmap.mmap, siblings: list[mmap.mmap]) -> None:
+        self.bits = bits
+        self.siblings = siblings  # the list look_for_siblings appends to
+        self.last = -1
+
+
 class Ledger:
     """This worker's receipts; duplicates are counted against every known ledger of the step."""
 
     __slots__ = (
-        "_last", "_maps", "_seen", "_siblings", "dir", "duplicates", "out_of_order", "overflow",
+        "_books", "_maps", "_seen", "_siblings", "dir", "duplicates", "out_of_order", "overflow",
         "unique", "worker",
     )  # fmt: skip
 
@@ -40,13 +51,16 @@ class Ledger:
         self._maps: dict[_Key, mmap.mmap] = {}
         self._siblings: dict[_Key, list[mmap.mmap]] = {}
         self._seen: set[str] = set()
-        self._last: dict[_Key, int] = {}
+        # group -> client -> book: two int-keyed lookups per receipt cost less than
+        # building and hashing a (group, client) tuple
+        self._books: dict[int, dict[int, _Book]] = {}
         self.unique = 0
         self.duplicates = 0
         self.out_of_order = 0
         self.overflow = 0
 
-    def _open(self, key: _Key) -> mmap.mmap:
+    def _open(self, group: int, client: int) -> _Book:
+        key = (group, client)
         path = os.path.join(self.dir, f"{self.worker}.g{key[0]}.c{key[1]}.bits")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -55,9 +69,9 @@ class Ledger:
         finally:
             os.close(fd)
         self._maps[key] = mm
-        self._last[key] = -1
-        self._siblings.setdefault(key, [])
-        return mm
+        book = _Book(mm, self._siblings.setdefault(key, []))
+        self._books.setdefault(group, {})[client] = book
+        return book
 
     def look_for_siblings(self) -> None:
         """Map ledgers other workers created since the last look (called about once a second)."""
@@ -78,26 +92,31 @@ class Ledger:
 
     def record(self, group: int, client: int, seq: int) -> bool:
         """Note one receipt; True if it is the first of that message in the step."""
-        key = (group, client)
-        bm = self._maps.get(key) or self._open(key)
+        try:
+            book = self._books[group][client]
+        except KeyError:
+            book = self._open(group, client)
         idx = seq >> 3
         if idx >= LEDGER_BYTES:
             self.overflow += 1
             return False
         bit = 1 << (seq & 7)
-        if bm[idx] & bit:
+        bits = book.bits
+        byte = bits[idx]
+        if byte & bit:
             self.duplicates += 1
             return False
-        bm[idx] |= bit
-        for other in self._siblings[key]:
-            if other[idx] & bit:
-                # counted by the step's merge as a duplicate across workers
-                return False
+        bits[idx] = byte | bit
+        if book.siblings:
+            for other in book.siblings:
+                if other[idx] & bit:
+                    # counted by the step's merge as a duplicate across workers
+                    return False
         self.unique += 1
-        if seq < self._last[key]:
+        if seq < book.last:
             self.out_of_order += 1
         else:
-            self._last[key] = seq
+            book.last = seq
         return True
 
     def close(self) -> None:
@@ -108,6 +127,7 @@ class Ledger:
                 mm.close()
         self._maps.clear()
         self._siblings.clear()
+        self._books.clear()
 
 
 def _ledger_files(directory: str) -> dict[_Key, list[str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -20,9 +21,65 @@ from mqlab.transport import Features, Handler, Option, Target, Transport, Transp
 _Item = tuple[bytes, "asyncio.Future[bytes] | None"]
 
 
+class _Mailbox:
+    """A bounded FIFO from senders to one consumer task.
+
+    asyncio.Queue's back-pressure without its per-item bookkeeping (the
+    unfinished-task count, the join event, a coroutine per put): on the harness's
+    path each message passes through here once.
+    """
+
+    __slots__ = ("_getter", "items", "limit", "putters")
+
+    def __init__(self, limit: int) -> None:
+        self.items: deque[_Item] = deque()
+        self.limit = limit
+        self.putters: deque[asyncio.Future[None]] = deque()  # senders waiting for room
+        self._getter: asyncio.Future[None] | None = None  # the consumer, waiting for an item
+
+    def offer(self, item: _Item) -> bool:
+        """Queue ``item`` if there is room; False (and nothing queued) when full."""
+        if len(self.items) >= self.limit:
+            return False
+        self.items.append(item)
+        getter = self._getter
+        if getter is not None:
+            self._getter = None
+            if not getter.done():
+                getter.set_result(None)
+        return True
+
+    async def put(self, item: _Item) -> None:
+        """Queue ``item``, waiting for room as long as it takes."""
+        while not self.offer(item):
+            room = asyncio.get_running_loop().create_future()
+            self.putters.append(room)
+            try:
+                await room
+            except BaseException:
+                if room.done() and not room.cancelled():
+                    self.make_room()  # woken, then cancelled: the room is another's
+                room.cancel()
+                raise
+
+    def make_room(self) -> None:
+        """Wake the longest-waiting sender (the consumer took one item)."""
+        while self.putters:
+            room = self.putters.popleft()
+            if not room.done():
+                room.set_result(None)
+                return
+
+    async def wait(self) -> None:
+        """Until an item is queued (the consumer's side)."""
+        while not self.items:
+            self._getter = asyncio.get_running_loop().create_future()
+            await self._getter
+
+
 @dataclass
 class _Consumer:
-    queue: asyncio.Queue[_Item]
+    box: _Mailbox
     task: asyncio.Task[None] | None = None
 
 
@@ -34,9 +91,12 @@ class _Group:
     _rr: Iterator[int] = field(default_factory=itertools.count)
 
     def pick(self) -> _Consumer | None:
-        if not self.members:
+        members = self.members
+        if len(members) == 1:
+            return members[0]
+        if not members:
             return None
-        return self.members[next(self._rr) % len(self.members)]
+        return members[next(self._rr) % len(members)]
 
 
 @dataclass
@@ -92,26 +152,25 @@ class LoopbackTransport(Transport):
         self._consumers.clear()
 
     def _consumer(self, handler: Handler) -> _Consumer:
-        cons = _Consumer(asyncio.Queue(self.options["queue_size"]))
-        cons.task = asyncio.get_running_loop().create_task(self._consume(cons.queue, handler))
+        cons = _Consumer(_Mailbox(self.options["queue_size"]))
+        cons.task = asyncio.get_running_loop().create_task(self._consume(cons.box, handler))
         self._consumers.append(cons)
         return cons
 
     @staticmethod
-    async def _consume(queue: asyncio.Queue[_Item], handler: Handler) -> None:
-        get = queue.get
-        get_nowait = queue.get_nowait
+    async def _consume(box: _Mailbox, handler: Handler) -> None:
+        items, putters = box.items, box.putters
+        take = items.popleft
         while True:
-            body, reply = await get()
+            await box.wait()
             # drain what is already queued before yielding: far fewer wake-ups
-            while True:
+            while items:
+                body, reply = take()
+                if putters:
+                    box.make_room()
                 result = handler(body)
                 if reply is not None and not reply.done() and result is not None:
                     reply.set_result(result)
-                try:
-                    body, reply = get_nowait()
-                except asyncio.QueueEmpty:
-                    break
 
     async def serve_rpc(self, target: Target, handler: Handler) -> None:
         bus = self._bus
@@ -125,36 +184,46 @@ class LoopbackTransport(Transport):
         pools.setdefault(pool, _Group()).members.append(self._consumer(handler))
 
     def _route(self, target: Target) -> list[_Consumer]:
+        if not target.fanout:
+            return [self._one(target)]
+        group = self._bus.rpc.get((target.exchange, target.topic))
+        if not group or not group.members:
+            raise Undeliverable(f"no loopback server for {target.exchange}/{target.topic}")
+        return list(group.members)
+
+    def _one(self, target: Target) -> _Consumer:
+        """The consumer a targeted or round-robin message goes to (not a fanout)."""
         bus = self._bus
-        if target.fanout:
-            group = bus.rpc.get((target.exchange, target.topic))
-            members = list(group.members) if group else []
-        elif target.server:
+        if target.server:
             one = bus.direct.get((target.exchange, target.topic, target.server))
-            members = [one] if one else []
         else:
             group = bus.rpc.get((target.exchange, target.topic))
-            picked = group.pick() if group else None
-            members = [picked] if picked else []
-        if not members:
+            one = group.pick() if group else None
+        if one is None:
             raise Undeliverable(f"no loopback server for {target.exchange}/{target.topic}")
-        return members
+        return one
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        await self._route(target)[0].queue.put((body, fut))
+        await self._route(target)[0].box.put((body, fut))
         try:
             return await asyncio.wait_for(fut, timeout)
         except TimeoutError as exc:
             raise CallTimeout(f"no reply within {timeout:g}s") from exc
 
     async def cast(self, target: Target, body: bytes) -> None:
-        for cons in self._route(target):
-            await cons.queue.put((body, None))
+        item = (body, None)
+        if target.fanout:
+            for cons in self._route(target):
+                await cons.box.put(item)
+            return
+        box = self._one(target).box
+        if not box.offer(item):  # room: queued without a coroutine, the usual case
+            await box.put(item)
 
     async def notify(self, target: Target, body: bytes) -> None:
         # like an exchange with no queue bound: nobody listening means dropped
         for group in self._bus.pools.get((target.exchange, target.topic), {}).values():
             cons = group.pick()
             if cons is not None:
-                await cons.queue.put((body, None))
+                await cons.box.put((body, None))

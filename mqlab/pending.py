@@ -70,6 +70,10 @@ class PendingCalls:
                 fut.set_exception(exc)
                 fut.exception()  # a caller that already gave up must not log it
 
+    def close(self) -> None:
+        """Fail every waiting call: the transport is closing (one wording for every driver)."""
+        self.reject_all(ConnectionLost("the transport closed while waiting for a reply"))
+
     @contextlib.asynccontextmanager
     async def waiting(
         self, corr_id: str, target: Target, timeout: float

@@ -25,6 +25,7 @@ from mqlab.rabbitmq.cluster import MAX_NODES
 from mqlab.rabbitmq.placement import check_placement
 from mqlab.rabbitmq.queues import QUEUE_TYPES
 from mqlab.sizes import SizeSpec, parse_size
+from mqlab.stress import Background, parse_background
 
 PATTERNS = ("call", "cast", "notify")
 
@@ -99,6 +100,8 @@ class Scenario:
     rolling: Rolling | None = None  # a rolling update from one driver to another
     #: faults fired in the window: the scenario's own and the profile's [[event]], by time
     events: tuple[FaultEvent, ...] = ()
+    #: a steady open-loop load run beside this scenario's own pattern (the probe)
+    background: Background | None = None
 
     @property
     def loads(self) -> tuple[tuple[str, float], ...]:
@@ -161,7 +164,7 @@ _SCENARIO_KEYS = {
     "pattern", "concurrency", "rate", "exchange", "topic", "durable", "timeout", "servers",
     "pools", "fanout", "targeted", "targets", "drivers", "name", "rpc_queue_type",
     "notify_queue_type", "mirror_replicas", "clients_on", "servers_on", "roles", "rolling",
-    "event",
+    "event", "background",
 } | _DEFAULT_KEYS  # fmt: skip
 _TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event"}
 
@@ -362,6 +365,12 @@ def _scenario(
     if (roles or rolling) and only:
         key = "roles" if roles else "rolling"
         raise r.fail("drivers", f"{key} names the drivers of this scenario; remove drivers")
+    background = parse_background(r)
+    if background is not None and (roles or rolling):
+        key = "roles" if roles else "rolling"
+        raise r.fail(
+            "background", f"a background runs beside a one-driver step; remove {key} or background"
+        )
     default_exchange = "notifications" if pattern == "notify" else "openstack"
     default_topic = "notifications" if pattern == "notify" else "mqlab"
     return Scenario(
@@ -381,7 +390,8 @@ def _scenario(
         envelope=codec["envelope"],
         message_size=codec["message_size"],
         drivers=tuple(only),
-        name=r.name("name", pattern),
+        # a probe under stress is named for it, so tables and comparisons tell it apart
+        name=r.name("name", f"{pattern} under {background.label}" if background else pattern),
         rpc_queue_type=_queue_type(r, "rpc_queue_type"),
         notify_queue_type=_queue_type(r, "notify_queue_type"),
         mirror_replicas=(
@@ -392,4 +402,5 @@ def _scenario(
         roles=roles,
         rolling=rolling,
         events=tuple(sorted((*parse_events(r), *everywhere), key=lambda e: e.at)),
+        background=background,
     )

@@ -17,7 +17,7 @@ from mqlab.plan import Plan, Step
 from mqlab.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
 from mqlab.workers import Worker
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "worker_rows"]
 
 _NS = 1_000_000_000
 
@@ -95,13 +95,13 @@ class Progress:
                     *self.finished_series,
                     *(livedata.series(r, running=True) for r in running),
                 ),
-                workers=(*_worker_rows(workers), *extra_rows, *self._nodes),
+                workers=(*worker_rows(workers), *extra_rows, *self._nodes),
                 errors=self.errors.rows(running),
             )
         )
 
 
-def _worker_rows(workers: Sequence[Worker]) -> tuple[WorkerRow, ...]:
+def worker_rows(workers: Sequence[Worker]) -> tuple[WorkerRow, ...]:
     return tuple(
         WorkerRow(
             name=w.spec.worker,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from hdrh.histogram import HdrHistogram
 
@@ -25,6 +26,10 @@ _NS = 1_000_000_000
 #: still counts them as over the range
 _US_BITS = 32
 _US_MAX = (1 << _US_BITS) - 1
+_SEC_SHIFT = _US_BITS + 1
+#: the series each kind of latency also counts: one pending latency per unique receipt
+_COUNTED_IN = {"one_way": "received", "round_trip": "round_trip"}
+_clock = time.monotonic_ns
 
 
 class Recorder:
@@ -32,14 +37,14 @@ class Recorder:
         self.t0 = 0
         self.window_start = 0
         self.window_end = 1 << 62
-        self.sent = 0
         self.round_trip = 0
         self.failed = 0  # in-window messages that never completed
         self.over_range = 0
         self.last_rx = 0
         self.errors: dict[str, int] = {}
         self.error_messages: dict[str, str] = {}
-        self.sent_by_client: dict[int, int] = {}
+        # client id -> how many it has sent: each client counts its own (ClientLoad.seq)
+        self._senders: dict[int, Callable[[], int]] = {}
         self.open_loop: OpenLoop | None = None
         self.ledger = Ledger(ledger_dir, worker)
         # receipts before ``go`` (a server started mid-step finds a backlog waiting):
@@ -47,21 +52,25 @@ class Recorder:
         self._early: list[tuple[int, int]] = []
         self.series: dict[str, list[int]] = {name: [] for name in SERIES}
         self._s_sent = self.series["sent"]
-        self._s_recv = self.series["received"]
-        self._s_rt = self.series["round_trip"]
         self._s_err = self.series["errors"]
         self.hist = {kind: latency.new_histogram() for kind in latency.KINDS}
         self.per_second: dict[str, dict[int, HdrHistogram]] = {k: {} for k in latency.KINDS}
+        # each second's histogram, encoded: a snapshot re-encodes only the seconds its
+        # fold changed, so its cost does not grow with the step's length
+        self._encoded: dict[str, dict[int, str]] = {k: {} for k in latency.KINDS}
         # latencies wait here, packed in one int each (_US_BITS), until a snapshot folds
-        # them in: hdrh's record_value costs microseconds in Python, a list append does not
+        # them in: hdrh's record_value costs microseconds in Python, a list append does
+        # not. The fold also counts them into the received and round_trip series: one
+        # pending latency per unique receipt and per reply, binned by its second
         self._pending: dict[str, list[int]] = {k: [] for k in latency.KINDS}
         self._pending_ow = self._pending["one_way"]
         self._pending_rt = self._pending["round_trip"]
+        self._record = self.ledger.record
 
     def open(self, t0: int, window_start: int, window_end: int) -> None:
         self.t0, self.window_start, self.window_end = t0, window_start, window_end
         for now, ts in self._early:
-            self._pending_ow.append(self._pack(self._bin(self._s_recv, now), now, ts))
+            self._pending_ow.append(self._pack(now, ts))
         self._early.clear()
 
     def in_window(self, intended: int) -> bool:
@@ -76,37 +85,55 @@ class Recorder:
         series[i] += 1
         return i
 
-    def on_sent(self, client: int) -> None:
-        self.sent += 1
-        self.sent_by_client[client] = self.sent_by_client.get(client, 0) + 1
-        self._bin(self._s_sent, time.monotonic_ns())
+    def count_sends(self, client: int, sent: Callable[[], int]) -> None:
+        """Report ``client``'s sends as ``sent()``: one counter per client, not a dict per send."""
+        self._senders[client] = sent
 
-    def _pack(self, sec: int, now: int, ts: int) -> int:
+    def on_sent(self, now: int) -> None:
+        """A client hands one message to its driver at ``now`` (monotonic ns)."""
+        series = self._s_sent
+        i = (now - self.t0) // _NS
+        if 0 <= i < len(series):
+            series[i] += 1
+        else:
+            self._bin(series, now)
+
+    def _pack(self, now: int, ts: int) -> int:
         us = (now - ts) // 1000
         if us < 0:
             us = 0
         elif us > _US_MAX:
             us = _US_MAX
-        inside = 1 if self.window_start <= ts < self.window_end else 0
-        return (sec << (_US_BITS + 1)) | (us << 1) | inside
+        sec = (now - self.t0) // _NS  # below 0 (before t0): the fold bins it in second 0
+        return (sec << _SEC_SHIFT) | (us << 1) | (self.window_start <= ts < self.window_end)
 
     def on_received(self, group: int, client: int, seq: int, ts: int) -> None:
         """A server got a message; only the first delivery of it counts in series and latency."""
-        now = time.monotonic_ns()
-        if not self.ledger.record(group, client, seq):
+        now = _clock()
+        if not self._record(group, client, seq):
             return
         self.last_rx = now
         if not self.t0:
             self._early.append((now, ts))
             return
-        self._pending_ow.append(self._pack(self._bin(self._s_recv, now), now, ts))
+        # _pack, inline: this runs once per delivery
+        us = (now - ts) // 1000
+        if us < 0:
+            us = 0
+        elif us > _US_MAX:
+            us = _US_MAX
+        self._pending_ow.append(
+            (((now - self.t0) // _NS) << _SEC_SHIFT)
+            | (us << 1)
+            | (self.window_start <= ts < self.window_end)
+        )
 
     def on_reply(self, ts: int) -> None:
         """A call's own reply arrived: round-trip latency from its intended send."""
-        now = time.monotonic_ns()
+        now = _clock()
         self.round_trip += 1
         self.last_rx = now
-        self._pending_rt.append(self._pack(self._bin(self._s_rt, now), now, ts))
+        self._pending_rt.append(self._pack(now, ts))
 
     def on_error(self, kind: str, intended: int | None = None, message: str = "") -> None:
         """An error; a send whose intended time is in the window also counts as failed."""
@@ -129,19 +156,39 @@ class Recorder:
                 continue
             packed = Counter(pending)
             pending.clear()  # the same list: on_received appends to it by a bound name
-            by_sec: dict[int, Counter[int]] = {}
-            window: Counter[int] = Counter()
+            # plain dicts: a Counter's missing-key hook is a Python call per new value
+            by_sec: dict[int, dict[int, int]] = {}
+            window: dict[int, int] = {}
+            # each value goes to its bucket of the 3-digit histogram at once: spread
+            # latencies (a backlog) have nearly as many distinct values as messages, but
+            # a few thousand buckets, and every histogram here records by bucket anyway
+            mask, top = latency.bucket_shape(self.hist[kind])
             for key, count in packed.items():
                 us = (key >> 1) & _US_MAX
-                by_sec.setdefault(key >> (_US_BITS + 1), Counter())[us] += count
+                if us <= latency.HIGHEST_US:  # above: record() counts it as over the range
+                    shift = (us | mask).bit_length() - top
+                    us = us >> shift << shift
+                sec = key >> _SEC_SHIFT
+                if sec < 0:
+                    sec = 0  # arrived before t0: second 0, as every series bins it
+                counts = by_sec.get(sec)
+                if counts is None:
+                    counts = by_sec[sec] = {}
+                counts[us] = counts.get(us, 0) + count
                 if key & 1:
-                    window[us] += count
+                    window[us] = window.get(us, 0) + count
             per_second = self.per_second[kind]
+            encoded = self._encoded[kind]
+            series = self.series[_COUNTED_IN[kind]]
             for sec, counts in by_sec.items():
+                while len(series) <= sec:
+                    series.append(0)
+                series[sec] += sum(counts.values())
                 hist = per_second.get(sec)
                 if hist is None:
                     hist = per_second[sec] = latency.new_histogram(latency.SECOND_DIGITS)
                 latency.record(hist, counts)
+                encoded.pop(sec, None)
             self.over_range += latency.record(self.hist[kind], window)
 
     def figures(self) -> WorkerFigures:
@@ -156,13 +203,15 @@ class Recorder:
         per_second: dict[str, list[str]] = {}
         for kind, by_sec in self.per_second.items():
             if by_sec:
-                per_second[kind] = [
-                    latency.encode(by_sec[i]) if i in by_sec else "" for i in range(max(by_sec) + 1)
-                ]
+                encoded = self._encoded[kind]
+                for i, hist in by_sec.items():
+                    if i not in encoded:
+                        encoded[i] = latency.encode(hist)
+                per_second[kind] = [encoded.get(i, "") for i in range(max(by_sec) + 1)]
         return WorkerFigures(
             at=time.monotonic_ns(),
-            sent=self.sent,
-            sent_by_client=dict(self.sent_by_client),
+            sent=sum(self._s_sent),
+            sent_by_client={c: n for c, sent in self._senders.items() if (n := sent())},
             received=self.ledger.unique,
             duplicates=self.ledger.duplicates,
             out_of_order=self.ledger.out_of_order,

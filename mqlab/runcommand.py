@@ -197,6 +197,9 @@ def _run(
     if steps:
         with contextlib.suppress(OSError):
             console.print(view.comparison(steps))
+            stress = view.background_table(steps)
+            if stress is not None:  # what each probe's background achieved and lost
+                console.print(stress)
             for s in steps:
                 if s.get("phases"):  # a rolling update or faults: phase by phase
                     console.print(view.phase_table(s))

@@ -19,13 +19,13 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from mqlab import collect, stepresult
+from mqlab import background, collect, stepresult
+from mqlab.background import BackgroundLoad
 from mqlab.backlog import QueueDepth
 from mqlab.brokerprocess import BrokerProcess
 from mqlab.drain import drain
-from mqlab.errors import MqlabError
 from mqlab.plan import Layout, Plan, Step, layout
-from mqlab.progress import Progress
+from mqlab.progress import Progress, worker_rows
 from mqlab.rolling import RollingUpdate
 from mqlab.snapshot import RunSnapshot
 from mqlab.urls import mask
@@ -34,7 +34,7 @@ from mqlab.workers import Interrupted, StepFailed, Worker, WorkerPool
 if TYPE_CHECKING:
     from mqlab.faults.step import StepFaults
     from mqlab.rabbitmq.faults import NodeControl
-    from mqlab.rabbitmq.sampler import NodeSample, Sampler
+    from mqlab.rabbitmq.sampler import NodeSample
     from mqlab.rabbitmq.steps import BrokerSteps
 
 __all__ = ["Interrupted", "Runner", "StepFailed"]
@@ -94,6 +94,7 @@ class Runner:
         #: a managed RabbitMQ's nodes, for node fault events
         self.node_control = node_control
         self._faults: StepFaults | None = None  # the step's fault events, if it has any
+        self._bg: BackgroundLoad | None = None  # the step's background stress, if any
 
     async def __aenter__(self) -> Runner:
         await self.pool.open()
@@ -105,6 +106,8 @@ class Runner:
     def _sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
         """One CPU sample per worker and the broker: the share since the previous call."""
         self.pool.sample_cpu(workers, measuring)
+        if self._bg is not None:
+            self.pool.sample_cpu(self._bg.workers, measuring)
         if measuring and self._roll is not None:
             self._roll.tick(workers, self._window[0])
         if self._faults is not None:
@@ -156,10 +159,9 @@ class Runner:
             )
             try:
                 urls = await self._faults.urls(self.urls)  # through the fault proxies, if any
-            except MqlabError as exc:  # a proxy that would not start: one line, none left
-                await self._faults.close()
+            except StepFailed:
                 shutil.rmtree(tmp, ignore_errors=True)
-                raise StepFailed(str(exc)) from None
+                raise
         lay = layout(
             step, urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp, placement=placement,
@@ -174,42 +176,47 @@ class Runner:
         self._broker_facts = {"placement": {"clients": placement[0], "servers": placement[1]}}
         bsteps = self.broker_steps
         workers: list[Worker] = []
+        bg = self._bg = background.load(step, urls, placement, tmp, self.run_id, run.processes,
+                                        self.in_process)  # fmt: skip
+        bg_workers = bg.workers if bg is not None else []  # the same list, filled as they start
         try:
             self._show(step, "starting")
             if bsteps is not None:
-                await bsteps.prepare(lay.marker, step.queue_type, sc.mirror_replicas)
+                for marker in (lay.marker, *((bg.marker,) if bg else ())):
+                    await bsteps.prepare(marker, step.queue_type, sc.mirror_replicas)
             servers = await self.pool.spawn(lay.servers, tmp)
             workers += servers
             await self.pool.await_ready(servers)
+            if bg is not None:
+                await bg.spawn_servers(self.pool, tmp)
             clients = await self.pool.spawn(lay.clients, tmp)
             workers += clients
             await self.pool.await_ready(clients)
+            if bg is not None:
+                await bg.spawn_clients(self.pool, tmp)
             if step.rolling_to is not None:
                 new = step.rolling_to
                 self._roll = RollingUpdate(step, new, self.urls[new.name], self.pool, tmp, workers)
             interrupted = await self._measure(step, lay, workers, clients)
             if bsteps is not None:  # while the servers still hold their queues
                 self._broker_facts.update(await bsteps.inspect(lay.marker))
-            for w in workers:
-                await w.send({"type": "finish"})
-            deadline = time.monotonic() + FINISH_TIMEOUT
-            while any(w.final is None and not w.gone for w in workers):
-                if time.monotonic() > deadline or self.force.is_set():
-                    break
-                await asyncio.sleep(0.05)
-            await self.pool.reap(workers, grace=2.0)
+            await self.pool.finish(workers + bg_workers, FINISH_TIMEOUT)
+            await self.pool.reap(workers + bg_workers, grace=2.0)
             if self._faults is not None:  # the next step starts on a whole cluster
                 await self._faults.close()
             record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted))
+            if bg is not None:
+                record["background"] = bg.figures(self._window, math.ceil(run.warmup), interrupted)
         except BaseException:
-            await self.pool.reap(workers)
+            await self.pool.reap(workers + bg_workers)
             raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
             if self._faults is not None:
                 await self._faults.close()
             if bsteps is not None:
-                await bsteps.finish(lay.marker, step.queue_type)
+                for marker in (lay.marker, *((bg.marker,) if bg else ())):
+                    await bsteps.finish(marker, step.queue_type)
             self.skip.clear()
         self.progress.finish(record)
         self._show(step, record["status"], done=True)
@@ -230,6 +237,8 @@ class Runner:
               "window_start": window_start, "window_end": window_end}  # fmt: skip
         for w in workers:
             await w.send(go)
+        if self._bg is not None:
+            await self._bg.send(go)
         interrupted = False
         self._window = (window_start, window_end)
         if self._faults is not None:
@@ -239,8 +248,10 @@ class Runner:
         next_cpu = window_start
         nodes = None
         if self.broker_steps is not None:
+            from mqlab.rabbitmq.sampler import sample_from
+
             sampler = self.broker_steps.sampler()
-            nodes = asyncio.create_task(self._sample_nodes(sampler, window_start))
+            nodes = asyncio.create_task(sample_from(sampler, window_start, self._node_ticks))
         if self._faults is not None:
             self._faults.start(window_start)  # each event at its time in the window
         try:
@@ -265,15 +276,10 @@ class Runner:
             self.queue_depth, self._cut_short,
             lambda: self._show(step, "draining", workers=workers, lay=lay, t0=t0),
         )  # fmt: skip
+        if self._bg is not None:
+            limit, timeout = self.plan.profile.run.drain, step.scenario.timeout
+            await self._bg.drain(limit, timeout, self.queue_depth, self._cut_short)
         return interrupted or self.interrupt.is_set()
-
-    async def _sample_nodes(self, sampler: Sampler, window_start: int) -> None:
-        """Each broker node's CPU and memory on the window's seconds (from its start)."""
-        from mqlab.rabbitmq.sampler import every
-
-        await asyncio.sleep(max(0.0, (window_start - time.monotonic_ns()) / 1e9))
-        async for tick in every(sampler):
-            self._node_ticks.append(tick)
 
     async def _window_loop(
         self,
@@ -304,6 +310,8 @@ class Runner:
                 self._window = (window_start, min(window_end, now))
                 for w in clients:
                     await w.send({"type": "stop"})
+                if self._bg is not None:
+                    await self._bg.send({"type": "stop"}, clients_only=True)
                 break
             if now >= next_cpu:
                 self._sample_cpu(workers, now > window_start)
@@ -354,9 +362,7 @@ class Runner:
             interrupted=interrupted,
             unique=unique,
             cross_duplicates=cross,
-            drain_s=self._drain.get("drain_s", 0.0),
-            drain_end=self._drain.get("drain_end", ""),
-            still_queued=self._drain.get("still_queued"),
+            **self._drain,  # drain_s, drain_end, still_queued; the defaults until drained
             workers_lost=tuple(
                 w.spec.worker
                 for w in workers
@@ -386,7 +392,7 @@ class Runner:
             assert lay is not None and workers is not None
             return stepresult.build(self._outcome(step, lay, workers, None, False, live=True))
 
-        rows = self.broker.rows()
+        rows = [*self.broker.rows(), *worker_rows(self._bg.workers if self._bg else ())]
         if self._faults is not None:
             rows += self._faults.rows()
         self.progress.show(

@@ -225,6 +225,8 @@ def build(o: Outcome) -> dict[str, Any]:
     record.update(o.broker or {})
     if step.roles is not None:
         record["roles"] = step.roles
+    if sc.background is not None:  # its figures replace this once it is drained
+        record["background"] = {"pattern": sc.background.pattern, "rate": sc.background.rate}
     if o.phases:
         cut = phases.figures(
             list(o.phases), o.first_s, seconds, record["series"], completions,

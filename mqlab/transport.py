@@ -91,6 +91,20 @@ class Target:
             self.exchange, self.topic, server, False, self.durable, self.priority, self.queue_type
         )
 
+    def route(self) -> tuple[str, tuple[str, ...]]:
+        """Which copy of an RPC this is, and the names that address it.
+
+        ``("all", (exchange, topic))`` for a fanout cast, ``("to", (exchange,
+        topic, server))`` for one server, ``("rpc", (exchange, topic))`` for the
+        topic's servers to share. A plugin that names its own subjects, topics or
+        keys joins these with its separator and escaping.
+        """
+        if self.fanout:
+            return "all", (self.exchange, self.topic)
+        if self.server:
+            return "to", (self.exchange, self.topic, self.server)
+        return "rpc", (self.exchange, self.topic)
+
     def describe(self) -> str:
         """How messages name this target: ``'exchange/topic.server'``, ``(fanout)`` added."""
         where = f"{self.exchange}/{self.topic}"
@@ -164,6 +178,11 @@ class Option:
         if low is not None:
             return f"expected a number >= {low:g}, got {value!r}"
         return f"expected a number <= {high:g}, got {value!r}"
+
+
+#: the ``connect_timeout`` option of a plugin that connects with
+#: :func:`mqlab.connect.connect_first`: its ``per_url`` (the budget is that per URL)
+CONNECT_TIMEOUT = Option((int, float), 5.0, "seconds to connect to one URL", minimum=0.1)
 
 
 class OptionConflict(ValueError):

@@ -345,3 +345,30 @@ def fault_table(step: dict[str, Any]) -> Table:
             _num(f["duplicates"]), _num(f["timed_out"]), Text(said, style=style),
         )  # fmt: skip
     return table
+
+
+def background_table(steps: list[dict[str, Any]]) -> Table | None:
+    """Each stressed step's background load: what it achieved and lost, beside its probe."""
+    rows = [s for s in steps if s.get("background", {}).get("sent") is not None]
+    if not rows:
+        return None
+    table = Table(title="background stress (beside each probe)", title_justify="left")
+    for name in ("#", "driver", "probe", "background", "sent/s", "delivered/s", "sent",
+                 "received", "lost", "unaccounted", "dup", "p50 ms", "p99 ms", "note"):  # fmt: skip
+        table.add_column(
+            name, justify="left" if name in ("driver", "probe", "background") else "right"
+        )
+    for s in rows:
+        b = s["background"]
+        lat = b["latency_ms"]
+        label = f"{b['pattern']}@{b['rate']:g}/s" + (
+            "" if b.get("kept_up", True) else " (fell behind)"
+        )
+        lost = Text(_num(b["lost"]), style="bold red" if b["lost"] else "")
+        table.add_row(
+            str(s["step"] + 1), s["driver"], s["scenario"], label,
+            _num(b["achieved_rate"], "{:,.0f}"), _num(b["throughput"]["mean"], "{:,.0f}"),
+            _num(b["sent"]), _num(b["received"]), lost, _num(b["unaccounted"]),
+            _num(b["duplicates"]), _ms(lat.get("p50")), _ms(lat.get("p99")), _flags(b["flags"]),
+        )  # fmt: skip
+    return table

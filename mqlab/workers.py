@@ -177,6 +177,16 @@ class WorkerPool:
             if answer["type"] == "error":
                 raise StepFailed(answer.get("message") or f"worker {w.spec.worker} failed")
 
+    async def finish(self, workers: list[Worker], timeout: float) -> None:
+        """Ask every worker for its final figures; wait up to ``timeout`` (or a second Ctrl-C)."""
+        for w in workers:
+            await w.send({"type": "finish"})
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(w.final is None and not w.gone for w in workers):
+            if asyncio.get_running_loop().time() > deadline or self.force.is_set():
+                break
+            await asyncio.sleep(0.05)
+
     async def reap(self, workers: list[Worker], grace: float = 0.0) -> None:
         """Wait up to ``grace`` for each worker to exit, then kill it; no child is left."""
         for w in workers:

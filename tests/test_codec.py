@@ -59,3 +59,15 @@ def test_openstack_distribution_matches_the_recorded_sample() -> None:
 def test_bad_sizes_are_refused(bad: object) -> None:
     with pytest.raises(ValueError):
         parse_size(bad)
+
+
+@pytest.mark.parametrize(("serializer", "envelope"), SETTINGS)
+def test_a_clients_encoder_sends_the_same_bytes_as_encode(serializer: str, envelope: bool) -> None:
+    # the per-client fast path must not change what goes on the wire
+    codec = Codec(serializer, envelope)
+    ints = (0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**62, 2**64 - 1)
+    for client in (0, 5, 300, 70000):
+        encode = codec.encoder(client)
+        for size in (1, 40, 64, 64, 200, 70000, 64):
+            for seq, ts in zip(ints, reversed(ints), strict=True):
+                assert encode(seq, ts, size) == codec.encode(client, seq, ts, size)

@@ -220,3 +220,53 @@ def test_worker_figures_cross_the_wire_and_merge() -> None:
     assert merged.sent == 5 and merged.sent_by_client == {1: 3, 2: 2}
     assert merged.errors == {"CallTimeout": 3}
     assert merged.series["sent"] == [1, 3, 1]
+
+
+def test_a_seconds_figures_keep_growing_across_snapshots(tmp_path: Path) -> None:
+    # each snapshot folds what arrived since the last; a second already sent in one
+    # snapshot still gains what arrives in it afterwards (series and histogram alike)
+    import time
+
+    rec = Recorder(str(tmp_path), "w")
+    now = time.monotonic_ns()
+    rec.open(now, now, now + 10_000_000_000)
+    rec.on_received(0, 1, 0, now)
+    rec.on_reply(now)
+    first = rec.figures()
+    for seq in (1, 2):
+        rec.on_received(0, 1, seq, now)
+        rec.on_reply(now)
+    second = rec.figures()
+    rec.ledger.close()
+    for kind, series in (("one_way", "received"), ("round_trip", "round_trip")):
+        assert sum(first.series[series]) == 1 and sum(second.series[series]) == 3
+        assert sum(latency.decode(e).get_total_count() for e in first.per_second[kind] if e) == 1
+        assert sum(latency.decode(e).get_total_count() for e in second.per_second[kind] if e) == 3
+
+
+def test_a_recorders_histograms_are_the_values_recorded_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the recorder packs, counts and buckets latencies before hdrh sees them: its
+    # step histogram (3 digits) and per-second histogram (2 digits) must be exactly
+    # what recording each latency would give
+    import mqlab.recorder
+
+    now = 10**15
+    monkeypatch.setattr(mqlab.recorder, "_clock", lambda: now)
+    rec = Recorder(str(tmp_path), "w")
+    rec.open(now - 10**8, now - 10**13, now + 10**9)  # every send time in the window
+    rng = random.Random(3)
+    values = [int(rng.expovariate(1 / 3000)) for _ in range(5_000)]
+    values += [int(rng.uniform(0, 2_000_000)) for _ in range(5_000)]  # a spread backlog
+    values += [0, 255, 256, 2047, 2048, 2049, 4095, 4096, 4097, latency.HIGHEST_US + 5]
+    step, second = latency.new_histogram(), latency.new_histogram(latency.SECOND_DIGITS)
+    for seq, us in enumerate(values):
+        rec.on_received(0, 1, seq, now - us * 1000)
+        for h in (step, second):
+            h.record_value(min(max(us, latency.LOWEST_US), latency.HIGHEST_US))
+    figs = rec.figures()
+    rec.ledger.close()
+    assert figs.hist["one_way"] == latency.encode(step)
+    assert figs.per_second["one_way"] == [latency.encode(second)]
+    assert figs.over_range == 1

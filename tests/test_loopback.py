@@ -63,3 +63,16 @@ async def test_nobody_listening_and_no_reply() -> None:
         await s.serve_rpc(Target("x", "t", "s"), lambda body: None)
         with pytest.raises(CallTimeout):
             await c.call(Target("x", "t"), b"x", 0.1)
+
+
+async def test_a_full_consumer_holds_casts_back_in_order_and_a_cancelled_one_is_dropped() -> None:
+    got: list[bytes] = []
+    async with _t() as s, _t() as c:  # a queue of 8 per consumer
+        await s.serve_rpc(Target("x", "t", "s"), got.append)
+        casts = [asyncio.create_task(c.cast(Target("x", "t"), b"%d" % i)) for i in range(30)]
+        await asyncio.sleep(0)  # each cast ran once: 8 are queued, 22 wait for room
+        casts[12].cancel()
+        await asyncio.wait_for(asyncio.gather(*casts, return_exceptions=True), 2.0)
+        await asyncio.sleep(0.01)
+    assert casts[12].cancelled()
+    assert got == [b"%d" % i for i in range(30) if i != 12]

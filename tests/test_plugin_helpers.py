@@ -52,6 +52,28 @@ async def test_losing_the_connection_rejects_every_waiting_call() -> None:
     assert len(calls) == 0
 
 
+async def test_closing_fails_a_waiting_call_saying_the_transport_closed() -> None:
+    calls = PendingCalls()
+    with pytest.raises(ConnectionLost, match="the transport closed while waiting for a reply"):
+        async with calls.waiting("c1", TARGET, 5.0) as fut:
+            calls.close()
+            await fut
+    assert len(calls) == 0
+
+
+async def test_connect_first_gives_each_url_per_url_seconds_by_default() -> None:
+    async def hang(url: str, timeout: float) -> str:
+        await asyncio.sleep(10)
+        return url
+
+    # without a budget, the second URL still gets its own 0.2 s after the first hung
+    with pytest.raises(ConnectFailed) as err:
+        await connect_first(
+            ["amqp://a", "amqp://b"], hang, lambda u, e, t: "timed out", per_url=0.2
+        )
+    assert "amqp://a" in str(err.value) and "amqp://b" in str(err.value)
+
+
 async def test_connect_first_uses_the_first_url_that_answers() -> None:
     async def open_url(url: str, timeout: float) -> str:
         if "bad" in url:

@@ -14,11 +14,13 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mqlab.errors import MqlabError
 from mqlab.faults.broker import BrokerFaults
 from mqlab.faults.events import FaultEvent
 from mqlab.faults.link import LinkFaults
 from mqlab.faults.timeline import Effector, Timeline
 from mqlab.faults.workers import WorkerFaults
+from mqlab.workers import StepFailed
 
 if TYPE_CHECKING:
     from mqlab.rabbitmq.faults import NodeControl
@@ -62,11 +64,18 @@ class StepFaults:
         return self._queues
 
     async def urls(self, urls: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-        """Each driver's URLs as its workers use them: through a proxy when links are faulted."""
+        """Each driver's URLs as its workers use them: through a proxy when links are faulted.
+
+        A proxy that would not start fails the step with one line, and none is left running.
+        """
         if self.links is None:
             return dict(urls)
         every = tuple(dict.fromkeys(u for us in urls.values() for u in us))
-        proxied = await self.links.start(every)
+        try:
+            proxied = await self.links.start(every)
+        except MqlabError as exc:
+            await self.close()
+            raise StepFailed(str(exc)) from None
         return {name: tuple(proxied[u] for u in us) for name, us in urls.items()}
 
     def arm(self, workers: list[Worker], go: dict[str, Any]) -> Timeline:

@@ -128,3 +128,11 @@ async def every(sampler: Sampler, interval: float = 1.0) -> AsyncIterator[list[N
 
 def _int(value: object) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+async def sample_from(sampler: Sampler, start_ns: int, into: list[list[NodeSample]]) -> None:
+    """Each node's CPU and memory on a window's seconds, from ``start_ns`` (monotonic), into
+    ``into``, until cancelled."""
+    await asyncio.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9))
+    async for tick in every(sampler):
+        into.append(tick)

@@ -211,6 +211,17 @@ def _step_section(run: Run, s: Step, ch: _Charts) -> str:
             f'<div class="flag">lost {_num(s.lost)}, duplicates {_num(s.duplicates)}, '
             f"unaccounted {_num(s.unaccounted)} (still queued {_num(s.still_queued)})</div>"
         )
+    if s.background and s.background.get("sent") is not None:
+        b = s.background
+        lat = b.get("latency_ms") or {}
+        parts.append(
+            f"<p>under background stress: {escape(str(b.get('pattern')))} at "
+            f"{_num(b.get('rate'), '{:g}')}/s, achieved {_num(b.get('achieved_rate'))}/s; sent "
+            f"{_num(b.get('sent'))}, received {_num(b.get('received'))}, lost "
+            f"{_bad(b.get('lost'))}, unaccounted {_bad(b.get('unaccounted'), 'warn')}, "
+            f"duplicates {_bad(b.get('duplicates'))}; p50 {_num(lat.get('p50'))} ms, "
+            f"p99 {_num(lat.get('p99'))} ms</p>"
+        )
     if s.open_loop:
         ol = s.open_loop
         parts.append(

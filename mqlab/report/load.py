@@ -149,6 +149,7 @@ class Step:
     still_queued: int | None = None
     events: tuple[Event, ...] = ()
     faults: tuple[FaultFigure, ...] = ()
+    background: dict[str, Any] | None = None  # the background stress beside this probe
     phases: tuple[Phase, ...] = ()
 
     @property
@@ -323,6 +324,7 @@ def _step(raw: dict[str, Any], duration: float | None) -> Step:
             if isinstance(e, dict)
         ),
         faults=tuple(_fault(f) for f in _l(raw.get("faults")) if isinstance(f, dict)),
+        background=raw["background"] if isinstance(raw.get("background"), dict) else None,
         phases=tuple(
             Phase(str(p.get("name", "")), _f(p.get("start_s")) or 0.0, _f(p.get("end_s")) or 0.0)
             for p in _l(raw.get("phases"))

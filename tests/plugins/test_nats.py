@@ -37,7 +37,9 @@ def test_durable_notifications_wait_in_jetstream_for_a_listener_that_was_away(
     async def check() -> None:
         first: list[bytes] = []
         async with _transport(nats_server, f"{tag}-c") as client:
-            async with _transport(nats_server, f"{tag}-l1") as listener:
+            # ack_wait 2 s: a message JetStream pushed while the first listener's interest was
+            # still being withdrawn is redelivered after ack_wait (at least once), within the wait
+            async with _transport(nats_server, f"{tag}-l1", ack_wait=2) as listener:
                 await listener.serve_notifications(target, "audit", first.append)
                 for body in before:
                     await client.notify(target, body)
@@ -45,7 +47,7 @@ def test_durable_notifications_wait_in_jetstream_for_a_listener_that_was_away(
             for body in away:
                 await client.notify(target, body)
         later: list[bytes] = []
-        async with _transport(nats_server, f"{tag}-l2") as listener:
+        async with _transport(nats_server, f"{tag}-l2", ack_wait=2) as listener:
             await listener.serve_notifications(target, "audit", later.append)
             await until(later, len(away))
         assert sorted(first) == sorted(before)

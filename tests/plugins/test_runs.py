@@ -314,3 +314,38 @@ def test_a_backlog_drains_before_anything_is_called_lost(
         assert step["lost"] == 0 and step["unaccounted"] == 0, (attempt, step["drain_end"], step)
         assert step["received"] == step["sent"]
         assert step["drain_end"] == "complete"
+
+
+PROBE = """
+[run]
+duration = "2s"
+warmup = "1s"
+[drivers.pika]
+plugin = "pika"
+[[scenario]]
+pattern = "notify"
+concurrency = 5
+durable = true
+[[scenario]]
+pattern = "call"
+concurrency = 5
+background = { pattern = "notify", rate = 300 }
+"""
+
+
+def test_pika_calls_measured_under_a_notify_background_that_loses_nothing(
+    tmp_path: Path, broker: BrokerHandle
+) -> None:
+    # a durable notify step first: the background's notifications (not durable, as its call
+    # scenario) must not meet that step's durable exchange, which the broker would refuse
+    calm, step = _run(tmp_path, broker, PROBE)["steps"]
+    assert calm["lost"] == 0 and "background" not in calm
+    # the probe's calls, every one answered, and nothing of the background among them
+    assert step["scenario"] == "call under notify@300/s" and step["sent"] > 0
+    assert step["received"] == step["sent"] == step["round_trip"] and step["lost"] == 0
+    bg = step["background"]
+    # notify at 300/s through the 1 s warm-up and the 2 s window, each one delivered once
+    assert 0.8 * 300 * 3 <= bg["sent"] <= 1.1 * 300 * 3
+    assert bg["received"] == bg["expected"] == bg["sent"]
+    assert bg["lost"] == bg["duplicates"] == bg["unaccounted"] == 0
+    assert bg["latency_ms"]["p99"] is not None and bg["drain_end"] == "complete"

@@ -160,7 +160,7 @@ class AiormqTransport(Transport):
                         if self._reply_channel is not None:
                             await self._reply_channel.close()
                         await delete_declared(self._conn, self._created)
-            self._calls.reject_all(ConnectionLost("the transport was closed while the call waited"))
+            self._calls.close()
             if self._conn is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._conn.close(), CLOSE_TIMEOUT)

@@ -45,15 +45,47 @@ def describe(condition: Any) -> str:
     return str(name or text or condition)
 
 
-class Sender(pyngus.SenderEventHandler):  # type: ignore[misc]
+class _Link:
+    """What both link handlers share: the attach future and failing once, for good."""
+
+    def __init__(self, conn: Amqp1Connection, address: str) -> None:
+        self.address = address
+        self._conn = conn
+        self.ready: asyncio.Future[None] = conn.loop.create_future()
+        self.error: TransportError | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.error is None
+
+    def fail(self, error: TransportError) -> None:
+        """The link is gone: it fails with ``error`` from now on (the first error wins)."""
+        if self.error is not None:
+            return
+        self.error = error
+        if not self.ready.done():
+            self.ready.set_exception(error)
+            # nobody may await ready (a failed lazy attach): do not warn about it
+            self.ready.exception()
+        self._failed(error)
+
+    def _failed(self, error: TransportError) -> None:
+        """What else a link fails with it (nothing by default)."""
+
+    def _attached(self) -> None:
+        if not self.ready.done():
+            self.ready.set_result(None)
+
+    def _closed(self, link: Any, condition: Any) -> None:
+        self.fail(self._conn.link_error(self.address, link, condition))
+
+
+class Sender(_Link, pyngus.SenderEventHandler):  # type: ignore[misc]
     """A sender link to one target address, with a future per unsettled send."""
 
     def __init__(self, conn: Amqp1Connection, address: str, name: str) -> None:
-        self.address = address
-        self._conn = conn
+        super().__init__(conn, address)
         self._loop = conn.loop
-        self.ready: asyncio.Future[None] = self._loop.create_future()
-        self.error: TransportError | None = None
         self._credit = asyncio.Event()
         # futures of sends still waiting for the broker's outcome
         self._unsettled: set[asyncio.Future[None]] = set()
@@ -61,10 +93,6 @@ class Sender(pyngus.SenderEventHandler):  # type: ignore[misc]
         self.link = conn.pyngus.create_sender(name, address, self, name)
         self.link.open()
         conn.wake()
-
-    @property
-    def alive(self) -> bool:
-        return self.error is None
 
     async def wait_credit(self) -> None:
         """Wait until the broker lets this link send (back-pressure)."""
@@ -102,15 +130,8 @@ class Sender(pyngus.SenderEventHandler):  # type: ignore[misc]
         else:
             fut.set_exception(self._conn.refused(self.address, state, info))
 
-    def fail(self, error: TransportError) -> None:
-        """The link is gone: every pending and future send fails with ``error``."""
-        if self.error is not None:
-            return
-        self.error = error
-        if not self.ready.done():
-            self.ready.set_exception(error)
-            # nobody may await ready (a failed lazy attach): do not warn about it
-            self.ready.exception()
+    def _failed(self, error: TransportError) -> None:
+        # every pending send fails with it (and every later one, through self.error)
         for fut in self._unsettled:
             if not fut.done():
                 fut.set_exception(error)
@@ -120,20 +141,19 @@ class Sender(pyngus.SenderEventHandler):  # type: ignore[misc]
     # pyngus callbacks
 
     def sender_active(self, sender_link: Any) -> None:
-        if not self.ready.done():
-            self.ready.set_result(None)
+        self._attached()
 
     def credit_granted(self, sender_link: Any) -> None:
         self._credit.set()
 
     def sender_remote_closed(self, sender_link: Any, pn_condition: Any) -> None:
-        self.fail(self._conn.link_error(self.address, sender_link, pn_condition))
+        self._closed(sender_link, pn_condition)
 
     def sender_failed(self, sender_link: Any, error: Any) -> None:
-        self.fail(self._conn.link_error(self.address, sender_link, error))
+        self._closed(sender_link, error)
 
 
-class Receiver(pyngus.ReceiverEventHandler):  # type: ignore[misc]
+class Receiver(_Link, pyngus.ReceiverEventHandler):  # type: ignore[misc]
     """A receiver link from one source address with a fixed credit window.
 
     The broker never has more than ``credit`` messages outstanding on the link:
@@ -149,10 +169,7 @@ class Receiver(pyngus.ReceiverEventHandler):  # type: ignore[misc]
         presettled: bool,
         on_message: OnMessage,
     ) -> None:
-        self.address = address
-        self._conn = conn
-        self.ready: asyncio.Future[None] = conn.loop.create_future()
-        self.error: TransportError | None = None
+        super().__init__(conn, address)
         self._window = credit
         self.on_message = on_message
         #: messages received and not settled yet (the test of the credit window)
@@ -200,19 +217,10 @@ class Receiver(pyngus.ReceiverEventHandler):  # type: ignore[misc]
         if credit <= 0 and self.held == 0:
             self.link.add_capacity(self._window - credit)
 
-    def fail(self, error: TransportError) -> None:
-        if self.error is not None:
-            return
-        self.error = error
-        if not self.ready.done():
-            self.ready.set_exception(error)
-            self.ready.exception()
-
     # pyngus callbacks
 
     def receiver_active(self, receiver_link: Any) -> None:
-        if not self.ready.done():
-            self.ready.set_result(None)
+        self._attached()
 
     def message_received(self, receiver_link: Any, message: proton.Message, handle: str) -> None:
         self.held += 1
@@ -221,7 +229,7 @@ class Receiver(pyngus.ReceiverEventHandler):  # type: ignore[misc]
         self._conn.incoming.append((self, message, handle))
 
     def receiver_remote_closed(self, receiver_link: Any, pn_condition: Any) -> None:
-        self.fail(self._conn.link_error(self.address, receiver_link, pn_condition))
+        self._closed(receiver_link, pn_condition)
 
     def receiver_failed(self, receiver_link: Any, error: Any) -> None:
-        self.fail(self._conn.link_error(self.address, receiver_link, error))
+        self._closed(receiver_link, error)

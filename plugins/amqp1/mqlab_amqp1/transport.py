@@ -41,7 +41,6 @@ from mqlab.amqp import (
 from mqlab.connect import connect_first
 from mqlab.errors import (
     ConnectFailed,
-    ConnectionLost,
     DriverError,
     TransportError,
 )
@@ -176,7 +175,7 @@ class Amqp1Transport(Transport):
     async def aclose(self) -> None:
         """Close the AMQP 1.0 and the 0-9-1 topology connections; never raises, never hangs."""
         conn, self._conn = self._conn, None
-        self._calls.reject_all(ConnectionLost("transport closed"))
+        self._calls.close()
         if self._reply_ready is not None and not self._reply_ready.done():
             self._reply_ready.cancel()
         try:

@@ -143,7 +143,7 @@ class KombuTransport(Transport):
         if self._closed:
             return
         self._closed = True
-        self._calls.reject_all(ConnectionLost("the transport closed while waiting for a reply"))
+        self._calls.close()
         try:
             if self._consumers is not None:
                 await self._consumers.close()

@@ -35,7 +35,15 @@ from paho.mqtt.properties import Properties
 from mqlab.connect import connect_first, explain
 from mqlab.errors import ConnectionLost, DriverError, ErrorRule, map_errors
 from mqlab.pending import PendingCalls
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.transport import (
+    CONNECT_TIMEOUT,
+    Features,
+    Handler,
+    Option,
+    Target,
+    Transport,
+    TransportConfig,
+)
 from mqlab.urls import host_port
 
 LOG = logging.getLogger(__name__)
@@ -59,12 +67,8 @@ def level(name: str) -> str:
 
 
 def rpc_topic(target: Target) -> str:
-    where = f"{level(target.exchange)}/{level(target.topic)}"
-    if target.fanout:
-        return f"mqlab/all/{where}"
-    if target.server:
-        return f"mqlab/to/{where}/{level(target.server)}"
-    return f"mqlab/rpc/{where}"
+    kind, names = target.route()
+    return "/".join(("mqlab", kind, *map(level, names)))
 
 
 def note_topic(target: Target) -> str:
@@ -86,9 +90,7 @@ class MqttTransport(Transport):
             (int,), 100, "QoS 1/2 messages in flight per connection before publishes queue",
             minimum=1,
         ),
-        "connect_timeout": Option(
-            (int, float), 5.0, "seconds to connect to one URL", minimum=0.1
-        ),
+        "connect_timeout": CONNECT_TIMEOUT,
     }  # fmt: skip
 
     def __init__(self, config: TransportConfig) -> None:
@@ -114,7 +116,6 @@ class MqttTransport(Transport):
             self._open,
             explain,
             per_url=float(self.options["connect_timeout"]),
-            budget=float(self.options["connect_timeout"]) * max(1, len(self.urls)),
         )
         self._dispatcher = asyncio.create_task(self._dispatch(), name="mqlab-mqtt dispatch")
 
@@ -150,7 +151,7 @@ class MqttTransport(Transport):
     async def aclose(self) -> None:
         client, self.client = self.client, None
         task, self._dispatcher = self._dispatcher, None
-        self._pending.reject_all(ConnectionLost("transport closed while waiting for a reply"))
+        self._pending.close()
         if client is None:
             return
         for each in [task, *self._sends]:

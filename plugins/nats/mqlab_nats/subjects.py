@@ -22,12 +22,8 @@ def token(name: str) -> str:
 
 def rpc(target: Target) -> str:
     """Shared by the topic's servers (one queue group), or one server's, or everyone's."""
-    where = f"{token(target.exchange)}.{token(target.topic)}"
-    if target.fanout:
-        return f"mqlab-all.{where}"
-    if target.server:
-        return f"mqlab-to.{where}.{token(target.server)}"
-    return f"mqlab-rpc.{where}"
+    kind, names = target.route()
+    return ".".join((f"mqlab-{kind}", *map(token, names)))
 
 
 def rpc_group(target: Target) -> str:

@@ -31,7 +31,15 @@ from nats.js import JetStreamContext
 from mqlab.connect import connect_first, explain
 from mqlab.errors import ConnectionLost, map_errors
 from mqlab.pending import call_timeout
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.transport import (
+    CONNECT_TIMEOUT,
+    Features,
+    Handler,
+    Option,
+    Target,
+    Transport,
+    TransportConfig,
+)
 from mqlab_nats import subjects
 from mqlab_nats.errors import RULES
 
@@ -48,7 +56,7 @@ class NatsTransport(Transport):
         server="nats",
     )
     option_specs: ClassVar[Mapping[str, Option]] = {
-        "connect_timeout": Option((int, float), 5.0, "seconds to connect to one URL", minimum=0.1),
+        "connect_timeout": CONNECT_TIMEOUT,
         "reconnect_attempts": Option(
             (int,), 60, "reconnections tried after the connection drops", minimum=1
         ),
@@ -91,7 +99,6 @@ class NatsTransport(Transport):
             self._open,
             self._explain,
             per_url=float(self.options["connect_timeout"]),
-            budget=float(self.options["connect_timeout"]) * max(1, len(self.urls)),
         )
         self.nc, self.js = nc, nc.jetstream()
 

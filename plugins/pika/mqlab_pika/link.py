@@ -8,11 +8,12 @@ with three channels:
 - ``sub``: every consumer, and the server's replies (published from the
   delivery callback on the channel the request came in on);
 - ``decl``: declarations, so a refused declare (406, 404) closes a channel no
-  message depends on.
+  message depends on (held by :class:`~mqlab_pika.topology.Topology`).
 
 When the connection drops, the link moves to the NEXT URL of the list (round
 robin), reopens its channels, declares its queues again and resumes every
-consumer. Sends wait for that through :meth:`Link.publisher`.
+consumer (:mod:`mqlab_pika.consumers`). Sends wait for that through
+:meth:`Link.publisher`; publishing itself is :mod:`mqlab_pika.publisher`.
 """
 
 from __future__ import annotations
@@ -21,63 +22,23 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import pika.spec
 from pika.adapters.asyncio_connection import AsyncioConnection
-from pika.channel import Channel
 from pika.frame import Method
 
-from mqlab.amqp import Declared, ExchangeDecl, QueueDecl
+from mqlab.amqp import ExchangeDecl
 from mqlab.connect import connect_first, no_url
 from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
 from mqlab.urls import hide_secret, mask
 from mqlab_pika import bridge, urls
 from mqlab_pika.bridge import Chan, Gone
+from mqlab_pika.consumers import Acker, ConsumerSpec, acking
 from mqlab_pika.options import Settings
 from mqlab_pika.publisher import Publisher
+from mqlab_pika.topology import Topology
 
 LOG = logging.getLogger(__name__)
-
-OnMessage = Callable[[Channel, pika.spec.Basic.Deliver, pika.spec.BasicProperties, bytes], None]
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerSpec:
-    """A queue to declare, bind and consume, restored after every reconnection."""
-
-    queue: QueueDecl
-    exchanges: tuple[ExchangeDecl, ...]  # declared before the bindings
-    on_message: OnMessage
-    ack: bool
-
-
-class _Acker:
-    """Acks a channel's deliveries in batches: one ``multiple`` ack per loop turn.
-
-    Deliveries of one channel are handled in order and to completion, so when
-    tag N is done every tag below it is done too.
-    """
-
-    __slots__ = ("_channel", "_loop", "_scheduled", "_tag")
-
-    def __init__(self, channel: Channel, loop: asyncio.AbstractEventLoop) -> None:
-        self._channel = channel
-        self._loop = loop
-        self._tag = 0
-        self._scheduled = False
-
-    def done(self, tag: int) -> None:
-        self._tag = tag
-        if not self._scheduled:
-            self._scheduled = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._scheduled = False
-        if self._channel.is_open:
-            self._channel.basic_ack(self._tag, multiple=True)
 
 
 class Link:
@@ -93,16 +54,13 @@ class Link:
         self.conn: AsyncioConnection | None = None
         self.pub: Publisher | None = None
         self.sub: Chan | None = None
-        self._decl: Chan | None = None
-        self._acker: _Acker | None = None
+        self._acker: Acker | None = None
         self._up = False  # connection established; channels may be reopening
         self._ready = asyncio.Event()  # up and every channel open
         self._closing = False
         self._consumers: list[ConsumerSpec] = []
         self._tags: dict[str, ConsumerSpec] = {}
-        self._declared: set[ExchangeDecl] = set()
-        self._declaring: dict[ExchangeDecl, asyncio.Future[None]] = {}
-        self._created = Declared()  # what this link declared: deleted at close
+        self.topology = Topology(lambda: self.conn, lambda: self.down_reason)
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_down: Callable[[str], None] | None = None
         self.down_reason = "not connected"
@@ -121,7 +79,7 @@ class Link:
         """
         if self.pub is None or not self._ready.is_set():
             return None
-        if decl is not None and decl not in self._declared:
+        if decl is not None and decl not in self.topology.declared:
             return None
         return self.pub
 
@@ -199,9 +157,8 @@ class Link:
         sub.channel.add_on_cancel_callback(self._on_cancelled)
         sub.add_on_close(self._on_sub_closed)
         self.pub, self.sub = pub, sub
-        self._acker = _Acker(sub.channel, loop)
-        self._decl = None
-        self._declared.clear()
+        self._acker = Acker(sub.channel, loop)
+        self.topology.reset()
         self._tags.clear()
         for spec in self._consumers:
             await self._subscribe(spec)
@@ -226,7 +183,8 @@ class Link:
         gone = Gone(self.down_reason)
         if self.pub is not None:
             self.pub.fail_all(gone)
-        self.pub = self.sub = self._decl = None
+        self.pub = self.sub = None
+        self.topology.drop_channel()
         self._acker = None
         if self.on_down is not None:
             self.on_down(self.down_reason)
@@ -250,7 +208,7 @@ class Link:
         self.pub = None
         self._ready.clear()
         # an exchange that vanished (auto-deleted) must be declared again
-        self._declared.clear()
+        self.topology.declared.clear()
         conn = self.conn
         if conn is not None and conn.is_open and self._up and not self._closing:
             LOG.warning("publish channel closed by the broker (%s); reopening it", reason.text)
@@ -297,82 +255,19 @@ class Link:
 
     # -- topology ------------------------------------------------------------
 
-    async def _decl_chan(self) -> Chan:
-        if self._decl is None or not self._decl.is_open:
-            if self.conn is None or not self.conn.is_open:
-                raise Gone(self.down_reason)
-            self._decl = await Chan.open(self.conn)
-        return self._decl
-
     async def declare_exchange(self, decl: ExchangeDecl) -> None:
-        """Declare ``decl`` once per connection (the cache is dropped when it may be stale)."""
-        if decl in self._declared:
-            return
-        running = self._declaring.get(decl)
-        if running is not None:
-            # many first sends at once: one declare, everyone waits for it
-            await asyncio.shield(running)
-            return
-        running = asyncio.get_running_loop().create_future()
-        self._declaring[decl] = running
-        try:
-            chan = await self._decl_chan()
-            await chan.call(
-                chan.channel.exchange_declare,
-                decl.name,
-                decl.type,
-                durable=decl.durable,
-                auto_delete=decl.auto_delete,
-            )
-        except BaseException as exc:
-            bridge.fail(running, exc if isinstance(exc, Exception) else Gone("cancelled"))
-            running.exception()  # the waiters, if any, get it; nobody else must log it
-            raise
-        finally:
-            del self._declaring[decl]
-        bridge.resolve(running, None)
-        self._declared.add(decl)
-        self._created.exchange(decl)
-
-    async def _declare_queue(self, queue: QueueDecl) -> None:
-        chan = await self._decl_chan()
-        await chan.call(
-            chan.channel.queue_declare,
-            queue.name,
-            durable=queue.durable,
-            exclusive=queue.exclusive,
-            auto_delete=queue.auto_delete,
-            arguments=queue.argument_map(),
-        )
-        self._created.queue(queue)
-        for exchange, key in queue.bindings:
-            await chan.call(chan.channel.queue_bind, queue.name, exchange, routing_key=key)
+        """Declare ``decl`` once per connection (see :class:`Topology`)."""
+        await self.topology.declare_exchange(decl)
 
     async def _subscribe(self, spec: ConsumerSpec) -> None:
         for decl in spec.exchanges:
-            await self.declare_exchange(decl)
-        await self._declare_queue(spec.queue)
+            await self.topology.declare_exchange(decl)
+        await self.topology.declare_queue(spec.queue)
         sub, acker = self.sub, self._acker
         if sub is None or acker is None:
             raise Gone(self.down_reason)
-        on_message = spec.on_message
-        if spec.ack:
-            done = acker.done
-
-            def deliver(
-                ch: Channel,
-                method: pika.spec.Basic.Deliver,
-                props: pika.spec.BasicProperties,
-                body: bytes,
-            ) -> None:
-                on_message(ch, method, props, body)
-                done(method.delivery_tag)
-
-            callback: OnMessage = deliver
-        else:
-            callback = on_message
         frame = await sub.call(
-            sub.channel.basic_consume, spec.queue.name, callback, auto_ack=not spec.ack
+            sub.channel.basic_consume, spec.queue.name, acking(spec, acker), auto_ack=not spec.ack
         )
         self._tags[frame.method.consumer_tag] = spec
 
@@ -407,24 +302,6 @@ class Link:
         if not task.cancelled() and task.exception() is not None:
             LOG.error("pika link task failed: %r", task.exception())
 
-    async def _delete_declared(self) -> None:
-        """Delete the non-durable queues and exchanges this link declared, if unused.
-
-        oslo's topology auto-deletes nothing but the fanout exchange, so what a
-        run declared would stay on the broker; ``if_unused`` keeps every queue
-        someone still consumes and every exchange something still binds.
-        """
-        for gone in self._created.deletions():
-            try:
-                chan = await self._decl_chan()
-                if gone.kind == "queue":
-                    await chan.call(chan.channel.queue_delete, gone.name, if_unused=True)
-                else:
-                    await chan.call(chan.channel.exchange_delete, gone.name, if_unused=True)
-            except Gone:
-                continue  # in use (406): another worker deletes it last; gone already (404)
-        self._created.forget()
-
     async def aclose(self, timeout: float = 5.0) -> None:
         """Close channels and connection within ``timeout``; never raises."""
         self._closing = True
@@ -447,7 +324,7 @@ class Link:
                     # consumers go first, or the queues are in use and stay
                     await sub.aclose()
                 with contextlib.suppress(Gone):
-                    await self._delete_declared()
+                    await self.topology.delete_declared()
                 bridge.abort(conn)
                 await closed
         except Exception as exc:  # noqa: BLE001 - aclose never raises
@@ -459,7 +336,8 @@ class Link:
         if self.pub is not None:
             self.pub.fail_all(Gone("transport closed"))
         self.conn = None
-        self.pub = self.sub = self._decl = None
+        self.pub = self.sub = None
+        self.topology.drop_channel()
         self._acker = None
         self._up = False
 

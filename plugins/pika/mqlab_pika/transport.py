@@ -21,7 +21,8 @@ from mqlab.errors import (
 from mqlab.pending import PendingCalls
 from mqlab.transport import Features, Handler, Target, Transport, TransportConfig
 from mqlab_pika.bridge import Gone
-from mqlab_pika.link import ConsumerSpec, Link, OnMessage
+from mqlab_pika.consumers import ConsumerSpec, OnMessage
+from mqlab_pika.link import Link
 from mqlab_pika.options import OPTIONS, Settings, make_settings
 from mqlab_pika.publisher import Nacked, Publisher, Returned
 

@@ -104,7 +104,7 @@ class PyamqpTransport(Transport):
         if self._closed:
             return
         self._closed = True
-        self._calls.reject_all(ConnectionLost("the transport closed while waiting for a reply"))
+        self._calls.close()
         links = self._consumers + self._publishers
         for link in links:
             link.stop()

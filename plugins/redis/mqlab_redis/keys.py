@@ -22,12 +22,8 @@ BODY, REPLY_TO, CORRELATION = b"b", b"r", b"c"
 
 
 def rpc(target: Target) -> str:
-    where = f"{target.exchange}:{target.topic}"
-    if target.fanout:
-        return f"mqlab:all:{where}"
-    if target.server:
-        return f"mqlab:to:{where}:{target.server}"
-    return f"mqlab:rpc:{where}"
+    kind, names = target.route()
+    return ":".join(("mqlab", kind, *names))
 
 
 def fanout_group(server: str) -> str:

@@ -29,7 +29,15 @@ import redis.exceptions
 from mqlab.connect import connect_first, explain
 from mqlab.errors import ConnectionLost, ErrorRule, Undeliverable, map_errors
 from mqlab.pending import PendingCalls
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.transport import (
+    CONNECT_TIMEOUT,
+    Features,
+    Handler,
+    Option,
+    Target,
+    Transport,
+    TransportConfig,
+)
 from mqlab_redis import keys
 from mqlab_redis.group import BLOCK_MS, GroupReader, Reading, done
 
@@ -72,9 +80,7 @@ class RedisStreamsTransport(Transport):
             (int,), 32, "connections sending (a send waits for a free one): commands in flight",
             minimum=1,
         ),
-        "connect_timeout": Option(
-            (int, float), 5.0, "seconds to connect to one URL", minimum=0.1
-        ),
+        "connect_timeout": CONNECT_TIMEOUT,
     }  # fmt: skip
 
     def __init__(self, config: TransportConfig) -> None:
@@ -100,7 +106,6 @@ class RedisStreamsTransport(Transport):
             self._open,
             _explain,
             per_url=float(self.options["connect_timeout"]),
-            budget=float(self.options["connect_timeout"]) * max(1, len(self.urls)),
         )
 
     async def _open(self, url: str, timeout: float) -> tuple[aioredis.Redis, aioredis.Redis]:
@@ -137,7 +142,7 @@ class RedisStreamsTransport(Transport):
         conn, blocking, self.conn, self.blocking = self.conn, self.blocking, None, None
         readers, self._readers = self._readers, []
         task, self._reply_task = self._reply_task, None
-        self._pending.reject_all(ConnectionLost("transport closed while waiting for a reply"))
+        self._pending.close()
         if conn is None:
             return
         try:
