@@ -1,6 +1,8 @@
-"""``mqlab ceiling`` on a real managed RabbitMQ node: each plugin beside its library.
+"""``mqlab ceiling`` on a real RabbitMQ node: each plugin beside its library.
 
-Two short runs, each starting its own private node: one where Java is on
+Two short runs against the session's broker (starting a private node per run
+would double each run's time and prove nothing more: the ceiling only needs a
+RabbitMQ to measure against): one where Java is on
 PATH (every cast step shows its reference loop's rate, the plugin's share of
 it, and RabbitMQ PerfTest's rate), one with Java hidden from PATH (one line
 says PerfTest did not run; the library loops still do) and with a plugin that
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import BrokerHandle
 from tests.helpers import mqlab, results, write_profile
 
 pytestmark = pytest.mark.broker
@@ -25,8 +28,6 @@ PROFILE = """
 duration = "2s"
 warmup = "1s"
 drain = "10s"
-[broker]
-managed = true
 {drivers}
 [defaults]
 serializer = "msgpack"
@@ -48,11 +49,10 @@ confirm = false
 """
 
 
-def _ceiling(tmp_path: Path, drivers: str) -> tuple[Any, dict[str, Any]]:
+def _ceiling(tmp_path: Path, broker: BrokerHandle, drivers: str) -> tuple[Any, dict[str, Any]]:
     path = write_profile(tmp_path / "p.toml", PROFILE.format(drivers=drivers))
     out = tmp_path / "r.json"
-    proc = mqlab("ceiling", str(path), "-o", str(out), "--state-dir", str(tmp_path / "s"),
-                 timeout=400)  # fmt: skip
+    proc = mqlab("ceiling", str(path), "--broker", broker.url, "-o", str(out), timeout=400)
     assert proc.returncode == 0, proc.stderr
     # the results file keeps it: `mqlab show` prints the same table again
     shown = mqlab("show", str(out))
@@ -65,8 +65,10 @@ def _row(stdout: str, driver: str) -> str:
     return row
 
 
-def test_every_cast_step_shows_its_library_ceiling_and_perftest(tmp_path: Path) -> None:
-    proc, doc = _ceiling(tmp_path, AMQP_DRIVERS)
+def test_every_cast_step_shows_its_library_ceiling_and_perftest(
+    tmp_path: Path, broker: BrokerHandle
+) -> None:
+    proc, doc = _ceiling(tmp_path, broker, AMQP_DRIVERS)
     for step in doc["steps"]:
         ceiling = step["ceiling"]
         assert ceiling["size"] == 201, ceiling  # the plugin's encoded message, not the padding
@@ -100,12 +102,12 @@ def _without_java(tmp_path: Path) -> str:
 
 
 def test_without_java_one_line_says_so_and_the_library_loop_still_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, broker: BrokerHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", _without_java(tmp_path))
     assert shutil.which("java") is None
     drivers = AMQP_DRIVERS.split("[drivers.aiormq]")[0] + '[drivers.lo]\nplugin = "loopback"\n'
-    proc, doc = _ceiling(tmp_path, drivers)
+    proc, doc = _ceiling(tmp_path, broker, drivers)
     pika, lo = doc["steps"]
     assert pika["ceiling"]["rate"] > 0 and pika["ceiling"]["percent"] > 0
     assert pika["ceiling"]["perftest"]["rate"] is None
