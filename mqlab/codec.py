@@ -6,11 +6,17 @@ drawn size. ``serializer`` is json or msgpack; ``envelope`` wraps the
 serialised message once more, as oslo.messaging's envelope does
 (``{"oslo.version": "2.0", "oslo.message": <serialised>}``): the double
 serialisation whose cost seed 003 measured.
+
+msgpack writes the same four-key map with its three numbers as 64-bit unsigned
+ints (a form every msgpack reader takes; the spec allows any width that holds the
+value): the numbers then sit at fixed offsets, so one ``struct`` call writes a
+client's message and one reads it back, at about half msgpack's cost for a map.
 """
 
 from __future__ import annotations
 
 import json
+import struct
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -47,12 +53,16 @@ class Codec:
         #: ``(client, seq, ts)`` of a request or a reply
         self.decode: Callable[[bytes], tuple[int, int, int]] = self._decode_fields
         if serializer == "msgpack" and not envelope:
-            self.decode = _msgpack_fields  # the hot path: no Python frame between it and C
+            self.decode = _msgpack_fields  # the hot path: one struct read, no map built
         # bytes the message costs beyond its padding, to hit the requested size
         self._overhead = len(self._encode(1, 1, 1 << 62, ""))
 
     def _encode(self, client: int, seq: int, ts: int, pad: str) -> bytes:
-        body = self._dumps({"c": client, "s": seq, "t": ts, "p": pad})
+        if self.serializer == "msgpack":
+            fields = _FIXED.pack(_MARK_C, client, _MARK_S, seq, _MARK_T, ts, b"\xa1p")
+            body = fields + self._dumps(pad)
+        else:
+            body = self._dumps({"c": client, "s": seq, "t": ts, "p": pad})
         if self.envelope:
             inner: str | bytes = body.decode() if self.serializer == "json" else body
             return self._dumps({"oslo.version": OSLO_VERSION, "oslo.message": inner})
@@ -78,27 +88,28 @@ class Codec:
         """``encode`` for one client, as ``(seq, ts, size) -> bytes``: the same bytes.
 
         msgpack without an envelope is the harness's own path (and the fastest
-        setting a driver is compared in): the map's keys, the client id and the
-        padding are packed once and only the sequence number and the send time per
-        message, which halves the encoding cost. msgpack writes a map in its
-        insertion order, so the parts joined are byte for byte what packing the map
-        gives (tests/test_codec.py checks it).
+        setting a driver is compared in): the client id and the padding are packed
+        once, and one ``struct`` call per message writes the sequence number and
+        the send time between them (tests/test_codec.py checks the bytes are
+        what ``encode`` gives).
         """
         if self.serializer != "msgpack" or self.envelope:
             encode = self.encode
             return lambda seq, ts, size: encode(client, seq, ts, size)
-        pack = self._dumps
-        head = b"\x84\xa1c" + pack(client) + b"\xa1s"  # fixmap of 4, "c": client, "s"
-        mid = b"\xa1t"
+        pack_str = self._dumps
+        head = _MARK_C + client.to_bytes(8, "big") + _MARK_S
+        mark_t = _MARK_T
         overhead = self._overhead
-        last_size, tail = -1, b""  # the last size's padding, packed: a fixed size packs it once
+        last_size, tail, pack = -1, b"", _FIXED.pack  # replaced at the first size
 
         def encode_fast(seq: int, ts: int, size: int) -> bytes:
-            nonlocal last_size, tail
-            if size != last_size:
+            nonlocal last_size, tail, pack
+            if size != last_size:  # a fixed size builds its layout once
                 pad = size - overhead
-                last_size, tail = size, b"\xa1p" + pack(_pad(pad) if pad > 0 else "")
-            return b"".join((head, pack(seq), mid, pack(ts), tail))
+                tail = b"\xa1p" + pack_str(_pad(pad) if pad > 0 else "")
+                last_size = size
+                pack = struct.Struct(f">{len(head)}sQ{len(mark_t)}sQ{len(tail)}s").pack
+            return pack(head, seq, mark_t, ts, tail)
 
         return encode_fast
 
@@ -121,10 +132,23 @@ def _msgpack_loads(body: bytes) -> Any:
     return msgpack.unpackb(body, raw=False)
 
 
+#: a msgpack message's start: fixmap of 4, "c" uint64, "s" uint64, "t" uint64, "p"
+_MARK_C, _MARK_S, _MARK_T = b"\x84\xa1c\xcf", b"\xa1s\xcf", b"\xa1t\xcf"
+_FIXED = struct.Struct(">4sQ3sQ3sQ2s")
+
+
 def _msgpack_fields(
-    body: bytes, _unpackb: Callable[..., Any] = msgpack.unpackb
+    body: bytes,
+    _read: Callable[[bytes], tuple[Any, ...]] = _FIXED.unpack_from,
+    _unpackb: Callable[..., Any] = msgpack.unpackb,
 ) -> tuple[int, int, int]:
-    # raw: the keys and the padding stay bytes, not decoded to str (a third faster)
+    try:
+        c, client, s, seq, t, ts, p = _read(body)
+    except struct.error:
+        c = None  # shorter than the layout: not ours, or not this form
+    if c == _MARK_C and s == _MARK_S and t == _MARK_T and p == b"\xa1p":
+        return client, seq, ts
+    # any other msgpack map with these keys; raw: keys and padding stay bytes (faster)
     msg = _unpackb(body, raw=True)
     return msg[b"c"], msg[b"s"], msg[b"t"]
 

@@ -71,3 +71,14 @@ def test_a_clients_encoder_sends_the_same_bytes_as_encode(serializer: str, envel
         for size in (1, 40, 64, 64, 200, 70000, 64):
             for seq, ts in zip(ints, reversed(ints), strict=True):
                 assert encode(seq, ts, size) == codec.encode(client, seq, ts, size)
+
+
+def test_a_msgpack_message_is_the_map_any_msgpack_reader_sees() -> None:
+    # fixed-width numbers are still the four-key map, to any other msgpack reader
+    codec = Codec("msgpack", False)
+    body = codec.encoder(9)(12, 2**40, 64)
+    assert msgpack.unpackb(body) == {"c": 9, "s": 12, "t": 2**40, "p": "x" * (64 - 37)}
+    assert len(body) == 64  # the size asked for, to the byte
+    # and a map packed the usual way (smallest widths, another key order) decodes too
+    for other in ({"c": 9, "s": 12, "t": 5, "p": "xx"}, {"p": "", "t": 5, "s": 12, "c": 9}):
+        assert codec.decode(msgpack.packb(other)) == (9, 12, 5)
