@@ -19,8 +19,11 @@ import os
 import re
 import resource
 
+#: a ledger's bitmap without a file-size limit: 128 Mi messages per (group, client)
+FULL_BYTES = 16 * 1024 * 1024
 
-def _ledger_bytes(most: int = 16 * 1024 * 1024) -> int:
+
+def _ledger_bytes(most: int = FULL_BYTES) -> int:
     """Bitmap size per (group, client): 128 Mi messages, or what the file-size limit allows.
 
     A worker under ``ulimit -f`` cannot size a file beyond it: the ledger then holds

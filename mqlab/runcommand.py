@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from mqlab import __version__, environment, output, redact, registry, servers, view
+from mqlab import __version__, environment, ledger, output, redact, registry, servers, view
 from mqlab.calibration import codec_costs
 from mqlab.command import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, CliError, check, load
 from mqlab.errors import BrokerError
@@ -111,6 +111,12 @@ def _run(
     results = ResultsFile(out, _profile_record(profile, urls), env, warn)
     if not results.write():
         raise CliError(results.write_error or "cannot write the results file", EXIT_FAILED)
+    if ledger.LEDGER_BYTES < ledger.FULL_BYTES:  # workers inherit this process's limit
+        warn(
+            f"mqlab: the file-size limit (ulimit -f) leaves room for {ledger.LEDGER_BYTES * 8:,} "
+            "messages per client in a step's receipt ledger; later ones count as LedgerOverflow "
+            "errors and losses (raise it: ulimit -f unlimited)"
+        )
     interactive = console.is_terminal and not args.quiet
     if not args.quiet:
         err.print(

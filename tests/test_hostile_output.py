@@ -208,8 +208,10 @@ def test_full_disk_keeps_the_last_good_file_and_the_measured_figures(tmp_path: P
     assert len(failures) == 2  # once when it began, once in the final line
     # what was measured is still printed
     assert "comparison" in proc.stdout and proc.stdout.count("lb") >= 2
-    # the receipt ledgers fit the same file-size limit: deliveries are counted, not lost
+    # the receipt ledgers fit the same file-size limit: deliveries are counted, not lost,
+    # and one line says how many messages the limit leaves room for
     assert re.search(r"received=[1-9]", proc.stdout), proc.stdout
+    assert "file-size limit (ulimit -f) leaves room for" in proc.stderr, proc.stderr
     doc = strict_json(out)  # the last good copy, intact
     assert doc["schema"] == 2 and doc["steps"] == []
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".results-")]
