@@ -11,6 +11,8 @@ queue that will never drain.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import deque
 
 import zmq
 import zmq.asyncio
@@ -109,16 +111,26 @@ class CallPeer:
 
 
 class CastPeer:
-    """A PUSH connected to one server's (or listener's) PULL."""
+    """A PUSH connected to one server's (or listener's) PULL.
 
-    __slots__ = ("gone", "header", "plain", "record", "sock", "waiting")
+    Below the high-water mark a cast is one non-blocking send. At the mark, casts
+    wait in this peer's backlog, in order, and one flusher task waits for room and
+    sends as many as then fit: one poll per burst, where pyzmq's awaited ``send``
+    makes a future, a poller registration and a timer for every message (30 % of a
+    saturated client's samples). Each waiting cast keeps its own ``send_timeout``.
+    """
 
-    def __init__(self, sock: zmq.asyncio.Socket, record: Record) -> None:
+    __slots__ = ("backlog", "flusher", "gone", "header", "plain", "record", "sock", "timeout")
+
+    def __init__(self, sock: zmq.asyncio.Socket, record: Record, timeout: float | None) -> None:
         self.sock = sock
         self.plain = raw(sock)
         self.record = record
         self.header = cast_header(record.instance.encode())
-        self.waiting = 0
+        self.timeout = timeout  # seconds a cast may wait for room; None: as long as it takes
+        #: casts waiting for room, oldest first: (frame, its sender's future, since)
+        self.backlog: deque[tuple[bytes, asyncio.Future[None], float]] = deque()
+        self.flusher: asyncio.Task[None] | None = None
         self.gone: str | None = None
 
     async def send(self, body: bytes) -> None:
@@ -126,7 +138,7 @@ class CastPeer:
         frame = self.header + body
         # the plain non-blocking send skips the asyncio wrapper's bookkeeping; only
         # while nobody waits, or it would overtake them and reorder the stream
-        if not self.waiting:
+        if not self.backlog:
             try:
                 self.plain.send(frame, _NOWAIT)
                 return
@@ -134,17 +146,62 @@ class CastPeer:
                 pass
             except zmq.ZMQError as exc:
                 raise _send_error(self.record, self.record.cast, exc) from exc
-        self.waiting += 1
+        if self.gone is not None:
+            raise ConnectionLost(self.gone)
+        loop = asyncio.get_running_loop()
+        sent = loop.create_future()
+        self.backlog.append((frame, sent, loop.time()))
+        if self.flusher is None:
+            self.flusher = loop.create_task(self._flush())
+        await sent  # cancelled: the flusher skips this frame
+
+    async def _flush(self) -> None:
+        """Send the backlog in order as room appears; fail a cast that waited too long."""
+        backlog, send = self.backlog, self.plain.send
+        loop = asyncio.get_running_loop()
         try:
-            await self.sock.send(frame)
-        except zmq.ZMQError as exc:
-            raise _send_error(self.record, self.record.cast, exc) from exc
+            while backlog:
+                frame, sent, since = backlog[0]
+                if sent.done():  # its sender was cancelled: not sent
+                    backlog.popleft()
+                    continue
+                try:
+                    send(frame, _NOWAIT)
+                except zmq.Again:
+                    left = None if self.timeout is None else since + self.timeout - loop.time()
+                    if left is not None and left <= 0:
+                        backlog.popleft()
+                        sent.set_exception(_send_error(self.record, self.record.cast, zmq.Again()))
+                    else:
+                        ms = None if left is None else left * 1000
+                        # pyzmq's stub leaves out the socket poll's flags argument
+                        with contextlib.suppress(zmq.Again):  # its timeout: looked at above
+                            await self.sock.poll(ms, zmq.POLLOUT)  # type: ignore[call-arg]
+                    continue
+                except zmq.ZMQError as exc:
+                    backlog.popleft()
+                    sent.set_exception(_send_error(self.record, self.record.cast, exc))
+                    continue
+                backlog.popleft()
+                sent.set_result(None)
         except asyncio.CancelledError:
-            _closed_under_us(self.gone)
+            # closed (or the loop is ending): nobody waits forever
+            self._fail(ConnectionLost(self.gone or f"zmq socket to {self.record.cast} closed"))
             raise
+        except Exception as exc:  # noqa: BLE001 - e.g. the socket closed under the poll
+            self._fail(ConnectionLost(self.gone or f"zmq socket to {self.record.cast}: {exc}"))
         finally:
-            self.waiting -= 1
+            self.flusher = None
+
+    def _fail(self, exc: TransportError) -> None:
+        while self.backlog:
+            _, sent, _ = self.backlog.popleft()
+            if not sent.done():
+                sent.set_exception(exc)
 
     def close(self, message: str) -> None:
         """Mark the peer closed; a send still waiting ends with ``ConnectionLost(message)``."""
         self.gone = message
+        self._fail(ConnectionLost(message))
+        if self.flusher is not None:
+            self.flusher.cancel()

@@ -95,8 +95,8 @@ class Sockets:
         """The PUSH to ``record``'s PULL, connected on first use."""
         peer = self.cast_peers.get(record.instance)
         if peer is None:
-            sock = self._connect(zmq.PUSH, record.cast, self._options["send_timeout"])
-            peer = CastPeer(sock, record)
+            timeout = self._options["send_timeout"]
+            peer = CastPeer(self._connect(zmq.PUSH, record.cast, timeout), record, timeout)
             self.cast_peers[record.instance] = peer
         return peer
 
