@@ -59,6 +59,9 @@ class Picker:
                     f"(servers of this topic: {known})"
                 )
             return named[0] if len(named) == 1 else self.round_robin(key, target.server, named)
-        if not entry.records:
+        records = entry.records
+        if len(records) == 1:  # the usual case, checked first: no round robin to keep
+            return records[0]
+        if not records:
             raise self.nobody(target)
-        return self.round_robin(key, "", entry.records)
+        return self.round_robin(key, "", records)
