@@ -117,6 +117,11 @@ class SizeSampler:
         self._bins = spec.bins
         self._weights = [w for _, _, w in spec.bins]
 
+    @property
+    def fixed(self) -> int | None:
+        """The one size every message has, or None for a distribution."""
+        return self._fixed
+
     def next(self) -> int:
         if self._fixed is not None:
             return self._fixed

@@ -76,6 +76,9 @@ class ClientLoad:
         rec.count_sends(client_id, lambda: self.seq)
         self._encode = codec.encoder(client_id)
         self._size = sizes.next
+        # one target and one size, the usual case: nothing to choose per message
+        self._only = targets[0] if len(targets) == 1 else None
+        self._fixed = sizes.fixed
         # a cast or a notification is one awaited call: looked up once, not per message
         self._call = pattern == "call"
         self._send = transport.cast if pattern == "cast" else transport.notify
@@ -98,9 +101,8 @@ class ClientLoad:
         self.seq = seq + 1  # counted as sent (count_sends) with its second binned, together
         rec = self.rec
         rec.on_sent(now)
-        targets = self.targets
-        target = targets[seq % len(targets)]
-        body = self._encode(seq, intended, self._size())
+        target = self._only or self.targets[seq % len(self.targets)]
+        body = self._encode(seq, intended, self._fixed or self._size())
         try:
             if self._call:
                 reply = await self.transport.call(target, body, self.timeout)
