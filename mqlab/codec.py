@@ -59,7 +59,7 @@ class Codec:
 
     def _encode(self, client: int, seq: int, ts: int, pad: str) -> bytes:
         if self.serializer == "msgpack":
-            fields = _FIXED.pack(_MARK_C, client, _MARK_S, seq, _MARK_T, ts, b"\xa1p")
+            fields = _FIXED.pack(_MARK_C, client, _MARK_S, seq, _MARK_T, ts, _MARK_P)
             body = fields + self._dumps(pad)
         else:
             body = self._dumps({"c": client, "s": seq, "t": ts, "p": pad})
@@ -106,7 +106,7 @@ class Codec:
             nonlocal last_size, tail, pack
             if size != last_size:  # a fixed size builds its layout once
                 pad = size - overhead
-                tail = b"\xa1p" + pack_str(_pad(pad) if pad > 0 else "")
+                tail = _MARK_P + pack_str(_pad(pad) if pad > 0 else "")
                 last_size = size
                 pack = struct.Struct(f">{len(head)}sQ{len(mark_t)}sQ{len(tail)}s").pack
             return pack(head, seq, mark_t, ts, tail)
@@ -134,6 +134,7 @@ def _msgpack_loads(body: bytes) -> Any:
 
 #: a msgpack message's start: fixmap of 4, "c" uint64, "s" uint64, "t" uint64, "p"
 _MARK_C, _MARK_S, _MARK_T = b"\x84\xa1c\xcf", b"\xa1s\xcf", b"\xa1t\xcf"
+_MARK_P = b"\xa1p"
 _FIXED = struct.Struct(">4sQ3sQ3sQ2s")
 
 
@@ -146,7 +147,7 @@ def _msgpack_fields(
         c, client, s, seq, t, ts, p = _read(body)
     except struct.error:
         c = None  # shorter than the layout: not ours, or not this form
-    if c == _MARK_C and s == _MARK_S and t == _MARK_T and p == b"\xa1p":
+    if c == _MARK_C and s == _MARK_S and t == _MARK_T and p == _MARK_P:
         return client, seq, ts
     # any other msgpack map with these keys; raw: keys and padding stay bytes (faster)
     msg = _unpackb(body, raw=True)

@@ -23,7 +23,7 @@ import resource
 FULL_BYTES = 16 * 1024 * 1024
 
 
-def _ledger_bytes(most: int = FULL_BYTES) -> int:
+def _ledger_bytes() -> int:
     """Bitmap size per (group, client): 128 Mi messages, or what the file-size limit allows.
 
     A worker under ``ulimit -f`` cannot size a file beyond it: the ledger then holds
@@ -31,7 +31,7 @@ def _ledger_bytes(most: int = FULL_BYTES) -> int:
     failing at the first receipt and turning every delivery into a loss.
     """
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
-    return most if soft == resource.RLIM_INFINITY else max(1, min(most, soft))
+    return FULL_BYTES if soft == resource.RLIM_INFINITY else max(1, min(FULL_BYTES, soft))
 
 
 #: ledger bitmap size per (group, client), read once per process
