@@ -289,6 +289,32 @@ async def test_casts_beyond_the_high_water_mark_wait_and_arrive_in_order(
     assert seen == [b"first", *bodies]
 
 
+async def test_a_busy_client_keeps_its_order_across_matchmaker_refreshes(
+    opts: dict[str, Any],
+) -> None:
+    # 20 senders number their casts from one counter, as a step's client does; the
+    # lookup expires every 0.4 s. Had the senders all waited at its expiry for the
+    # next lookup, they would resume in another order than they were numbered
+    target = Target(EXCHANGE, _topic())
+    seen: list[int] = []
+    numbers = iter(range(10**9))
+    async with _transports({**opts, "lookup_cache": 0.4}, "server", "client") as (server, client):
+        await server.serve_rpc(target.to_server("s1"), lambda body: seen.append(int(body)))
+        end = time.monotonic() + 1.5  # three expiries
+
+        async def sender() -> None:
+            while time.monotonic() < end:
+                for _ in range(16):  # then yield, as a step's sender does
+                    await client.cast(target, b"%d" % next(numbers))
+                await asyncio.sleep(0)
+
+        await asyncio.gather(*(sender() for _ in range(20)))
+        sent = next(numbers)
+        await _until(lambda: len(seen) == sent, 10)
+    assert len(seen) == sent > 1000
+    assert seen == sorted(seen)
+
+
 async def test_cast_to_a_killed_server_fails_within_send_timeout(
     spawn: Any, opts: dict[str, Any]
 ) -> None:
