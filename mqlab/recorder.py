@@ -118,10 +118,8 @@ class Recorder:
             return
         # _pack, inline: this runs once per delivery
         us = (now - ts) // 1000
-        if us < 0:
-            us = 0
-        elif us > _US_MAX:
-            us = _US_MAX
+        if us >> _US_BITS:  # one test for both ends: negative, or above the range
+            us = 0 if us < 0 else _US_MAX
         self._pending_ow.append(
             (((now - self.t0) // _NS) << _SEC_SHIFT)
             | (us << 1)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mqlab import latency
 from mqlab.codec import Codec
+from mqlab.errors import Undeliverable
 from mqlab.loopback import LoopbackTransport
 from mqlab.recorder import Recorder
 from mqlab.sizes import SizeSampler, parse_size
@@ -115,3 +116,41 @@ async def test_a_reply_must_answer_its_own_call(tmp_path: Path) -> None:
     assert figs.errors.get("ReplyMismatch", 0) >= 90
     assert figs.round_trip <= 2
     rec.ledger.close()
+
+
+class FailEveryThird(LoopbackTransport):
+    """A driver that refuses every third cast: mapped (Undeliverable) or not (a bare KeyError)."""
+
+    n = 0
+
+    async def cast(self, target: Target, body: bytes) -> None:
+        FailEveryThird.n += 1
+        if FailEveryThird.n % 3 == 1:
+            raise Undeliverable("nobody bound")
+        if FailEveryThird.n % 3 == 2:
+            raise KeyError("a library's own error")
+        await super().cast(target, body)
+
+
+async def test_every_closed_loop_cast_is_delivered_or_counted_as_an_error(tmp_path: Path) -> None:
+    codec = Codec("msgpack", False)
+    rec = Recorder(str(tmp_path), "w0")
+    config = TransportConfig(("loopback://",), {}, "w0")
+    now = time.monotonic_ns()
+    end = now + _S // 2
+    rec.open(now, now, end)
+    async with FailEveryThird(config) as transport:
+        target = Target("x", "t")
+        await transport.serve_rpc(target, server_handler(codec, rec, 0, False))
+        load = ClientLoad(
+            transport, "cast", [target], codec, SizeSampler(parse_size(64), 1), rec, 1, 5.0
+        )
+        await load.closed_loop(4, now, end)
+        await asyncio.sleep(0.2)  # the last deliveries arrive
+    figs = rec.figures()
+    rec.ledger.close()
+    mapped, unmapped = figs.errors["Undeliverable"], figs.errors["Unmapped:KeyError"]
+    assert mapped > 100 and unmapped > 100
+    # nothing vanishes: each send was delivered or is an error, and an in-window error failed
+    assert figs.received + mapped + unmapped == figs.sent == load.seq
+    assert figs.failed == mapped + unmapped
