@@ -87,7 +87,7 @@ class ClientLoad:
         self.behind = 0  # open loop: the latest hand-off after its intended time (ns)
 
     async def one(self, intended: int, deadline: int = 0) -> None:
-        """Send one message meant to leave at ``intended``; closed loop: that is now."""
+        """Send one message meant to leave at ``intended`` (open loop; a closed loop's call)."""
         now = intended
         if deadline:
             # open loop: a message that falls due before the window's end but whose
