@@ -57,6 +57,20 @@ class ForgetsABound(LoopbackTransport):
     }
 
 
+class RoutesByTopic(LoopbackTransport):
+    """Works out where a topic's casts go once, from the first target it sees."""
+
+    _first: dict[str, Target] = {}  # noqa: RUF012 - per class, as a plugin's cache would be
+
+    async def cast(self, target: Target, body: bytes) -> None:
+        await super().cast(self._first.setdefault(target.topic, target), body)
+
+
+def test_a_transport_that_keeps_one_destination_per_topic_fails() -> None:
+    with pytest.raises(AssertionError, match="casts to every server, at s1: 5 of 5 lost"):
+        run(delivery.each_cast_goes_where_its_target_says, Subject(RoutesByTopic, arrival=1.0))
+
+
 def test_a_transport_that_shows_the_password_fails() -> None:
     subject = Subject(ShowsThePassword, urls=("loopback://user:pw@127.0.0.1:1/",))
     with pytest.raises(AssertionError, match="ConnectFailed shows the password"):

@@ -120,6 +120,30 @@ async def fanout_reaches_every_server(subject: Subject) -> None:
         assert_once("fanout casts at server s2", two.bodies, sent)
 
 
+async def each_cast_goes_where_its_target_says(subject: Subject) -> None:
+    """One client casting in turn to server s2, to every server (fanout) and to the topic:
+    each cast goes where its own target says, whatever the client sent before (a plugin
+    that works a destination out once must do it per target, not per topic)."""
+    async with Kit(subject) as kit:
+        kit.require(pattern="cast")
+        one, two = await two_servers(kit)
+        client = await kit.transport("client")
+        to_s2, to_any = bodies("to-s2", 5), bodies("to-any", 5)
+        to_all = bodies("to-all", 5) if kit.features.fanout else []
+        for i in range(5):
+            await client.cast(kit.rpc(server="s2"), to_s2[i])
+            if to_all:
+                await client.cast(kit.rpc(fanout=True), to_all[i])
+            await client.cast(kit.rpc(), to_any[i])
+        await kit.settle(lambda: len(one) + len(two), len(to_s2) + 2 * len(to_all) + len(to_any))
+        mine = set(to_s2) | set(to_all)
+        assert_once("casts to server s2 and to every server, at s2",
+                    [b for b in two.bodies if b in mine], to_s2 + to_all)  # fmt: skip
+        assert_once("casts to every server, at s1", [b for b in one.bodies if b in mine], to_all)
+        any_ = [b for b in one.bodies + two.bodies if b not in mine]
+        assert_once("casts to the topic, across its servers", any_, to_any)
+
+
 async def targeted_call_reaches_the_named_server(subject: Subject) -> None:
     """A call (and a cast) naming a server reaches that server and no other."""
     async with Kit(subject) as kit:

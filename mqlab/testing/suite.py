@@ -50,6 +50,9 @@ class ConformanceSuite:
     def test_fanout_cast_reaches_every_server(self, subject: Subject) -> None:
         run(delivery.fanout_reaches_every_server, subject)
 
+    def test_each_cast_goes_where_its_target_says(self, subject: Subject) -> None:
+        run(delivery.each_cast_goes_where_its_target_says, subject)
+
     def test_targeted_call_reaches_the_named_server(self, subject: Subject) -> None:
         run(delivery.targeted_call_reaches_the_named_server, subject)
 
