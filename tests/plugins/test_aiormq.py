@@ -14,7 +14,7 @@ import pytest
 from mqlab_aiormq import AiormqTransport
 
 from mqlab import registry
-from mqlab.errors import ConnectFailed, ConnectionLost, OptionError
+from mqlab.errors import ConnectFailed, ConnectionLost, OptionError, Undeliverable
 from mqlab.transport import Target, Transport, TransportConfig
 
 from .kit import Mgmt, eventually
@@ -85,6 +85,16 @@ async def test_durable_target_outlives_the_transports(make: Make, uid: str, mgmt
         for x in (target.exchange, f"{target.topic}_fanout"):
             mgmt.delete("exchanges", x)
     assert not mgmt.names("queues", uid) and not mgmt.names("exchanges", uid)
+
+
+async def test_a_mandatory_cast_to_nobody_names_its_target(make: Make, uid: str) -> None:
+    client = await make("cli", mandatory=True, confirm=True)
+    target = rpc_target(uid, server="s9")
+    # the target is named only when a send fails (not formatted for every send)
+    with pytest.raises(
+        Undeliverable, match=rf"^cast to 'mqlab_test_{uid}/aiormq_{uid}\.s9': nobody"
+    ):
+        await client.cast(target, b"x")
 
 
 # -- acking and QoS -------------------------------------------------------------------
