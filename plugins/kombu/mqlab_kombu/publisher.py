@@ -51,11 +51,6 @@ class _Slot:
     exchanges: dict[str, AbstractExchange] = field(default_factory=dict)
 
 
-def _where(decl: ExchangeDecl | None, routing_key: str) -> str:
-    """A publish's destination, for an error message (built only when one is raised)."""
-    return f"exchange {decl.name!r}" if decl is not None else f"reply queue {routing_key!r}"
-
-
 class Publisher:
     """Publishes on ``link`` through ``channels`` channels, with confirms and retry."""
 
@@ -116,20 +111,12 @@ class Publisher:
         attempt = 0
         redeclared = False
         reopened = 0
+        where = f"exchange {decl.name!r}" if decl is not None else f"reply queue {routing_key!r}"
         while True:
             slot = self._next_slot()
             generation = self._link.generation
             try:
-                # the steady state (channel open, exchange declared on it) without
-                # awaiting anything of ours; else open or declare first
-                channel = slot.channel
-                exchange = None
-                if channel is not None and slot.generation == generation and not channel.is_closed:
-                    exchange = (
-                        channel.default_exchange if decl is None else slot.exchanges.get(decl.name)
-                    )
-                if exchange is None:
-                    exchange = await self._exchange(slot, decl)
+                exchange = await self._exchange(slot, decl)
                 generation = slot.generation
                 await exchange.publish(message, routing_key, mandatory=False)
                 return
@@ -137,17 +124,14 @@ class Publisher:
                 # an auto-delete exchange went away with its last binding; the broker
                 # refused this publish, so declaring again and resending cannot duplicate
                 if redeclared or decl is None:
-                    raise DriverError(
-                        f"publish to {_where(decl, routing_key)} failed: {describe(exc)}"
-                    ) from exc
+                    raise DriverError(f"publish to {where} failed: {describe(exc)}") from exc
                 redeclared = True
                 for other in self._slots:
                     other.exchanges.pop(decl.name, None)
                 continue
             except amqp_exc.DeliveryError as exc:
                 raise DriverError(
-                    f"the broker refused a message for {_where(decl, routing_key)} "
-                    f"({describe(exc)})"
+                    f"the broker refused a message for {where} ({describe(exc)})"
                 ) from exc
             except asyncio.CancelledError as exc:
                 task = asyncio.current_task()
@@ -164,11 +148,8 @@ class Publisher:
                 failure = exc
             except Exception as exc:
                 if not is_transient(exc):
-                    raise DriverError(
-                        f"publish to {_where(decl, routing_key)} failed: {describe(exc)}"
-                    ) from exc
+                    raise DriverError(f"publish to {where} failed: {describe(exc)}") from exc
                 failure = exc
-            where = _where(decl, routing_key)  # from here on, a failure is being handled
             if attempt >= self._max_retries:
                 spent = (
                     "not republished"

@@ -109,7 +109,6 @@ class KombuTransport(Transport):
         self._reply_to: str | None = None
         self._reply_lock = asyncio.Lock()
         self._closed = False
-        self._cast_dests: dict[Target, tuple[amqp.ExchangeDecl, str, aio_pika.DeliveryMode]] = {}
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -267,14 +266,11 @@ class KombuTransport(Transport):
     async def cast(self, target: Target, body: bytes) -> None:
         """Publish to the topic, one server, or every server (``target.fanout``)."""
         publisher, _ = self._parts()
-        # where a target's casts go never changes: worked out once per target
-        dest = self._cast_dests.get(target)
-        if dest is None:
-            route = amqp.rpc_route(target)
-            mode = _PERSISTENT if route.persistent else _TRANSIENT
-            dest = self._cast_dests[target] = (_rpc_exchange(target), route.routing_key, mode)
-        exchange, key, mode = dest
-        await publisher.publish(exchange, key, aio_pika.Message(body, delivery_mode=mode))
+        route = amqp.rpc_route(target)
+        message = aio_pika.Message(
+            body, delivery_mode=_PERSISTENT if route.persistent else _TRANSIENT
+        )
+        await publisher.publish(_rpc_exchange(target), route.routing_key, message)
 
     async def notify(self, target: Target, body: bytes) -> None:
         """Publish ``<topic>.<priority>`` on the notification exchange."""
