@@ -304,13 +304,13 @@ class AiormqTransport(Transport):
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Send without waiting for a reply; with ``confirm`` returns once the broker took it."""
-        await self._send(target, body, False)
+        await self._send(target, body, False, f"cast to {target.describe()}")
 
     async def notify(self, target: Target, body: bytes) -> None:
         """Publish a notification to ``<topic>.<priority>`` on the notification exchange."""
-        await self._send(target, body, True)
+        await self._send(target, body, True, f"notify to {target.exchange}/{target.topic}")
 
-    async def _send(self, target: Target, body: bytes, notify: bool) -> None:
+    async def _send(self, target: Target, body: bytes, notify: bool, what: str) -> None:
         try:
             dests = self._notify_dests if notify else self._rpc_dests
             dest = dests.get(target) or await self._dest(target, notify)
@@ -329,12 +329,6 @@ class AiormqTransport(Transport):
         except TransportError:
             raise
         except Exception as exc:
-            # described only for an error: formatting it per message cost every send
-            what = (
-                f"notify to {target.exchange}/{target.topic}"
-                if notify
-                else f"cast to {target.describe()}"
-            )
             raise self._failed(exc, what) from exc
 
     def _failed(self, exc: Exception, what: str) -> TransportError:
