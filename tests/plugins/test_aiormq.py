@@ -90,7 +90,7 @@ async def test_durable_target_outlives_the_transports(make: Make, uid: str, mgmt
 async def test_a_mandatory_cast_to_nobody_names_its_target(make: Make, uid: str) -> None:
     client = await make("cli", mandatory=True, confirm=True)
     target = rpc_target(uid, server="s9")
-    # the target is named only when a send fails (not formatted for every send)
+    # the one-line error names the target nobody serves, so the user knows which to start
     with pytest.raises(
         Undeliverable, match=rf"^cast to 'mqlab_test_{uid}/aiormq_{uid}\.s9': nobody"
     ):
