@@ -293,14 +293,14 @@ async def test_a_busy_client_keeps_its_order_across_matchmaker_refreshes(
     opts: dict[str, Any],
 ) -> None:
     # 20 senders number their casts from one counter, as a step's client does; the
-    # lookup expires every 0.4 s. Had the senders all waited at its expiry for the
-    # next lookup, they would resume in another order than they were numbered
+    # lookup expires each second (the default). Had the senders all waited at its expiry
+    # for the next lookup, they would resume in another order than they were numbered
     target = Target(EXCHANGE, _topic())
     seen: list[int] = []
     numbers = iter(range(10**9))
-    async with _transports({**opts, "lookup_cache": 0.4}, "server", "client") as (server, client):
+    async with _transports({**opts, "lookup_cache": 1}, "server", "client") as (server, client):
         await server.serve_rpc(target.to_server("s1"), lambda body: seen.append(int(body)))
-        end = time.monotonic() + 1.5  # three expiries
+        end = time.monotonic() + 2.2  # two expiries
 
         async def sender() -> None:
             while time.monotonic() < end:
