@@ -40,8 +40,9 @@ class Slow(LoopbackTransport):
     last_send = 0
 
     async def cast(self, target: Target, body: bytes) -> None:
-        time.sleep(0.002)
+        # when the send starts: a loaded machine may oversleep below by far more than 10 ms
         Slow.last_send = time.monotonic_ns()
+        time.sleep(0.002)
         await super().cast(target, body)
 
 
