@@ -18,28 +18,33 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import uvloop
 
 from mqlab import registry
+from mqlab.profile import load_profile
 from mqlab.transport import Target, TransportConfig
 
-#: each plugin's fastest honest setting, as profiles/ceiling.toml has it (pika without
-#: mandatory, its default: nobody consumes here, and a returned cast would be an error)
-FASTEST: dict[str, dict[str, Any]] = {
-    "pika": {"retry": 0, "mandatory": False},
-    "aiormq": {"no_ack": True, "confirm": False},
-    "kombu": {"confirm": False},
-    "amqp1": {"presettled": ["cast"]},
-}
+#: each plugin's fastest honest setting is the ceiling profile's driver of that plugin
+CEILING = Path(__file__).resolve().parent.parent / "profiles" / "ceiling.toml"
+#: pika is mandatory by default: nobody consumes here, and a returned cast would be an error
+NOBODY_CONSUMES: dict[str, dict[str, Any]] = {"pika": {"mandatory": False}}
 CASTERS = 25
+
+
+def fastest(plugin: str) -> dict[str, Any]:
+    """The options of ``plugin`` in profiles/ceiling.toml, fit for a topic nobody consumes."""
+    specs = [d for d in load_profile(CEILING).drivers if d.plugin == plugin]
+    options = specs[0].options_dict if specs else {}
+    return {**options, **NOBODY_CONSUMES.get(plugin, {})}
 
 
 async def measure(plugin: str, url: str, seconds: float) -> tuple[float, float]:
     """(casts per second, CPU µs per cast)."""
     loaded = registry.get(plugin)
-    options = loaded.check(FASTEST.get(plugin, {}))
+    options = loaded.check(fastest(plugin))
     transport = loaded.cls(TransportConfig((url,), options, "cast-cost"))
     target = Target("mqlab-cast-cost", "nobody-consumes")
     body = b"x" * 200
