@@ -198,11 +198,7 @@ class LoopbackTransport(Transport):
             one = bus.direct.get((target.exchange, target.topic, target.server))
         else:
             group = bus.rpc.get((target.exchange, target.topic))
-            if group is None:
-                one = None
-            else:  # one server, the usual case, without a call to pick()
-                members = group.members
-                one = members[0] if len(members) == 1 else group.pick()
+            one = group.pick() if group else None
         if one is None:
             raise Undeliverable(f"no loopback server for {target.exchange}/{target.topic}")
         return one
