@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 from mqlab_zmq.matchmaker import Key, Matchmaker, Record
 
+#: the fraction of ``ttl`` after which a lookup is refreshed in the background
+REFRESH_AT = 0.75
+
 
 @dataclass(slots=True)
 class Entry:
@@ -33,10 +36,6 @@ class Entry:
             by_server.setdefault(r.server, []).append(r)
             by_pool.setdefault(r.pool, []).append(r)
         return cls(records, now + ttl, now + ttl * REFRESH_AT, by_server, by_pool)
-
-
-#: the fraction of ``ttl`` after which a lookup is refreshed in the background
-REFRESH_AT = 0.75
 
 
 def _consume_exception(task: asyncio.Task[Entry]) -> None:
