@@ -26,7 +26,8 @@ OPTIONS: Mapping[str, Option] = {
         (bool,),
         True,
         "publish RPC calls and casts as mandatory: fail fast with Undeliverable when nobody "
-        "listens instead of waiting for the call timeout",
+        "listens instead of waiting for the call timeout; turns publisher confirms on, so "
+        "each such send waits for the broker's confirm",
     ),
     "heartbeat": Option(
         (int,),
@@ -40,7 +41,9 @@ OPTIONS: Mapping[str, Option] = {
         (int, float),
         0.25,
         "TCP_USER_TIMEOUT in seconds: how long sent data may stay unacknowledged before the "
-        "kernel drops the connection (fast failure detection when sending); 0 disables",
+        "kernel drops the connection (fast failure detection when sending); Linux counts a "
+        "closed receive window too, so a broker whose flow control stops reading for longer "
+        "drops a healthy connection (see docs/findings.md); 0 disables",
         allow_none=True,
         minimum=0,
     ),

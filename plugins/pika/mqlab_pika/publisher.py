@@ -11,6 +11,7 @@ that publish.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pika.spec
 from pika.channel import Channel
@@ -36,6 +37,14 @@ class Nacked(Exception):
 
 _Entry = tuple["asyncio.Future[None] | None", "str | None"]
 
+#: pika buffers whatever is published until the socket takes it, without limit: a
+#: publish that finds more than WRITE_HIGH bytes waiting waits until fewer than
+#: WRITE_LOW are (asyncio's own stream defaults), as a blocking socket write would
+WRITE_HIGH = 64 * 1024
+WRITE_LOW = 16 * 1024
+#: pika tells nobody when its buffer drains, so one poll per connection watches it
+_DRAIN_POLL = 0.001
+
 
 class Publisher:
     """Publishes on ``chan``; with ``confirms`` each publish may get a future."""
@@ -49,6 +58,9 @@ class Publisher:
         self._by_key: dict[str, int] = {}
         self._tag = 0  # the broker's number for the last publish
         self._low = 1  # lowest number that may still be pending
+        # pika's own transport for this connection (what BlockingConnection reads too)
+        self._buffered: Callable[[], int] = chan.channel.connection._transport.get_write_buffer_size
+        self._drained: asyncio.Task[None] | None = None
 
     async def enable(self) -> None:
         """Switch the channel to confirm mode (if asked) and listen for returns."""
@@ -63,6 +75,24 @@ class Publisher:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    @property
+    def full(self) -> bool:
+        """pika holds more than :data:`WRITE_HIGH` bytes the socket has not taken yet."""
+        return self._buffered() > WRITE_HIGH
+
+    async def room(self) -> None:
+        """Wait until pika's buffer is below :data:`WRITE_LOW` or the channel closed."""
+        if self._drained is None:  # one watcher, however many publishes wait
+            self._drained = self._loop.create_task(self._drain())
+        await asyncio.shield(self._drained)
+
+    async def _drain(self) -> None:
+        try:
+            while self.is_open and self._buffered() > WRITE_LOW:
+                await asyncio.sleep(_DRAIN_POLL)
+        finally:
+            self._drained = None
 
     def publish(
         self,

@@ -226,6 +226,11 @@ class PikaTransport(Transport):
                 pub = await self._publisher_for(link, exchange, route, where, wait)
                 if pub is None:
                     continue
+            if pub.full:
+                # nothing else bounds what a cast without confirms leaves in pika's
+                # buffer: a client faster than the broker would run ahead of it
+                await pub.room()
+                continue
             try:
                 fut = pub.publish(
                     route.exchange,
