@@ -26,6 +26,8 @@ from mqlab_pika import PikaTransport
 
 from mqlab import registry
 from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, Undeliverable
+from mqlab.reference import ReferenceSpec
+from mqlab.refloop import LoopFailed, measure
 from mqlab.testing import Recorder
 from mqlab.transport import Target, TransportConfig
 from tests.test_faults_proxy import Proxy
@@ -411,3 +413,23 @@ def test_checked_options_fill_oslo_defaults() -> None:
     assert opts["prefetch"] == 64
     assert opts["heartbeat"] == 3
     assert opts["tcp_user_timeout"] == 0.25
+
+
+# -- the reference loop (mqlab ceiling) ------------------------------------------
+
+
+@pytest.mark.parametrize("retry", [0, None])
+async def test_reference_loop_consumes_what_it_publishes(broker: Any, retry: int | None) -> None:
+    """pika's own ceiling, with auto-ack (retry = 0) and with an ack per delivery."""
+    options = registry.get("pika").check({"retry": retry})
+    spec = ReferenceSpec((broker.url,), f"mqlab-ref-{uid()}", 201, options)
+    got = await measure("pika", spec, warmup=0.5, duration=1.0)
+    assert got.received_per_s > 500, got  # an unacked consumer would stop at its prefetch
+
+
+async def test_reference_loop_names_an_unreachable_broker() -> None:
+    spec = ReferenceSpec((f"amqp://guest:guest@127.0.0.1:{closed_port()}/",), "x", 201, {})
+    with pytest.raises(
+        LoopFailed, match="consumer did not start: ConnectionError: pika: connection refused"
+    ):
+        await measure("pika", spec, warmup=0.1, duration=0.1)
