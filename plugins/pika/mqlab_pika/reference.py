@@ -1,12 +1,13 @@
-"""pika's own ceiling for cast: a publish loop and a consumer on pika's SelectConnection.
+"""pika's own ceiling for cast: a publish loop and a consumer on pika's callbacks.
 
-The thinnest fast use of pika: its own ioloop, no asyncio, ``basic_publish`` to the
-default exchange in bursts that keep pika's write buffer full but bounded (at the
-plugin's own limit), no confirms, and a ``basic_consume`` on one queue, with auto-ack
-when the plugin consumes casts without acks (``retry = 0``), else one ``basic_ack`` per
-delivery under the plugin's prefetch. (A BlockingConnection loop flushes the socket
-after every publish: it reached about a third of the plugin's rate, so it was no
-ceiling.)
+The thinnest use of pika as the plugin uses it (its ``AsyncioConnection`` on uvloop,
+as mqlab's workers run) without any of mqlab: ``basic_publish`` to the default
+exchange in bursts that keep pika's write buffer full but bounded (at the plugin's
+own limit), no confirms, and a ``basic_consume`` on one queue whose callback counts,
+with auto-ack when the plugin consumes casts without acks (``retry = 0``), else one
+``basic_ack`` per delivery under the plugin's prefetch. (A BlockingConnection loop
+flushes the socket after every publish: it reached about a third of the plugin's
+rate, so it was no ceiling; pika's own SelectConnection ioloop did as well as this.)
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import pika
-from pika.adapters.select_connection import SelectConnection
+import uvloop
+from pika.adapters.asyncio_connection import AsyncioConnection
 from pika.channel import Channel
 
 from mqlab.reference import ReferenceLoop, Tally
 from mqlab_pika.publisher import WRITE_HIGH
 from mqlab_pika.urls import describe_connect_error
 
-#: how often the ioloop looks at ``tally.stop``, and how long a full buffer is left to drain
+#: how often the loop looks at ``tally.stop``, and how long a full buffer is left to drain
 _TICK = 0.1
 _DRAIN = 0.001
 
@@ -34,24 +36,26 @@ class PikaReference(ReferenceLoop):
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:
         return options.get("retry") == 0  # the plugin's no_ack mode (options.py)
 
-    def _run(self, tally: Tally, on_channel: Callable[[SelectConnection, Channel], None]) -> None:
-        """Connect, hand the open channel to ``on_channel`` and run pika's ioloop until
+    def _run(self, tally: Tally, on_channel: Callable[[AsyncioConnection, Channel], None]) -> None:
+        """Connect, hand the open channel to ``on_channel`` and run the event loop until
         ``tally.stop``; raise what went wrong if the connection failed or closed before."""
         failed: list[BaseException] = []
 
-        def closed(conn: SelectConnection, reason: BaseException) -> None:
+        def closed(conn: AsyncioConnection, reason: BaseException) -> None:
             if not tally.stop:
                 failed.append(reason)
-            conn.ioloop.stop()
+            loop.stop()
 
-        def open_failed(conn: SelectConnection, reason: BaseException | str) -> None:
+        def open_failed(conn: AsyncioConnection, reason: BaseException | str) -> None:
             exc = reason if isinstance(reason, BaseException) else ConnectionError(reason)
             failed.append(ConnectionError(describe_connect_error(exc, url)))
-            conn.ioloop.stop()
+            loop.stop()
 
         url = self.spec.urls[0]
-        conn = SelectConnection(
+        loop = uvloop.new_event_loop()
+        conn = AsyncioConnection(
             pika.URLParameters(url),
+            custom_ioloop=loop,
             on_open_callback=lambda c: c.channel(on_open_callback=lambda ch: on_channel(c, ch)),
             on_open_error_callback=open_failed,
             on_close_callback=closed,
@@ -59,14 +63,17 @@ class PikaReference(ReferenceLoop):
 
         def watch() -> None:
             if not tally.stop:
-                conn.ioloop.call_later(_TICK, watch)
+                loop.call_later(_TICK, watch)
             elif conn.is_open:
-                conn.close()  # closed() stops the ioloop
+                conn.close()  # closed() stops the loop
             else:
-                conn.ioloop.stop()
+                loop.stop()
 
-        conn.ioloop.call_later(_TICK, watch)
-        conn.ioloop.start()
+        loop.call_later(_TICK, watch)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
         if failed:
             raise ConnectionError(f"pika: {failed[0]!s}" if str(failed[0]) else repr(failed[0]))
 
@@ -80,7 +87,7 @@ class PikaReference(ReferenceLoop):
             if not auto_ack:
                 ch.basic_ack(method.delivery_tag)
 
-        def on_channel(_conn: SelectConnection, ch: Channel) -> None:
+        def on_channel(_conn: AsyncioConnection, ch: Channel) -> None:
             def consume(_frame: Any = None) -> None:
                 ch.basic_consume(name, on_message, auto_ack=auto_ack, callback=lambda _f: ready(""))
 
@@ -97,9 +104,9 @@ class PikaReference(ReferenceLoop):
     def publish(self, tally: Tally) -> None:
         body, name = self.spec.body, self.spec.name
 
-        def on_channel(conn: SelectConnection, ch: Channel) -> None:
-            publish, buffered = ch.basic_publish, conn._get_write_buffer_size
-            later = conn.ioloop.call_later
+        def on_channel(conn: AsyncioConnection, ch: Channel) -> None:
+            publish, buffered = ch.basic_publish, conn._transport.get_write_buffer_size
+            later = conn.ioloop.call_later  # the uvloop loop itself
 
             def burst() -> None:
                 if tally.stop:
@@ -107,7 +114,7 @@ class PikaReference(ReferenceLoop):
                 if buffered() >= WRITE_HIGH:  # the socket took nothing yet: let it drain
                     later(_DRAIN, burst)
                     return
-                # fill pika's buffer up to the plugin's limit, then let the ioloop write it
+                # fill pika's buffer up to the plugin's limit, then let the loop write it
                 while buffered() < WRITE_HIGH:
                     publish("", name, body)
                     tally.n += 1
