@@ -91,6 +91,7 @@ class Ceilings:
             cls = None
         if cls is not None:
             out.update(library=_version_of(cls.library), mode=cls.describe(options))
+            out["confirms"] = cls.confirms(options)
             spec = ReferenceSpec(urls, f"mqlab-ceiling-{uuid.uuid4().hex[:10]}", size, options)
             try:
                 got = await refloop.measure(driver.plugin, spec, run[0], run[1])
@@ -203,7 +204,8 @@ def markdown(steps: Iterable[Mapping[str, Any]]) -> str:
 
 
 def notes(steps: Iterable[Mapping[str, Any]]) -> list[str]:
-    """One line per thing the table cannot say: a loop that failed, PerfTest missing."""
+    """One line per thing the table cannot say: a loop that failed, a plugin that waited
+    for confirms, PerfTest missing."""
     lines: list[str] = []
     seen: set[str] = set()
     for s in steps:
@@ -212,6 +214,11 @@ def notes(steps: Iterable[Mapping[str, Any]]) -> list[str]:
             continue
         if c.get("error"):
             lines.append(f"step {s['step'] + 1} ({s['driver']}): reference loop: {c['error']}")
+        if c.get("confirms"):
+            lines.append(
+                f"step {s['step'] + 1} ({s['driver']}): each cast waited for a publisher confirm "
+                f"({c['confirms']}); the loop and PerfTest publish without"
+            )
         pt = c.get("perftest") or {}
         line = pt.get("missing") or (pt.get("version") and f"broker ceiling: {pt['version']}")
         if line and line not in seen:

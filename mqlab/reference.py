@@ -79,6 +79,14 @@ class ReferenceLoop(abc.ABC):
         return False
 
     @classmethod
+    def confirms(cls, options: Mapping[str, Any]) -> str | None:
+        """The option that makes the plugin's casts wait for a publisher confirm each, as
+        ``"name = value"``, or None. The loop and PerfTest publish without confirms, so
+        ``mqlab ceiling`` says so under its table: the two rates are not like for like.
+        """
+        return None
+
+    @classmethod
     def describe(cls, options: Mapping[str, Any]) -> str:
         """The mode the loop ran in, shown beside its rate."""
         return "auto-ack" if cls.auto_ack(options) else "ack each message"

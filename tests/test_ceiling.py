@@ -83,6 +83,12 @@ def test_every_cast_step_shows_its_library_ceiling_and_perftest(
         row = _row(proc.stdout, driver)
         assert library in row and row.count("%") == 2, row  # % of loop, % of PerfTest
     assert "broker ceiling: PerfTest 2.22.1 (Java " in proc.stdout
+    # pika is mandatory by default: its casts waited for confirms, the loop's did not
+    assert (
+        "step 1 (pika): each cast waited for a publisher confirm (mandatory = true); "
+        "the loop and PerfTest publish without" in proc.stdout
+    ), proc.stdout
+    assert "step 2 (aiormq): each cast waited" not in proc.stdout  # confirm = false
 
 
 def _without_java(tmp_path: Path) -> str:

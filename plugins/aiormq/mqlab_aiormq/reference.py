@@ -24,6 +24,10 @@ class AiormqReference(AsyncReferenceLoop):
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:
         return bool(options.get("no_ack"))
 
+    @classmethod
+    def confirms(cls, options: Mapping[str, Any]) -> str | None:
+        return "confirm = true" if options.get("confirm", True) else None
+
     async def aconsume(self, tally: Tally, ready: Callable[[str], None]) -> None:
         conn = await aiormq.connect(self.spec.urls[0])
         try:

@@ -24,6 +24,10 @@ class KombuReference(AsyncReferenceLoop):
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:
         return False  # the plugin acks every delivery (`ack` = before / after)
 
+    @classmethod
+    def confirms(cls, options: Mapping[str, Any]) -> str | None:
+        return "confirm = true" if options.get("confirm", True) else None
+
     async def aconsume(self, tally: Tally, ready: Callable[[str], None]) -> None:
         conn = await aio_pika.connect(self.spec.urls[0])
         try:

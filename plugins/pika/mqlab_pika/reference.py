@@ -36,6 +36,12 @@ class PikaReference(ReferenceLoop):
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:
         return options.get("retry") == 0  # the plugin's no_ack mode (options.py)
 
+    @classmethod
+    def confirms(cls, options: Mapping[str, Any]) -> str | None:
+        if options.get("mandatory", True):  # a return is matched to its publish by confirms
+            return "mandatory = true"
+        return None if options.get("retry") == 0 else "retry != 0"
+
     def _run(self, tally: Tally, on_channel: Callable[[AsyncioConnection, Channel], None]) -> None:
         """Connect, hand the open channel to ``on_channel`` and run the event loop until
         ``tally.stop``; raise what went wrong if the connection failed or closed before."""
