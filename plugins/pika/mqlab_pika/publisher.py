@@ -46,6 +46,10 @@ WRITE_LOW = 16 * 1024
 _DRAIN_POLL = 0.001
 
 
+def _nothing() -> int:
+    return 0
+
+
 class Publisher:
     """Publishes on ``chan``; with ``confirms`` each publish may get a future."""
 
@@ -58,8 +62,12 @@ class Publisher:
         self._by_key: dict[str, int] = {}
         self._tag = 0  # the broker's number for the last publish
         self._low = 1  # lowest number that may still be pending
-        # pika's own transport for this connection (what BlockingConnection reads too)
-        self._buffered: Callable[[], int] = chan.channel.connection._transport.get_write_buffer_size
+        # pika's own transport for this connection (what BlockingConnection reads too);
+        # None once the connection is going: nothing more will be buffered then
+        transport = getattr(chan.channel.connection, "_transport", None)
+        self._buffered: Callable[[], int] = (
+            transport.get_write_buffer_size if transport is not None else _nothing
+        )
         self._drained: asyncio.Task[None] | None = None
 
     async def enable(self) -> None:
