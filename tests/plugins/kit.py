@@ -1,4 +1,5 @@
-"""What the broker-backed plugin tests share: RabbitMQ's management API and polling."""
+"""What the broker-backed plugin tests share: RabbitMQ's management API, polling, and
+casting through a link that takes nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from mqlab.testing import RabbitMQ
+from mqlab.testing import RabbitMQ, Recorder
+from mqlab.transport import Target, Transport
+from tests.test_faults_proxy import Proxy
 
 
 class Mgmt(RabbitMQ):
@@ -38,3 +41,46 @@ async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(0.01)
+
+
+async def casts_wait_while_nothing_leaves(
+    proxy: Proxy, client: Transport, server: Transport, target: Target
+) -> None:
+    """Cast 40 MB through ``proxy`` (``client``'s only way to the broker) with the link
+    cut: the casts must stop returning once the sockets' buffers are full (about 3 MB
+    here) instead of piling up in the library's memory, and every one of them must
+    arrive at ``server`` once the link is back. Both transports are started."""
+    rpc = Recorder()
+    body, total = b"x" * 1000, 40_000
+    returned = 0
+
+    async def caster() -> None:
+        nonlocal returned
+        while returned < total:
+            await client.cast(target, body)
+            returned += 1
+            if returned % 64 == 0:
+                await asyncio.sleep(0)  # as mqlab's senders yield
+
+    await server.serve_rpc(Target(target.exchange, target.topic, "s"), rpc)
+    await client.cast(target, b"first")
+    await eventually(lambda: len(rpc) == 1)
+    proxy.command(action="cut")
+    casting = asyncio.create_task(caster())
+    try:
+        last, since = -1, time.monotonic()
+        while time.monotonic() - since < 0.5:  # until no cast returned for 0.5 s
+            if returned != last:
+                last, since = returned, time.monotonic()
+            await asyncio.sleep(0.05)
+        stalled_at = returned
+    finally:
+        proxy.command(action="restore")  # whatever happens, the transports can close
+    try:
+        assert stalled_at * len(body) < 16_000_000, f"{stalled_at} casts returned, cut off"
+        await asyncio.wait_for(casting, 30)
+    finally:
+        casting.cancel()
+    await eventually(lambda: len(rpc) >= total + 1, 30)
+    await asyncio.sleep(0.1)  # anything beyond would be a duplicate
+    assert len(rpc) == total + 1

@@ -16,8 +16,9 @@ from mqlab_aiormq import AiormqTransport
 from mqlab import registry
 from mqlab.errors import ConnectFailed, ConnectionLost, OptionError, Undeliverable
 from mqlab.transport import Target, Transport, TransportConfig
+from tests.test_faults_proxy import Proxy
 
-from .kit import Mgmt, eventually
+from .kit import Mgmt, casts_wait_while_nothing_leaves, eventually
 
 pytestmark = pytest.mark.broker
 
@@ -153,6 +154,22 @@ async def test_wrong_password_and_unknown_vhost_are_named(broker: Any) -> None:
         await _start(f"amqp://guest:guest@127.0.0.1:{port}/no-such-vhost")
     assert "virtual host 'no-such-vhost'" in str(vhost.value)
     assert "guest:guest" not in str(vhost.value)
+
+
+async def test_casts_without_confirms_wait_while_the_broker_takes_nothing(
+    broker: Any, uid: str
+) -> None:
+    """Without confirms, only some publishes wait for their frame to be written: that
+    must still bound what aiormq holds when the broker takes nothing."""
+    proxy = Proxy(broker.url)
+    try:
+        async with (
+            AiormqTransport(TransportConfig((proxy.url,), {"confirm": False}, "cli")) as client,
+            AiormqTransport(TransportConfig((broker.url,), {"no_ack": True}, "srv")) as server,
+        ):
+            await casts_wait_while_nothing_leaves(proxy, client, server, rpc_target(uid))
+    finally:
+        proxy.stop()
 
 
 async def test_dropped_connection_fails_a_pending_call(make: Make, uid: str, mgmt: Mgmt) -> None:

@@ -36,6 +36,9 @@ from .topology import declare_exchange, declare_queue, delete_declared, open_cha
 CONNECT_TIMEOUT = 10.0
 #: bound on every step of aclose()
 CLOSE_TIMEOUT = 3.0
+#: without confirms, one publish in this many waits until aiormq wrote its frame: the
+#: casters in flight times this many frames is all aiormq's write buffer can gain
+DRAIN_EVERY = 16
 
 _Properties = Basic.Properties
 
@@ -315,16 +318,20 @@ class AiormqTransport(Transport):
             dests = self._notify_dests if notify else self._rpc_dests
             dest = dests.get(target) or await self._dest(target, notify)
             channel = self._pub if self._pub is not None else await self._publisher()
+            n = next(self._seq)
             await channel.basic_publish(
                 body,
                 exchange=dest.exchange,
                 routing_key=dest.routing_key,
                 properties=_Properties(
-                    delivery_mode=dest.delivery_mode, message_id=f"{self._prefix}{next(self._seq)}"
+                    delivery_mode=dest.delivery_mode, message_id=f"{self._prefix}{n}"
                 ),
                 # notification destinations are never mandatory (see _dest)
                 mandatory=dest.mandatory,
-                wait=not self._confirm,
+                # without confirms, waiting for a publish's frame to be written is the only
+                # bound on aiormq's write buffer; every DRAIN_EVERY-th one waiting bounds it
+                # too and spares the rest a future and a suspension each
+                wait=not self._confirm and n % DRAIN_EVERY == 0,
             )
         except TransportError:
             raise
