@@ -43,7 +43,7 @@ _Entry = tuple["asyncio.Future[None] | None", "str | None"]
 WRITE_HIGH = 64 * 1024
 WRITE_LOW = 16 * 1024
 #: pika tells nobody when its buffer drains, so one poll per connection watches it
-_DRAIN_POLL = 0.001
+DRAIN_POLL = 0.001
 
 
 def _nothing() -> int:
@@ -98,7 +98,7 @@ class Publisher:
     async def _drain(self) -> None:
         try:
             while self.is_open and self._buffered() > WRITE_LOW:
-                await asyncio.sleep(_DRAIN_POLL)
+                await asyncio.sleep(DRAIN_POLL)
         finally:
             self._drained = None
 

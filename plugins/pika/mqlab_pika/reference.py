@@ -21,12 +21,12 @@ from pika.adapters.asyncio_connection import AsyncioConnection
 from pika.channel import Channel
 
 from mqlab.reference import ReferenceLoop, Tally
-from mqlab_pika.publisher import WRITE_HIGH
+from mqlab_pika.options import make_settings
+from mqlab_pika.publisher import DRAIN_POLL, WRITE_HIGH
 from mqlab_pika.urls import describe_connect_error
 
-#: how often the loop looks at ``tally.stop``, and how long a full buffer is left to drain
+#: how often the loop looks at ``tally.stop``
 _TICK = 0.1
-_DRAIN = 0.001
 
 
 class PikaReference(ReferenceLoop):
@@ -38,9 +38,10 @@ class PikaReference(ReferenceLoop):
 
     @classmethod
     def confirms(cls, options: Mapping[str, Any]) -> str | None:
-        if options.get("mandatory", True):  # a return is matched to its publish by confirms
+        settings = make_settings(options)  # what a cast waits for, as the plugin decides it
+        if settings.mandatory:  # a return is matched to its publish by confirms
             return "mandatory = true"
-        return None if options.get("retry") == 0 else "retry != 0"
+        return "retry != 0" if settings.resends else None
 
     def _run(self, tally: Tally, on_channel: Callable[[AsyncioConnection, Channel], None]) -> None:
         """Connect, hand the open channel to ``on_channel`` and run the event loop until
@@ -118,7 +119,7 @@ class PikaReference(ReferenceLoop):
                 if tally.stop:
                     return
                 if buffered() >= WRITE_HIGH:  # the socket took nothing yet: let it drain
-                    later(_DRAIN, burst)
+                    later(DRAIN_POLL, burst)
                     return
                 # fill pika's buffer up to the plugin's limit, then let the loop write it
                 while buffered() < WRITE_HIGH:
