@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -212,14 +212,21 @@ class LoopbackTransport(Transport):
             raise CallTimeout(f"no reply within {timeout:g}s") from exc
 
     async def cast(self, target: Target, body: bytes) -> None:
+        waiting = self.begin_cast(target, body)
+        if waiting is not None:
+            await waiting
+
+    def begin_cast(self, target: Target, body: bytes) -> Awaitable[None] | None:
         item = (body, None)
         if target.fanout:
-            for cons in self._route(target):
-                await cons.box.put(item)
-            return
+            return self._fanout(target, item)
         box = self._one(target).box
-        if not box.offer(item):  # room: queued without a coroutine, the usual case
-            await box.put(item)
+        # room: queued at once, no coroutine (the usual case); full: wait for room
+        return None if box.offer(item) else box.put(item)
+
+    async def _fanout(self, target: Target, item: _Item) -> None:
+        for cons in self._route(target):
+            await cons.box.put(item)
 
     async def notify(self, target: Target, body: bytes) -> None:
         # like an exchange with no queue bound: nobody listening means dropped

@@ -23,7 +23,7 @@ from mqlab.figures import OpenLoop
 from mqlab.pacer import Pacer
 from mqlab.recorder import Recorder
 from mqlab.sizes import SizeSampler
-from mqlab.transport import Handler, Target, Transport
+from mqlab.transport import Handler, Target, Transport, cast_starter
 
 #: open loop: most messages in flight at once before the schedule falls behind
 MAX_IN_FLIGHT = 10_000
@@ -79,9 +79,10 @@ class ClientLoad:
         # one target and one size, the usual case: nothing to choose per message
         self._only = targets[0] if len(targets) == 1 else None
         self._fixed = sizes.fixed
-        # a cast or a notification is one awaited call: looked up once, not per message
+        # a cast or a notification is one call, looked up once, not per message; it
+        # returns what is left to await, if anything (a cast that went out at once: nothing)
         self._call = pattern == "call"
-        self._send = transport.cast if pattern == "cast" else transport.notify
+        self._send = cast_starter(transport) if pattern == "cast" else transport.notify
         self.stop = asyncio.Event()
         self.paced = 0  # open loop: messages handed to the driver
         self.behind = 0  # open loop: the latest hand-off after its intended time (ns)
@@ -110,7 +111,9 @@ class ClientLoad:
                     return
                 self.rec.on_reply(ts)
             else:
-                await self._send(target, body)
+                waiting = self._send(target, body)
+                if waiting is not None:
+                    await waiting
         except Exception as exc:  # noqa: BLE001 - an unmapped library error is still counted
             self._failed(exc, intended)
 
@@ -139,8 +142,9 @@ class ClientLoad:
         clock = time.monotonic_ns
         stopped = self.stop.is_set
         one = self.one
-        # a cast or notification is sent from this loop: one coroutine per message
-        # (the driver's), not two; a call goes through one()
+        # a cast or notification is sent from this loop: at most one coroutine per
+        # message (the driver's; none for a cast that goes out at once); a call goes
+        # through one()
         send = None if self._call else self._send
         take = self._next
         n = 0
@@ -153,7 +157,9 @@ class ClientLoad:
             else:
                 _, target, body = take(now, now)
                 try:
-                    await send(target, body)
+                    waiting = send(target, body)
+                    if waiting is not None:
+                        await waiting
                 except Exception as exc:  # noqa: BLE001 - counted, as in one()
                     self._failed(exc, now)
             n += 1

@@ -66,6 +66,19 @@ class RoutesByTopic(LoopbackTransport):
         await super().cast(self._first.setdefault(target.topic, target), body)
 
 
+class DropsWhenFull(LoopbackTransport):
+    """Sends a cast at once if there is room, and reports it sent when there is not."""
+
+    def begin_cast(self, target: Target, body: bytes) -> None:
+        self._one(target).box.offer((body, None))
+
+
+def test_a_transport_whose_begin_cast_drops_what_would_wait_fails() -> None:
+    subject = Subject(DropsWhenFull, options={"queue_size": 10}, arrival=1.0)
+    with pytest.raises(AssertionError, match="casts sent through begin_cast: 990 of 1000 lost"):
+        run(delivery.casts_as_the_core_sends_them, subject)
+
+
 def test_a_transport_that_keeps_one_destination_per_topic_fails() -> None:
     with pytest.raises(AssertionError, match="casts to every server, at s1: 5 of 5 lost"):
         run(delivery.each_cast_goes_where_its_target_says, Subject(RoutesByTopic, arrival=1.0))

@@ -9,7 +9,16 @@ import pytest
 
 from mqlab.errors import OptionError
 from mqlab.registry import LoadedPlugin
-from mqlab.transport import Handler, Option, OptionConflict, Target, Transport, parse_options
+from mqlab.transport import (
+    Handler,
+    Option,
+    OptionConflict,
+    Target,
+    Transport,
+    TransportConfig,
+    cast_starter,
+    parse_options,
+)
 
 
 class _NotifyOnly(Transport):
@@ -68,3 +77,46 @@ def test_combination_check_runs_once_through_the_loaded_plugin() -> None:
     assert plugin.check({"mode": "safe"}) == {"window": 10, "mode": "safe", "acks": True}
     with pytest.raises(OptionError, match=r"plugin 'nb', option 'acks': safe mode needs acks"):
         plugin.check({"mode": "safe", "acks": False})
+
+
+_sent_by: list[str] = []  # which method sent each cast
+
+
+class _Plain(Transport):
+    """A driver with cast alone."""
+
+    async def aclose(self) -> None:
+        pass
+
+    async def cast(self, target: Target, body: bytes) -> None:
+        _sent_by.append("cast")
+
+
+class _Quick(_Plain):
+    """A driver that sends most casts at once through begin_cast."""
+
+    def begin_cast(self, target: Target, body: bytes) -> None:
+        _sent_by.append("begin_cast")
+
+
+class _Counting(_Quick):
+    """A driver built on _Quick that counts its casts by overriding cast alone."""
+
+    async def cast(self, target: Target, body: bytes) -> None:
+        _sent_by.append("counted cast")
+
+
+@pytest.mark.parametrize(
+    ("cls", "called"),
+    [(_Quick, "begin_cast"), (_Counting, "counted cast"), (_Plain, "cast")],
+)
+async def test_the_core_casts_through_begin_cast_unless_a_subclass_overrides_cast(
+    cls: type[Transport], called: str
+) -> None:
+    # a driver built on another must not have its own cast skipped because its
+    # parent sends through begin_cast; a driver without begin_cast gets its cast
+    _sent_by.clear()
+    waiting = cast_starter(cls(TransportConfig(("x://",))))(Target("x", "t"), b"m")
+    if waiting is not None:
+        await waiting
+    assert _sent_by == [called]

@@ -19,6 +19,7 @@ import pytest
 from mqlab.errors import CallTimeout, Undeliverable
 from mqlab.testing.kit import Kit, Recorder, assert_once, bodies
 from mqlab.testing.subject import Subject
+from mqlab.transport import cast_starter
 
 #: A call's timeout where none should be needed.
 REPLY_WITHIN = 10.0
@@ -54,6 +55,26 @@ async def cast(subject: Subject) -> None:
             await client.cast(kit.rpc(), body)
         await kit.settle(lambda: len(handled), len(sent))
         assert_once("casts", handled.bodies, sent)
+
+
+async def casts_as_the_core_sends_them(subject: Subject) -> None:
+    """Casts sent as mqlab's senders send them (``begin_cast``, awaiting only what it
+    returns, 10 senders back to back) each reach the server once."""
+    async with Kit(subject) as kit:
+        kit.require(pattern="cast")
+        _, client, handled, _ = await kit.pair()
+        start, target = cast_starter(client), kit.rpc()
+
+        async def sender(mine: list[bytes]) -> None:
+            for body in mine:
+                waiting = start(target, body)
+                if waiting is not None:
+                    await waiting
+
+        sent = bodies("cast", 1000)
+        await asyncio.gather(*(sender(sent[i::10]) for i in range(10)))
+        await kit.settle(lambda: len(handled), len(sent))
+        assert_once("casts sent through begin_cast", handled.bodies, sent)
 
 
 async def notify(subject: Subject) -> None:

@@ -38,6 +38,9 @@ class ConformanceSuite:
     def test_cast(self, subject: Subject) -> None:
         run(delivery.cast, subject)
 
+    def test_casts_as_the_core_sends_them(self, subject: Subject) -> None:
+        run(delivery.casts_as_the_core_sends_them, subject)
+
     def test_notify(self, subject: Subject) -> None:
         run(delivery.notify, subject)
 

@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +37,7 @@ from mqlab.errors import (
     OptionError,
     Undeliverable,
 )
-from mqlab.transport import Target, TransportConfig
+from mqlab.transport import Target, Transport, TransportConfig, cast_starter
 
 EXCHANGE = "mqlab-test"
 Popen = subprocess.Popen[str]
@@ -272,25 +272,43 @@ async def test_server_in_another_process_zero_configuration(spawn: Any) -> None:
             await client.call(target, b"x", 5)
 
 
+def _caster(client: Transport, way: str) -> Callable[[Target, bytes], Awaitable[None]]:
+    """``client.cast``, or a cast sent as mqlab's senders send one (``begin_cast``,
+    awaiting only what it returns)."""
+    if way == "cast":
+        return client.cast
+    start = cast_starter(client)
+
+    async def as_the_core_does(target: Target, body: bytes) -> None:
+        waiting = start(target, body)
+        if waiting is not None:
+            await waiting
+
+    return as_the_core_does
+
+
+@pytest.mark.parametrize("way", ["cast", "begin_cast"])
 async def test_casts_beyond_the_high_water_mark_wait_and_arrive_in_order(
-    opts: dict[str, Any],
+    opts: dict[str, Any], way: str
 ) -> None:
     # at hwm 5, thousands of casts at once wait for room: none lost, none reordered
     small = {**opts, "hwm": 5}
     target = Target(EXCHANGE, _topic())
     seen: list[bytes] = []
     async with _transports(small, "server", "client") as (server, client):
+        cast = _caster(client, way)
         await server.serve_rpc(target.to_server("s1"), seen.append)
         # once the lookup is done, every cast below is queued in turn
-        await asyncio.wait_for(client.cast(target, b"first"), 10)
+        await asyncio.wait_for(cast(target, b"first"), 10)
         bodies = [b"%d" % i for i in range(5000)]
-        await asyncio.wait_for(asyncio.gather(*(client.cast(target, b) for b in bodies)), 30)
+        await asyncio.wait_for(asyncio.gather(*(cast(target, b) for b in bodies)), 30)
         await _until(lambda: len(seen) == len(bodies) + 1, 10)
     assert seen == [b"first", *bodies]
 
 
+@pytest.mark.parametrize("way", ["cast", "begin_cast"])
 async def test_a_busy_client_keeps_its_order_across_matchmaker_refreshes(
-    opts: dict[str, Any],
+    opts: dict[str, Any], way: str
 ) -> None:
     # 20 senders number their casts from one counter, as a step's client does; the
     # lookup expires each second (the default). Had the senders all waited at its expiry
@@ -299,16 +317,17 @@ async def test_a_busy_client_keeps_its_order_across_matchmaker_refreshes(
     seen: list[int] = []
     numbers = iter(range(10**9))
     async with _transports({**opts, "lookup_cache": 1}, "server", "client") as (server, client):
+        cast = _caster(client, way)
         await server.serve_rpc(target.to_server("s1"), lambda body: seen.append(int(body)))
         # the first lookup, before the senders start: they would all wait for it, as
         # for any lookup not yet made (not what this test is about)
-        await client.cast(target, b"%d" % next(numbers))
+        await cast(target, b"%d" % next(numbers))
         end = time.monotonic() + 2.2  # two expiries
 
         async def sender() -> None:
             while time.monotonic() < end:
                 for _ in range(16):  # then yield, as a step's sender does
-                    await client.cast(target, b"%d" % next(numbers))
+                    await cast(target, b"%d" % next(numbers))
                 await asyncio.sleep(0)
 
         await asyncio.gather(*(sender() for _ in range(20)))

@@ -135,13 +135,21 @@ class CastPeer:
 
     async def send(self, body: bytes) -> None:
         """Queue one message; waits while the peer's high-water mark is reached."""
+        waiting = self.begin_send(body)
+        if waiting is not None:
+            await waiting
+
+    def begin_send(self, body: bytes) -> asyncio.Future[None] | None:
+        """Send one message now (``None``), or queue it in order and return the
+        future that is done once it is sent; awaiting that future is the wait.
+        """
         frame = self.header + body
         # the plain non-blocking send skips the asyncio wrapper's bookkeeping; only
         # while nobody waits, or it would overtake them and reorder the stream
         if not self.backlog:
             try:
                 self.plain.send(frame, _NOWAIT)
-                return
+                return None
             except zmq.Again:
                 pass
             except zmq.ZMQError as exc:
@@ -150,10 +158,12 @@ class CastPeer:
             raise ConnectionLost(self.gone)
         loop = asyncio.get_running_loop()
         sent = loop.create_future()
+        # queued before returning, so no later send can overtake it; a waiter
+        # cancelled while awaiting ``sent`` cancels it, and the flusher skips it
         self.backlog.append((frame, sent, loop.time()))
         if self.flusher is None:
             self.flusher = loop.create_task(self._flush())
-        await sent  # cancelled: the flusher skips this frame
+        return sent
 
     async def _flush(self) -> None:
         """Send the backlog in order as room appears; fail a cast that waited too long."""

@@ -10,7 +10,7 @@ import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,9 +31,10 @@ from mqlab.transport import (
     Transport,
     TransportConfig,
 )
-from mqlab_zmq.directory import Directory
+from mqlab_zmq.directory import Directory, Entry
 from mqlab_zmq.matchmaker import Key, Matchmaker, Record, StaticMatchmaker
 from mqlab_zmq.options import OPTIONS, check_combinations
+from mqlab_zmq.peers import CastPeer
 from mqlab_zmq.redis_matchmaker import RedisMatchmaker
 from mqlab_zmq.routing import Picker, notify_key, rpc_key
 from mqlab_zmq.server import serve_calls, serve_casts
@@ -265,9 +266,25 @@ class ZmqTransport(Transport):
                 raise self._picker.nobody(target)
             await self._send_each(entry.records, body)
             return
+        await self._cast_peer(key, entry, target).send(body)
+
+    def begin_cast(self, target: Target, body: bytes) -> Awaitable[None] | None:
+        """A cast whose server is known (a fresh lookup) goes out now, without a
+        coroutine, unless its peer is at the high-water mark; anything else
+        (a lookup to make, a fanout) is :meth:`cast`'s.
+        """
+        directory = self._require()[1]
+        key = rpc_key(target)
+        entry = directory.fresh(key)
+        if entry is None or target.fanout:
+            return self.cast(target, body)
+        return self._cast_peer(key, entry, target).begin_send(body)
+
+    def _cast_peer(self, key: Key, entry: Entry, target: Target) -> CastPeer:
+        """The PUSH to the server this cast goes to (round robin, or ``target.server``)."""
         record = self._picker.pick(key, entry, target)
         socks = self._sockets
-        await (socks.cast_peers.get(record.instance) or socks.cast_peer(record)).send(body)
+        return socks.cast_peers.get(record.instance) or socks.cast_peer(record)
 
     async def notify(self, target: Target, body: bytes) -> None:
         """One copy per pool, round robin within it; nobody listening means dropped."""
