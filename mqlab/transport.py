@@ -18,6 +18,10 @@ with or without the oslo envelope) so every driver carries identical payloads.
   :class:`CallTimeout` after ``timeout`` seconds.
 - ``cast(target, body)`` / ``notify(target, body)`` (client): send, no reply;
   return when the driver considers the message sent.
+- ``report(error)`` (call it, do not override): an error no call or cast raised,
+  such as a connection that dropped in the background and is being re-established;
+  the core counts it under ``error.kind`` with its message, and fails no message
+  for it (the ledger counts what the drop lost).
 - ``begin_cast(target, body)`` (client, optional): what the core calls for every
   cast. The default returns ``cast(target, body)`` for the core to await; a
   driver whose send usually completes at once overrides it to send now and
@@ -48,12 +52,15 @@ Timing rules (the core enforces them, the kit tests them):
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from mqlab.errors import OptionError
+from mqlab.errors import OptionError, TransportError
+
+_LOG = logging.getLogger("mqlab.transport")
 
 #: seconds ``start()`` may take (connect, declare); the runner gives up on a worker after it
 START_LIMIT = 30.0
@@ -245,6 +252,8 @@ class Transport(abc.ABC):
 
     def __init__(self, config: TransportConfig) -> None:
         self.config = config
+        #: set by the core: where :meth:`report` sends an error (a worker counts it)
+        self.on_report: Callable[[TransportError], None] | None = None
         self.urls: Sequence[str] = config.urls
         #: this driver's option values; defaults filled for what the config leaves out
         self.options: Mapping[str, Any] = {
@@ -260,6 +269,22 @@ class Transport(abc.ABC):
         :class:`OptionConflict` naming the option to change. Called once, by the
         core, before any worker starts.
         """
+
+    def report(self, error: TransportError) -> None:
+        """Tell the core of an error that no call or cast raised.
+
+        For what happens in the background: a connection lost and being
+        re-established, a consumer cancelled by the server. The step counts it
+        under ``error.kind`` with its message (password-free, as every error's),
+        so a user sees that something happened and what; no message counts as
+        failed for it. Call it on the event loop's thread (a driver working in
+        threads hands it over with ``loop.call_soon_threadsafe``). Outside a
+        worker (tests, scripts) it is logged.
+        """
+        if self.on_report is not None:
+            self.on_report(error)
+        else:
+            _LOG.warning("%s: %s", error.kind, error)
 
     @classmethod
     def patterns(cls) -> frozenset[str]:

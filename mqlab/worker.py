@@ -62,6 +62,9 @@ async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = Fal
         spec.dual_options if dual else spec.options,
         spec.worker,
     )
+    # what the driver reports from the background (a dropped connection) is counted
+    # as an error of the step, like one a send raised, but fails no message
+    transport.on_report = lambda exc: rec.on_error(exc.kind, None, str(exc))
     await transport.start()
     try:
         for srv in spec.servers:

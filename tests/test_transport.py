@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
-from mqlab.errors import OptionError
+from mqlab import registry, worker
+from mqlab.codec import Codec
+from mqlab.errors import ConnectionLost, OptionError
+from mqlab.loopback import LoopbackTransport
+from mqlab.plan import WorkerSpec
+from mqlab.recorder import Recorder
 from mqlab.registry import LoadedPlugin
 from mqlab.transport import (
     Handler,
@@ -120,3 +126,30 @@ async def test_the_core_casts_through_begin_cast_unless_a_subclass_overrides_cas
     if waiting is not None:
         await waiting
     assert _sent_by == [called]
+
+
+class _Reports(LoopbackTransport):
+    """A driver that says, from the background, that its connection dropped."""
+
+    async def start(self) -> None:
+        await super().start()
+        self.report(ConnectionLost("connection to amqp://u:***@h:1/ lost: reset; reconnecting"))
+
+
+async def test_an_error_a_driver_reports_counts_in_the_step_and_fails_no_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # what a worker does with a driver's report: the step's errors name it, with its
+    # message, and no message is counted as failed for it
+    monkeypatch.setattr(registry, "get", lambda name: LoadedPlugin(name, "t", "0", _Reports))
+    spec = WorkerSpec(
+        "w0", "reports", ("loopback://",), {}, "cast", "x", False, False, False, 5.0,
+        "msgpack", False, ((64, 64, 1),),
+    )  # fmt: skip
+    rec = Recorder(str(tmp_path), "w0")
+    transport = await worker._start(spec, rec, Codec("msgpack", False))
+    await transport.aclose()
+    rec.ledger.close()
+    assert rec.errors == {"ConnectionLost": 1}
+    assert rec.error_messages["ConnectionLost"].endswith("lost: reset; reconnecting")
+    assert rec.failed == 0

@@ -12,7 +12,7 @@ import pytest
 from mqlab_kombu import KombuTransport
 
 from mqlab import registry
-from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, DriverError
+from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, DriverError, TransportError
 from mqlab.transport import Target, TransportConfig
 
 from .kit import Mgmt, eventually
@@ -300,7 +300,10 @@ async def test_servers_keep_serving_after_their_connection_is_closed(
     make: Make, mgmt: Mgmt, tag: str
 ) -> None:
     _, handler = recorder()
-    await (await make(f"{tag}-fault-s")).serve_rpc(Target(tag, f"{tag}-t", server="s1"), handler)
+    server = await make(f"{tag}-fault-s")
+    reported: list[TransportError] = []
+    server.on_report = reported.append  # what a worker counts in the step's errors
+    await server.serve_rpc(Target(tag, f"{tag}-t", server="s1"), handler)
     client = await make(f"{tag}-c")
     assert await client.call(Target(tag, f"{tag}-t"), b"before", 5) == b"re:before"
 
@@ -315,6 +318,12 @@ async def test_servers_keep_serving_after_their_connection_is_closed(
             if time.monotonic() > deadline:
                 raise
     assert await client.call(Target(tag, f"{tag}-t", server="s1"), b"direct", 5) == b"re:direct"
+    # the reconnection is not silent: each lost connection is one error, password masked
+    assert reported, "the server's reconnection reported nothing"
+    for lost in reported:
+        assert isinstance(lost, ConnectionLost), lost
+        assert " lost: " in str(lost) and str(lost).endswith("; reconnecting"), lost
+        assert ":***@" in str(lost) and "guest:guest" not in str(lost), lost
 
 
 class CuttableLink:

@@ -25,7 +25,13 @@ import pytest
 from mqlab_pika import PikaTransport
 
 from mqlab import registry
-from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, Undeliverable
+from mqlab.errors import (
+    CallTimeout,
+    ConnectFailed,
+    ConnectionLost,
+    TransportError,
+    Undeliverable,
+)
 from mqlab.reference import ReferenceSpec
 from mqlab.refloop import LoopFailed, measure
 from mqlab.testing import Recorder
@@ -255,7 +261,9 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
     worker = f"srv-{uid()}"
     rpc = Recorder()
     # the same broker twice: a "cluster" of two nodes, so failover moves to the second
+    reported: list[TransportError] = []
     async with pika(broker, worker, broker.url, broker.url) as server, pika(broker) as client:
+        server.on_report = reported.append  # what a worker counts in the step's errors
         await server.serve_rpc(Target(ex, topic, "s"), rpc)
         assert await client.call(Target(ex, topic), b"before", 5) == b"re:before"
         conn = await eventually(lambda: connection_of(broker, worker))
@@ -272,6 +280,11 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
                 assert time.monotonic() < deadline, "the server never came back"
                 await asyncio.sleep(0.1)
         assert reply == b"re:after"
+    # the reconnection is not silent: one error names the lost connection, password masked
+    [lost] = reported
+    assert isinstance(lost, ConnectionLost), lost
+    assert "lost" in str(lost) and str(lost).endswith("reconnecting"), lost
+    assert ":***@" in str(lost) and "guest:guest" not in str(lost), lost
 
 
 async def test_retry_zero_fails_waiting_calls_when_the_connection_dies(broker: Any) -> None:

@@ -18,6 +18,7 @@ from aio_pika.abc import AbstractConnection
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS
 
 from mqlab.connect import connect_first
+from mqlab.urls import hide_secret, mask
 from mqlab_kombu.errors import InvalidUrl, check_url, describe_connect_error
 
 #: a bounded connect per URL: start() must fail fast when the broker is down
@@ -57,6 +58,8 @@ class Link:
         self._changed = asyncio.Condition()
         self._lost = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
+        #: called with the reason when the connection that was up is lost (then replaced)
+        self.on_lost: Callable[[str], None] | None = None
 
     # -- state -------------------------------------------------------------
 
@@ -152,12 +155,21 @@ class Link:
     def _on_close(self, sender: object, exc: BaseException | None = None) -> None:
         # aio-pika calls this for every connection we made; only the current one matters
         if sender is self._conn and not self._closing:
+            if self._up:
+                why = hide_secret(repr(exc), self._urls[self._url_index]) if exc else "closed"
+                self._report(f"lost: {why}")
             self._up = False
             self._lost.set()
+
+    def _report(self, what: str) -> None:
+        if self.on_lost is not None:
+            url = mask(self._urls[self._url_index])
+            self.on_lost(f"{self._name} connection to {url} {what}; reconnecting")
 
     def kick(self, generation: int) -> None:
         """Declare connection ``generation`` broken (e.g. a consumer channel died)."""
         if generation == self.generation and self._up and not self._closing:
+            self._report("given up: a consumer channel closed")
             self._up = False
             self._lost.set()
             conn = self._conn

@@ -127,6 +127,9 @@ class KombuTransport(Transport):
             publish = consume = Link(self.urls, name, heartbeat)
             self._links = [publish]
             channels = 1
+        for link in self._links:
+            # a reconnection is otherwise silent: the step should say what it cost
+            link.on_lost = lambda why: self.report(ConnectionLost(why))
         try:
             for link in self._links:
                 await link.start()

@@ -63,6 +63,8 @@ class Link:
         self.topology = Topology(lambda: self.conn, lambda: self.down_reason)
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_down: Callable[[str], None] | None = None
+        #: called with the reason when a connection that was up is lost and is being replaced
+        self.on_lost: Callable[[str], None] | None = None
         self.down_reason = "not connected"
 
     # -- state ---------------------------------------------------------------
@@ -174,6 +176,8 @@ class Link:
         self._mark_down(f"connection to {self.url} lost: {detail}")
         if was_up and not self._closing:
             LOG.warning("%s; reconnecting", self.down_reason)
+            if self.on_lost is not None:
+                self.on_lost(self.down_reason)
             self._spawn(self._recover())
 
     def _mark_down(self, reason: str) -> None:

@@ -80,6 +80,7 @@ class PikaTransport(Transport):
         self._settings = settings = make_settings(self.options)
         link = Link(self.urls, settings, f"mqlab-pika {self.config.worker}")
         link.on_down = self._on_down
+        link.on_lost = self._on_lost
         await link.start()
         self._link = link
 
@@ -103,6 +104,11 @@ class PikaTransport(Transport):
         # connection: callers learn it now instead of at their timeout
         if self._settings is not None and self._settings.retry == 0:
             self._fail_calls(ConnectionLost(f"{reason} while waiting for a reply"))
+
+    def _on_lost(self, reason: str) -> None:
+        # a reconnection is otherwise silent: casts in flight on the old connection
+        # are lost (retry = 0) or resent, and the step should say why
+        self.report(ConnectionLost(f"{reason}; reconnecting"))
 
     def _fail_calls(self, exc: TransportError) -> None:
         self._calls.reject_all(exc)
