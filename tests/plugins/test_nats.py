@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import pytest
 
 from mqlab import registry
-from mqlab.errors import Undeliverable
+from mqlab.errors import DriverError, TransportError, Undeliverable
 from mqlab.servers import ServerHandle
 from mqlab.transport import Target, Transport
 
@@ -69,3 +70,36 @@ def test_a_cast_to_nobody_is_sent_without_mandatory_and_refused_with_it(
                 await mandatory.cast(target, b"refused")
 
     asyncio.run(check())
+
+
+def test_a_slow_consumer_s_dropped_messages_are_reported(nats_server: ServerHandle) -> None:
+    """Core NATS drops what a subscription cannot buffer; each drop is an error of the step,
+    so the losses the ledger counts come with their reason."""
+    tag = uuid.uuid4().hex[:8]
+    target = Target(f"slow-{tag}", "t")
+    got: list[bytes] = []
+    reported: list[TransportError] = []
+
+    def slow(body: bytes) -> None:
+        time.sleep(0.002)  # blocks the loop: nats-py reads ahead into the pending buffer
+        got.append(body)
+
+    async def check() -> None:
+        async with (
+            _transport(nats_server, f"{tag}-s", pending_messages=5) as server,
+            _transport(nats_server, f"{tag}-c") as client,
+        ):
+            server.on_report = reported.append  # what a worker counts in the step's errors
+            await server.serve_rpc(target.to_server("s1"), slow)
+            for i in range(2000):
+                await client.cast(target, b"%d" % i)
+            for _ in range(200):
+                if len(got) + len(reported) >= 2000:
+                    break
+                await asyncio.sleep(0.05)
+
+    asyncio.run(check())
+    assert reported, "nothing was dropped: the consumer was not slow enough"
+    assert len(got) + len(reported) == 2000  # every cast either handled or reported dropped
+    assert all(isinstance(e, DriverError) for e in reported)
+    assert "slow consumer" in str(reported[0]) and "pending_messages = 5" in str(reported[0])

@@ -29,7 +29,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from mqlab.connect import connect_first, explain
-from mqlab.errors import ConnectionLost, map_errors
+from mqlab.errors import ConnectionLost, DriverError, map_errors
 from mqlab.pending import call_timeout
 from mqlab.transport import (
     CONNECT_TIMEOUT,
@@ -122,7 +122,13 @@ class NatsTransport(Transport):
         # a slow consumer dropping messages (the run counts those as lost)
         self._last_error = exc
         if isinstance(exc, nats.errors.SlowConsumerError):
-            LOG.warning("nats: slow consumer on %s: messages dropped", exc.subject)
+            # one per message nats-py dropped: the step's errors say why they are lost
+            self.report(
+                DriverError(
+                    f"slow consumer on {exc.subject}: nats-py dropped a message "
+                    f"(more than pending_messages = {self.options['pending_messages']} waiting)"
+                )
+            )
 
     def _explain(self, url: str, exc: BaseException, timeout: float) -> str:
         # nats-py says only "no servers"; why the server refused came to the error callback
