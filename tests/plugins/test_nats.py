@@ -9,9 +9,10 @@ import uuid
 import pytest
 
 from mqlab import registry
-from mqlab.errors import DriverError, TransportError, Undeliverable
+from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
 from mqlab.servers import ServerHandle
 from mqlab.transport import Target, Transport
+from tests.test_faults_proxy import Proxy
 
 
 def _transport(server: ServerHandle, worker: str, **options: object) -> Transport:
@@ -103,3 +104,47 @@ def test_a_slow_consumer_s_dropped_messages_are_reported(nats_server: ServerHand
     assert len(got) + len(reported) == 2000  # every cast either handled or reported dropped
     assert all(isinstance(e, DriverError) for e in reported)
     assert "slow consumer" in str(reported[0]) and "pending_messages = 5" in str(reported[0])
+
+
+def test_a_lost_connection_is_reported_and_the_client_carries_on(
+    nats_server: ServerHandle,
+) -> None:
+    """nats-py reconnects by itself; the step must still hear that the connection dropped."""
+    tag = uuid.uuid4().hex[:8]
+    target = Target(f"lost-{tag}", "t")
+    got: list[bytes] = []
+    reported: list[TransportError] = []
+    proxy = Proxy(nats_server.urls[0])
+
+    async def check() -> None:
+        async with (
+            _transport(nats_server, f"{tag}-s") as server,
+            registry.get("nats").build((proxy.url,), {}, f"{tag}-c") as client,
+        ):
+            client.on_report = reported.append  # what a worker counts in the step's errors
+            await server.serve_rpc(target.to_server("s1"), got.append)
+            await client.cast(target, b"before")
+            for _ in range(100):
+                if got:
+                    break
+                await asyncio.sleep(0.05)
+            proxy.command(action="reset")  # an RST on the client's connection
+            for _ in range(100):
+                if reported:
+                    break
+                await asyncio.sleep(0.05)
+            for _ in range(100):  # reconnected through the proxy: casts arrive again
+                await client.cast(target, b"after")
+                await asyncio.sleep(0.05)
+                if b"after" in got:
+                    break
+
+    try:
+        asyncio.run(check())
+    finally:
+        proxy.stop()
+    assert b"before" in got and b"after" in got
+    [lost] = reported
+    assert isinstance(lost, ConnectionLost), lost
+    assert "NATS connection to nats://127.0.0.1:" in str(lost), lost
+    assert str(lost).endswith("lost; reconnecting") or " lost: " in str(lost), lost

@@ -40,6 +40,7 @@ from mqlab.transport import (
     Transport,
     TransportConfig,
 )
+from mqlab.urls import hide_secret, mask
 from mqlab_nats import subjects
 from mqlab_nats.errors import RULES
 
@@ -90,17 +91,19 @@ class NatsTransport(Transport):
         self._subs: list[Subscription] = []
         self._streams: set[str] = set()
         self._last_error: BaseException | None = None
+        self._url = ""  # the URL start() connected to (nats-py forgets it when it drops)
 
     # -- connection --------------------------------------------------------------
 
     async def start(self) -> None:
-        _, nc = await connect_first(
+        index, nc = await connect_first(
             self.urls,
             self._open,
             self._explain,
             per_url=float(self.options["connect_timeout"]),
         )
         self.nc, self.js = nc, nc.jetstream()
+        self._url = self.urls[index]
 
     async def _open(self, url: str, timeout: float) -> Client:
         nc = await nats.connect(
@@ -112,6 +115,7 @@ class NatsTransport(Transport):
             reconnect_time_wait=0.5,
             drain_timeout=2,
             error_cb=self._on_error,
+            disconnected_cb=self._on_disconnected,
             pending_size=8 * 1024 * 1024,
         )
         nc.options["max_reconnect_attempts"] = self.options["reconnect_attempts"]
@@ -129,6 +133,16 @@ class NatsTransport(Transport):
                     f"(more than pending_messages = {self.options['pending_messages']} waiting)"
                 )
             )
+
+    async def _on_disconnected(self) -> None:
+        # nats-py reconnects by itself, buffering publishes meanwhile: say it happened.
+        # Not for our own close (self.nc is cleared first), nor before start() is done
+        nc = self.nc
+        if nc is None or nc.is_closed:
+            return
+        why = f": {self._last_error!r}" if self._last_error is not None else ""
+        text = f"NATS connection to {mask(self._url)} lost{why}; reconnecting"
+        self.report(ConnectionLost(hide_secret(text, self._url)))
 
     def _explain(self, url: str, exc: BaseException, timeout: float) -> str:
         # nats-py says only "no servers"; why the server refused came to the error callback
