@@ -249,11 +249,12 @@ class Transport(abc.ABC):
     features: ClassVar[Features] = Features()
     #: the schema of the options this plugin accepts beyond ``plugin``
     option_specs: ClassVar[Mapping[str, Option]] = {}
+    #: set by the core on each instance: where :meth:`report` sends an error (a
+    #: worker counts it); a class default, so a plugin's own ``__init__`` cannot lose it
+    on_report: Callable[[TransportError], None] | None = None
 
     def __init__(self, config: TransportConfig) -> None:
         self.config = config
-        #: set by the core: where :meth:`report` sends an error (a worker counts it)
-        self.on_report: Callable[[TransportError], None] | None = None
         self.urls: Sequence[str] = config.urls
         #: this driver's option values; defaults filled for what the config leaves out
         self.options: Mapping[str, Any] = {
