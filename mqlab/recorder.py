@@ -77,7 +77,9 @@ class Recorder:
         return self.window_start <= intended < self.window_end
 
     def _bin(self, series: list[int], now: int) -> int:
-        i = (now - self.t0) // _NS
+        # before open() (an error a driver reports while starting) there is no t0 yet:
+        # second 0, as for anything before t0
+        i = (now - self.t0) // _NS if self.t0 else 0
         if i < 0:
             i = 0
         while len(series) <= i:

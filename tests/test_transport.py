@@ -153,3 +153,5 @@ async def test_an_error_a_driver_reports_counts_in_the_step_and_fails_no_message
     assert rec.errors == {"ConnectionLost": 1}
     assert rec.error_messages["ConnectionLost"].endswith("lost: reset; reconnecting")
     assert rec.failed == 0
+    # reported before the step's clock started: binned in its first second
+    assert rec.series["errors"] == [1]

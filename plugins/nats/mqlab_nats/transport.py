@@ -124,7 +124,6 @@ class NatsTransport(Transport):
     async def _on_error(self, exc: Exception) -> None:
         # nats-py reports here what its background tasks meet: a refused connect,
         # a slow consumer dropping messages (the run counts those as lost)
-        self._last_error = exc
         if isinstance(exc, nats.errors.SlowConsumerError):
             # one per message nats-py dropped: the step's errors say why they are lost
             self.report(
@@ -133,6 +132,8 @@ class NatsTransport(Transport):
                     f"(more than pending_messages = {self.options['pending_messages']} waiting)"
                 )
             )
+        else:  # the reason a connect or the connection failed, for the next message
+            self._last_error = exc
 
     async def _on_disconnected(self) -> None:
         # nats-py reconnects by itself, buffering publishes meanwhile: say it happened.
@@ -143,6 +144,7 @@ class NatsTransport(Transport):
         why = f": {self._last_error!r}" if self._last_error is not None else ""
         text = f"NATS connection to {mask(self._url)} lost{why}; reconnecting"
         self.report(ConnectionLost(hide_secret(text, self._url)))
+        self._last_error = None  # the next drop has its own reason
 
     def _explain(self, url: str, exc: BaseException, timeout: float) -> str:
         # nats-py says only "no servers"; why the server refused came to the error callback
