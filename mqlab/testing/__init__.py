@@ -8,7 +8,7 @@ by one with :func:`run`. Only this package imports pytest; mqlab itself never
 imports it.
 """
 
-from mqlab.testing.kit import Kit, Recorder, run
+from mqlab.testing.kit import Kit, Recorder, core_caster, run
 from mqlab.testing.rabbitmq import RabbitMQ
 from mqlab.testing.subject import SECRET, Subject, closed_port
 from mqlab.testing.suite import ConformanceSuite
@@ -21,5 +21,6 @@ __all__ = [
     "Recorder",
     "Subject",
     "closed_port",
+    "core_caster",
     "run",
 ]

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 from mqlab.errors import CallTimeout, Undeliverable
-from mqlab.testing.kit import Kit, Recorder, assert_once, bodies
+from mqlab.testing.kit import Kit, Recorder, assert_once, bodies, core_caster
 from mqlab.testing.subject import Subject
-from mqlab.transport import cast_starter
 
 #: A call's timeout where none should be needed.
 REPLY_WITHIN = 10.0
@@ -63,13 +62,11 @@ async def casts_as_the_core_sends_them(subject: Subject) -> None:
     async with Kit(subject) as kit:
         kit.require(pattern="cast")
         _, client, handled, _ = await kit.pair()
-        start, target = cast_starter(client), kit.rpc()
+        cast, target = core_caster(client), kit.rpc()
 
         async def sender(mine: list[bytes]) -> None:
             for body in mine:
-                waiting = start(target, body)
-                if waiting is not None:
-                    await waiting
+                await cast(target, body)
 
         sent = bodies("cast", 1000)
         await asyncio.gather(*(sender(sent[i::10]) for i in range(10)))

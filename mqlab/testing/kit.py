@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Self
 import pytest
 
 from mqlab.testing.subject import Subject, build
-from mqlab.transport import Features, Target, Transport
+from mqlab.transport import Features, Target, Transport, cast_starter
 
 #: Extra wait once everything arrived: a message beyond that is a duplicate.
 SETTLE = 0.2
@@ -118,6 +118,19 @@ class Recorder:
 
     def __len__(self) -> int:
         return len(self.bodies)
+
+
+def core_caster(client: Transport) -> Callable[[Target, bytes], Awaitable[None]]:
+    """``client``'s casts as mqlab's senders send them: what :func:`cast_starter` picks
+    (``begin_cast``, or a subclass's own ``cast``), awaiting only what it returns."""
+    start = cast_starter(client)
+
+    async def cast(target: Target, body: bytes) -> None:
+        waiting = start(target, body)
+        if waiting is not None:
+            await waiting
+
+    return cast
 
 
 def bodies(what: str, n: int) -> list[bytes]:

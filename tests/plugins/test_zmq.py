@@ -37,7 +37,8 @@ from mqlab.errors import (
     OptionError,
     Undeliverable,
 )
-from mqlab.transport import Target, Transport, TransportConfig, cast_starter
+from mqlab.testing import core_caster
+from mqlab.transport import Target, Transport, TransportConfig
 
 EXCHANGE = "mqlab-test"
 Popen = subprocess.Popen[str]
@@ -273,18 +274,8 @@ async def test_server_in_another_process_zero_configuration(spawn: Any) -> None:
 
 
 def _caster(client: Transport, way: str) -> Callable[[Target, bytes], Awaitable[None]]:
-    """``client.cast``, or a cast sent as mqlab's senders send one (``begin_cast``,
-    awaiting only what it returns)."""
-    if way == "cast":
-        return client.cast
-    start = cast_starter(client)
-
-    async def as_the_core_does(target: Target, body: bytes) -> None:
-        waiting = start(target, body)
-        if waiting is not None:
-            await waiting
-
-    return as_the_core_does
+    """``client.cast``, or a cast sent as mqlab's senders send one."""
+    return client.cast if way == "cast" else core_caster(client)
 
 
 @pytest.mark.parametrize("way", ["cast", "begin_cast"])
