@@ -37,7 +37,11 @@ class _Parser(argparse.ArgumentParser):
     """Bad command-line values end in one line, like every other refusal."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_INPUT, f"mqlab: {self.prog}: {message} (see {self.prog} --help)\n")
+        where = self.prog.removeprefix("mqlab").strip()  # "run", or "" for mqlab itself
+        self.exit(
+            EXIT_BAD_INPUT,
+            f"mqlab: {where + ': ' if where else ''}{message} (see {self.prog} --help)\n",
+        )
 
 
 def _duration_arg(text: str) -> float:
@@ -301,7 +305,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     previous = {sig: signal.signal(sig, _terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # name the command whose options they are not, as its own parser would
+            commands = next(a for a in parser._actions if a.dest == "command")
+            sub = commands.choices[args.command]  # type: ignore[index]
+            sub.error(f"unrecognized arguments: {' '.join(extra)}")
         redact.scrub_logs()
         code: int = args.func(args)
         return code

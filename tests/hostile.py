@@ -27,6 +27,7 @@ def refused(proc: subprocess.CompletedProcess[str], *words: str) -> str:
     assert proc.returncode == 2, out[-2000:]
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("mqlab: "), proc.stderr
+    assert not lines[0].startswith("mqlab: mqlab"), lines[0]  # said once
     for word in words:
         assert word in lines[0], lines[0]
     return lines[0]

@@ -150,7 +150,7 @@ def test_deep_nesting_devices_and_huge_files_are_refused_in_one_line(
         (["--processes", "99999"], "run.processes"),
         (["--broker", "amqp://h:99999/"], "--broker"),
         (["--broker", "ftp://h/"], "--broker"),
-        (["--frobnicate"], "unrecognized"),
+        (["--frobnicate"], "run: unrecognized arguments: --frobnicate (see mqlab run --help)"),
     ],
 )
 def test_command_line_values_meet_the_profiles_rules_in_one_line(
