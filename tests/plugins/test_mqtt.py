@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 
@@ -48,3 +49,30 @@ def test_a_clean_session_or_qos0_keeps_nothing_for_a_listener_that_was_away(
     mosquitto_server: ServerHandle, options: dict[str, object]
 ) -> None:
     assert asyncio.run(_sent_while_away(mosquitto_server, **options)) == []
+
+
+async def _many_casts_at_once(server: ServerHandle, n: int) -> list[bytes]:
+    tag = uuid.uuid4().hex[:8]
+    target = Target("mqlab", f"many-{tag}")
+    got: list[bytes] = []
+    async with (
+        _transport(server, f"{tag}-server") as srv,
+        _transport(server, f"{tag}-client") as client,
+    ):
+        await srv.serve_rpc(target, got.append)
+        await asyncio.gather(*(client.cast(target, b"c%d" % i) for i in range(n)))
+        deadline = time.monotonic() + 5.0
+        while len(got) < n and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    return got
+
+
+def test_many_casts_at_once_log_nothing_per_cast(
+    mosquitto_server: ServerHandle, caplog: pytest.LogCaptureFixture
+) -> None:
+    """100 casters at once is what a profile asks for: no warning line (a log write) per cast,
+    which aiomqtt writes for every publish while more than 10 are pending unless told not to."""
+    with caplog.at_level(logging.WARNING):
+        got = asyncio.run(_many_casts_at_once(mosquitto_server, 100))
+    assert sorted(got) == sorted(b"c%d" % i for i in range(100))
+    assert not [r for r in caplog.records if "pending publish calls" in r.getMessage()]

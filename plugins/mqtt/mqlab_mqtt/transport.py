@@ -47,6 +47,8 @@ from mqlab.transport import (
 from mqlab.urls import host_port
 
 LOG = logging.getLogger(__name__)
+#: pending publishes above which aiomqtt warns once per publish: never, in practice
+PENDING_WARNING = 1 << 30
 
 RULES: list[ErrorRule] = [
     (aiomqtt.MqttCodeError, lambda e: DriverError(f"mqtt: {e}")),
@@ -140,6 +142,10 @@ class MqttTransport(Transport):
             # paho leaves Nagle on: with delayed ACKs a request/reply waits ~40 ms per hop
             socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
         )
+        # aiomqtt logs a warning for every publish made while more than 10 are pending:
+        # a profile's casters keep `concurrency` pending on purpose, and a log write per
+        # cast is a cost of the harness, not of MQTT
+        client.pending_calls_threshold = PENDING_WARNING
         await self._stack.enter_async_context(client)
         return client
 
