@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, ClassVar
@@ -128,6 +128,25 @@ async def until_stopped(tally: Tally, tick: float = 0.1) -> None:
     """Return once the core set ``tally.stop`` (looked at every ``tick`` seconds)."""
     while not tally.stop:
         await asyncio.sleep(tick)
+
+
+async def run_until_stopped(tally: Tally, *work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` (coroutines, as tasks) until the core sets ``tally.stop``, then cancel
+    what is still running. The first error any of it raises ends the loop and is raised as
+    itself, not inside an ExceptionGroup, so the core's one line names it."""
+    tasks = [asyncio.ensure_future(each) for each in work]
+    stopped = asyncio.ensure_future(until_stopped(tally))
+    try:
+        pending: set[asyncio.Future[None]] = {stopped, *tasks}
+        while not stopped.done():
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stopped and (exc := task.exception()) is not None:
+                    raise exc
+    finally:
+        for task in (stopped, *tasks):
+            task.cancel()
+        await asyncio.gather(stopped, *tasks, return_exceptions=True)
 
 
 def entry_points() -> dict[str, metadata.EntryPoint]:

@@ -77,6 +77,39 @@ def note_topic(target: Target) -> str:
     return f"mqlab/note/{level(target.exchange)}/{level(f'{target.topic}.{target.priority}')}"
 
 
+def new_client(
+    url: str,
+    identifier: str,
+    inflight: int,
+    *,
+    clean_start: bool = True,
+    properties: Properties | None = None,
+    timeout: float = 10.0,
+) -> aiomqtt.Client:
+    """An MQTT 5 client for ``url`` (credentials from it), not yet connected."""
+    host, port = host_port(url)
+    user, _, secret = url.partition("://")[2].rpartition("@")[0].partition(":")
+    client = aiomqtt.Client(
+        host,
+        port,
+        username=user or None,
+        password=secret or None,
+        identifier=identifier,
+        protocol=aiomqtt.ProtocolVersion.V5,
+        clean_start=clean_start,
+        properties=properties,
+        timeout=timeout,
+        max_inflight_messages=inflight,
+        # paho leaves Nagle on: with delayed ACKs a request/reply waits ~40 ms per hop
+        socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
+    )
+    # aiomqtt logs a warning for every publish made while more than 10 are pending: a
+    # profile's casters keep `concurrency` pending on purpose, and a log write per cast is
+    # a cost of the harness, not of MQTT (in a reference loop, a full stderr pipe)
+    client.pending_calls_threshold = PENDING_WARNING
+    return client
+
+
 class MqttTransport(Transport):
     wire = "mqtt5"
     features = Features(at_most_once=True, fanout=True, server="mosquitto")
@@ -122,30 +155,18 @@ class MqttTransport(Transport):
         self._dispatcher = asyncio.create_task(self._dispatch(), name="mqlab-mqtt dispatch")
 
     async def _open(self, url: str, timeout: float) -> aiomqtt.Client:
-        host, port = host_port(url)
-        user, _, secret = url.partition("://")[2].rpartition("@")[0].partition(":")
         properties = props(PacketTypes.CONNECT)
         expiry = self.options["session_expiry"]
         if expiry:
             properties.SessionExpiryInterval = expiry
-        client = aiomqtt.Client(
-            host,
-            port,
-            username=user or None,
-            password=secret or None,
-            identifier=f"mqlab-{self.config.worker}",
-            protocol=aiomqtt.ProtocolVersion.V5,
+        client = new_client(
+            url,
+            f"mqlab-{self.config.worker}",
+            self.options["inflight"],
             clean_start=not expiry,
             properties=properties,
             timeout=timeout,
-            max_inflight_messages=self.options["inflight"],
-            # paho leaves Nagle on: with delayed ACKs a request/reply waits ~40 ms per hop
-            socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
         )
-        # aiomqtt logs a warning for every publish made while more than 10 are pending:
-        # a profile's casters keep `concurrency` pending on purpose, and a log write per
-        # cast is a cost of the harness, not of MQTT
-        client.pending_calls_threshold = PENDING_WARNING
         await self._stack.enter_async_context(client)
         return client
 
