@@ -13,7 +13,7 @@ import pytest
 from examples.memory_transport import MemoryTransport
 from mqlab.errors import ConnectFailed
 from mqlab.loopback import LoopbackTransport
-from mqlab.testing import ConformanceSuite, Subject, delivery, lifecycle, run
+from mqlab.testing import ConformanceSuite, Subject, ceiling, delivery, lifecycle, run
 from mqlab.transport import Handler, Option, Target
 from tests.helpers import ROOT
 
@@ -21,7 +21,7 @@ from tests.helpers import ROOT
 class TestLoopback(ConformanceSuite):
     @pytest.fixture
     def subject(self) -> Subject:
-        return Subject("loopback", bad_options={"queue_size": 1.5})
+        return Subject("loopback", bad_options={"queue_size": 1.5}, ceiling=False)
 
 
 class DropsAPool(LoopbackTransport):
@@ -101,6 +101,11 @@ def test_a_transport_that_drops_a_notification_pool_fails() -> None:
         run(delivery.every_pool_gets_every_notification, Subject(DropsAPool, arrival=1.0))
 
 
+def test_a_plugin_without_a_reference_loop_fails_and_is_told_what_to_ship() -> None:
+    with pytest.raises(AssertionError, match=r"ships no reference loop .*'A reference loop'"):
+        run(ceiling.reference_loop, Subject(DropsAPool))
+
+
 def test_a_transport_that_leaks_a_task_on_close_fails() -> None:
     with pytest.raises(AssertionError, match=r"task\(s\) left after aclose"):
         run(lifecycle.clean_close, Subject(LeaksATask))
@@ -111,7 +116,12 @@ class TestTheDocsExample(ConformanceSuite):
 
     @pytest.fixture(params=[0.0, 0.01], ids=["no-delay", "delay"])
     def subject(self, request: pytest.FixtureRequest) -> Subject:
-        return Subject(MemoryTransport, options={"delay": request.param}, bad_options={"delay": -1})
+        return Subject(
+            MemoryTransport,
+            options={"delay": request.param},
+            bad_options={"delay": -1},
+            ceiling=False,
+        )
 
 
 def test_the_docs_show_the_example_as_it_is() -> None:

@@ -50,7 +50,9 @@ class Subject:
     - ``queue_types``: with ``Features.queue_types``, the type of each server-side queue
       whose name contains the tag (for RabbitMQ: ``RabbitMQ(management_url).queue_types``);
     - ``drop``: deletes what a check left on purpose (durable quorum queues outlive a
-      close); for RabbitMQ: ``RabbitMQ(management_url).drop``.
+      close); for RabbitMQ: ``RabbitMQ(management_url).drop``;
+    - ``ceiling``: False for a transport with no library beneath it to measure (mqlab's
+      own loopback); every other plugin ships a reference loop, and the kit runs it.
     """
 
     transport: str | type[Transport]
@@ -65,6 +67,7 @@ class Subject:
     arrival: float = 10.0
     queue_types: Callable[[str], Mapping[str, str]] | None = None
     drop: Callable[[str], None] | None = None
+    ceiling: bool = True
 
     @property
     def name(self) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mqlab.testing import delivery, lifecycle
+from mqlab.testing import ceiling, delivery, lifecycle
 from mqlab.testing.kit import run
 from mqlab.testing.subject import Subject
 
@@ -72,14 +72,22 @@ class ConformanceSuite:
     def test_100_concurrent_senders_lose_nothing(
         self, subject: Subject, delivery_mode: str
     ) -> None:
-        options: dict[str, Any] = {}
-        if delivery_mode == "at-most-once":
-            if not subject.load().cls.features.at_most_once:
-                pytest.skip(f"{subject.name} does not declare Features.at_most_once")
-            options = dict(subject.at_most_once_options)
+        options = _mode_options(subject, delivery_mode)
 
         async def check(subject: Subject) -> None:
             await delivery.concurrent_senders(subject, options)
+
+        run(check, subject)
+
+    @pytest.mark.parametrize("delivery_mode", ["default", "at-most-once"])
+    def test_reference_loop(self, subject: Subject, delivery_mode: str) -> None:
+        """The loop `mqlab ceiling` runs beside each cast step, in each ack mode."""
+        if not subject.ceiling:
+            pytest.skip(f"{subject.name}: Subject(ceiling=False), no library to measure")
+        options = _mode_options(subject, delivery_mode)
+
+        async def check(subject: Subject) -> None:
+            await ceiling.reference_loop(subject, options)
 
         run(check, subject)
 
@@ -91,3 +99,12 @@ class ConformanceSuite:
 
     def test_refused_options(self, subject: Subject) -> None:
         run(lifecycle.refused_options, subject)
+
+
+def _mode_options(subject: Subject, delivery_mode: str) -> dict[str, Any]:
+    """The options a check adds for ``delivery_mode``; skips at-most-once where undeclared."""
+    if delivery_mode != "at-most-once":
+        return {}
+    if not subject.load().cls.features.at_most_once:
+        pytest.skip(f"{subject.name} does not declare Features.at_most_once")
+    return dict(subject.at_most_once_options)

@@ -1,0 +1,49 @@
+"""The check of a plugin's reference loop: what ``mqlab ceiling`` runs beside its cast steps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from mqlab import reference, refloop
+from mqlab.reference import ReferenceSpec
+from mqlab.testing.lifecycle import CLEANUP_LIMIT
+from mqlab.testing.subject import Subject
+
+#: deliveries the loop's consumer must count in its window: more than any consumer
+#: window a plugin defaults to (prefetch 64, credit 100), so a consumer that never
+#: acknowledges, and stops at its window, fails the check
+AT_LEAST = 500
+
+
+async def reference_loop(subject: Subject, options: Mapping[str, Any] | None = None) -> None:
+    """The plugin ships a reference loop; on the subject's server, in the ack mode these
+    options give, its consumer receives what its publisher sends, and it leaves nothing."""
+    plugin = subject.load()
+    try:
+        reference.load(plugin.name)
+    except LookupError as exc:
+        raise AssertionError(
+            f"{exc}: `mqlab ceiling` cannot show its library's ceiling "
+            "(docs/writing-a-plugin.md, 'A reference loop')"
+        ) from None
+    checked = plugin.check({**subject.options, **(options or {})})
+    name = f"mqlab-kit-ref-{uuid.uuid4().hex[:10]}"
+    spec = ReferenceSpec(subject.urls, name, 201, checked)
+    got = await refloop.measure(plugin.name, spec, warmup=0.5, duration=1.5)
+    received = got.received_per_s * got.seconds
+    assert got.sent_per_s > 0, f"the loop's publisher sent nothing: {got}"
+    assert received >= AT_LEAST, (
+        f"the loop's consumer received {received:.0f} messages in {got.seconds:.1f} s "
+        f"(at least {AT_LEAST} expected; does it acknowledge?): {got}"
+    )
+    if subject.leftovers is None:
+        return
+    deadline = time.monotonic() + CLEANUP_LIMIT
+    while objects := await asyncio.to_thread(subject.leftovers, name):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"left on the server by the reference loop: {sorted(objects)}")
+        await asyncio.sleep(0.2)
