@@ -79,3 +79,26 @@ async def test_close_deletes_what_it_declared(make: Make, tag: str, mgmt: Mgmt) 
     await client.aclose()
     await eventually(lambda: not mgmt.names("queues", tag), timeout=5)
     await eventually(lambda: mgmt.entity("exchanges", tag) is None, timeout=5)
+
+
+async def test_casters_that_start_together_share_one_set_of_connections(
+    make: Make, tag: str, mgmt: Mgmt
+) -> None:
+    """25 casts at once on a new client (a step's first second): `threads` publishing
+    connections, not a set per caster left open and waking its thread every 50 ms."""
+    server = await make(f"{tag}-s")
+    client = await make(f"{tag}-c", threads=2)
+    got = Got()
+    await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), got)
+    await asyncio.gather(*(client.cast(Target(tag, f"{tag}-t"), b"c%d" % i) for i in range(25)))
+    await eventually(lambda: len(got.bodies) == 25, timeout=10)
+
+    def publishing() -> list[str]:
+        labels = [(c.get("client_properties") or {}).get("connection_name") or ""
+                  for c in mgmt.get("/api/connections")]  # fmt: skip
+        return sorted(n for n in labels if n.startswith(f"mqlab-pyamqp {tag}-c publish"))
+
+    # the API lists a connection a few seconds late: wait for two, then look again
+    await eventually(lambda: len(publishing()) >= 2, timeout=15)
+    await asyncio.sleep(2.0)
+    assert publishing() == [f"mqlab-pyamqp {tag}-c publish0", f"mqlab-pyamqp {tag}-c publish1"]

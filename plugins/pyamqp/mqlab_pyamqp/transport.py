@@ -62,6 +62,7 @@ class PyamqpTransport(Transport):
         self._declared = topology.Declared()
         self._reply_to: str | None = None
         self._reply_lock = asyncio.Lock()
+        self._publish_lock = asyncio.Lock()
         self._closed = False
 
     # -- lifecycle -----------------------------------------------------------
@@ -193,10 +194,14 @@ class PyamqpTransport(Transport):
 
     async def _publisher(self) -> Link:
         if self._next is None:
-            self._publishers = await self._links(
-                self.options["threads"], "publish", self.options["confirm"]
-            )
-            self._next = itertools.cycle(self._publishers).__next__
+            # a step's casters all start at once: without the lock each would open its own
+            # set of links, all but the last left running, unclosed, until the worker exits
+            async with self._publish_lock:
+                if self._next is None:
+                    self._publishers = await self._links(
+                        self.options["threads"], "publish", self.options["confirm"]
+                    )
+                    self._next = itertools.cycle(self._publishers).__next__
         return self._next()
 
     async def _send(
