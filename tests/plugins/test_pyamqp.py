@@ -102,3 +102,21 @@ async def test_casters_that_start_together_share_one_set_of_connections(
     await eventually(lambda: len(publishing()) >= 2, timeout=15)
     await asyncio.sleep(2.0)
     assert publishing() == [f"mqlab-pyamqp {tag}-c publish0", f"mqlab-pyamqp {tag}-c publish1"]
+
+
+async def test_a_prefetch_of_one_does_not_wait_out_the_poll_per_message(
+    make: Make, tag: str
+) -> None:
+    """With `prefetch = 1` the broker sends the next delivery only once the last is acked; the
+    ack is sent from the consuming thread after the handler ran on the loop, and must not
+    wait for the thread's 50 ms poll: 200 casts arrive in seconds, not in 10."""
+    got = Got()
+    server = await make(f"{tag}-s", threads=1, prefetch=1)
+    client = await make(f"{tag}-c")
+    await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), got)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await asyncio.gather(*(client.cast(Target(tag, f"{tag}-t"), b"c%d" % i) for i in range(200)))
+    await eventually(lambda: len(got.bodies) == 200, timeout=20)
+    assert loop.time() - began < 5.0, f"200 casts took {loop.time() - began:.1f} s"
+    assert sorted(got.bodies) == sorted(b"c%d" % i for i in range(200))
