@@ -51,13 +51,13 @@ def test_a_clean_session_or_qos0_keeps_nothing_for_a_listener_that_was_away(
     assert asyncio.run(_sent_while_away(mosquitto_server, **options)) == []
 
 
-async def _many_casts_at_once(server: ServerHandle, n: int) -> list[bytes]:
+async def _many_casts_at_once(server: ServerHandle, n: int, **options: object) -> list[bytes]:
     tag = uuid.uuid4().hex[:8]
     target = Target("mqlab", f"many-{tag}")
     got: list[bytes] = []
     async with (
-        _transport(server, f"{tag}-server") as srv,
-        _transport(server, f"{tag}-client") as client,
+        _transport(server, f"{tag}-server", **options) as srv,
+        _transport(server, f"{tag}-client", **options) as client,
     ):
         await srv.serve_rpc(target, got.append)
         await asyncio.gather(*(client.cast(target, b"c%d" % i) for i in range(n)))
@@ -76,3 +76,12 @@ def test_many_casts_at_once_log_nothing_per_cast(
         got = asyncio.run(_many_casts_at_once(mosquitto_server, 100))
     assert sorted(got) == sorted(b"c%d" % i for i in range(100))
     assert not [r for r in caplog.records if "pending publish calls" in r.getMessage()]
+
+
+def test_qos2_casts_beyond_the_servers_receive_maximum_wait_instead_of_failing(
+    mosquitto_server: ServerHandle,
+) -> None:
+    """mosquitto takes 20 QoS 2 publishes in flight per client (its Receive Maximum); with
+    the plugin's window of 100, 25 casts at once used to end in `ConnectionLost`."""
+    got = asyncio.run(_many_casts_at_once(mosquitto_server, 25, qos=2))
+    assert sorted(got) == sorted(b"c%d" % i for i in range(25))

@@ -25,8 +25,8 @@ import itertools
 import logging
 import re
 import socket
-from collections.abc import Mapping
-from typing import ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
@@ -110,6 +110,24 @@ def new_client(
     return client
 
 
+def receive_maximum(client: aiomqtt.Client) -> Callable[[], int | None]:
+    """What the server's CONNACK says it takes in flight (MQTT 5's Receive Maximum), once
+    connected: call before connecting, read after. paho reads it but does not keep to it,
+    and cannot change its window once connected."""
+    paho = client._client  # aiomqtt's paho client: the CONNACK's properties reach it only
+    on_connect = paho.on_connect
+    seen: list[int] = []
+
+    def noting(c: Any, userdata: Any, flags: Any, reason: Any, properties: Any = None) -> None:
+        most = getattr(properties, "ReceiveMaximum", None)
+        if most:
+            seen.append(int(most))
+        on_connect(c, userdata, flags, reason, properties)  # type: ignore[misc,call-arg]
+
+    paho.on_connect = noting
+    return lambda: seen[-1] if seen else None
+
+
 class MqttTransport(Transport):
     wire = "mqtt5"
     features = Features(at_most_once=True, fanout=True, server="mosquitto")
@@ -142,6 +160,8 @@ class MqttTransport(Transport):
         self._replying = False
         self._dispatcher: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
+        #: QoS 2 publishes in flight, at most the server's Receive Maximum
+        self._qos2_window: asyncio.Semaphore | None = None
 
     # -- connection --------------------------------------------------------------
 
@@ -167,7 +187,14 @@ class MqttTransport(Transport):
             properties=properties,
             timeout=timeout,
         )
+        most = receive_maximum(client)
         await self._stack.enter_async_context(client)
+        if self.qos == 2:
+            # mosquitto cuts a client off with more QoS 2 publishes in flight than its Receive
+            # Maximum (20 by default): a step of 25 casters failed. QoS 1 keeps the option's
+            # window: mosquitto acks those at once, and capping it would change what it measures
+            window = min(self.options["inflight"], most() or self.options["inflight"])
+            self._qos2_window = asyncio.Semaphore(window)
         return client
 
     def _client(self) -> aiomqtt.Client:
@@ -241,7 +268,11 @@ class MqttTransport(Transport):
 
     async def _publish(self, topic: str, body: bytes, properties: Properties | None) -> None:
         with map_errors(RULES):
-            await self._client().publish(topic, body, qos=self.qos, properties=properties)
+            if self._qos2_window is None:
+                await self._client().publish(topic, body, qos=self.qos, properties=properties)
+                return
+            async with self._qos2_window:
+                await self._client().publish(topic, body, qos=2, properties=properties)
 
     # -- servers and clients -------------------------------------------------------
 
