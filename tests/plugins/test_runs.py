@@ -235,8 +235,8 @@ def test_zmq_server_killed_mid_run_losses_counted_run_completes(
 
 
 # 6 s, longer than RabbitMQ's 5 s statistics interval: a 2 s run once showed no delivery on
-# any of its queues within 20 s on CI's busy session broker (the channels had closed before
-# the management plugin collected their counts)
+# any of its queues within 20 s on CI's busy session broker, likely because its channels
+# closed before the management plugin first collected their counts (inferred, not proven)
 TARGETS = """
 [run]
 duration = "6s"
