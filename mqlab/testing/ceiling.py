@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from mqlab import reference, refloop
 from mqlab.reference import ReferenceSpec
-from mqlab.testing.lifecycle import CLEANUP_LIMIT
+from mqlab.testing.lifecycle import nothing_left
 from mqlab.testing.subject import Subject
 
 #: deliveries the loop's consumer must count in its window: more than any consumer
@@ -40,10 +38,4 @@ async def reference_loop(subject: Subject, options: Mapping[str, Any] | None = N
         f"the loop's consumer received {received:.0f} messages in {got.seconds:.1f} s "
         f"(at least {AT_LEAST} expected; does it acknowledge?): {got}"
     )
-    if subject.leftovers is None:
-        return
-    deadline = time.monotonic() + CLEANUP_LIMIT
-    while objects := await asyncio.to_thread(subject.leftovers, name):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"left on the server by the reference loop: {sorted(objects)}")
-        await asyncio.sleep(0.2)
+    await nothing_left(subject, name, "by the reference loop")

@@ -106,10 +106,16 @@ async def clean_close(subject: Subject) -> None:
         f"{t.get_name()} {t.get_coro()!r}" for t in left[:5]
     )
 
+    await nothing_left(subject, kit.tag, "after aclose()")
+
+
+async def nothing_left(subject: Subject, tag: str, after: str) -> None:
+    """What ``subject.leftovers`` finds under ``tag`` goes within CLEANUP_LIMIT seconds;
+    else AssertionError naming it, "left on the server <after>: [...]"."""
     if subject.leftovers is None:
         return
     deadline = time.monotonic() + CLEANUP_LIMIT
-    while objects := await asyncio.to_thread(subject.leftovers, kit.tag):
+    while objects := await asyncio.to_thread(subject.leftovers, tag):
         if time.monotonic() > deadline:
-            raise AssertionError(f"left on the server after aclose(): {sorted(objects)}")
+            raise AssertionError(f"left on the server {after}: {sorted(objects)}")
         await asyncio.sleep(0.2)
