@@ -35,15 +35,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
-from amqp import exceptions as amqp_exc
-from kombu.connection import Connection as _KombuConnection
-
+from mqlab import amqp
 from mqlab.reference import ReferenceLoop, Tally
 from mqlab_oslo.config import make_conf, oslo_messaging, transport_url
-from mqlab_oslo.transport import METHOD, _probe
-
-#: kombu's Connection (its __init__ is untyped): the clean-up
-Connection: Any = _KombuConnection
+from mqlab_oslo.transport import METHOD, _delete, _probe
 
 #: seconds between two looks at ``tally.stop`` while oslo's threads consume
 TICK = 0.1
@@ -140,15 +135,9 @@ class OsloReference(ReferenceLoop):
         # oslo leaves the topic queues and the topic exchange (as a service's stay for its
         # next start); the publisher's connection may also have redeclared the exchange
         # after the consumer deleted it: each side deletes it once unbound
-        with Connection(self.spec.urls[0], connect_timeout=CLEANUP_TIMEOUT) as conn:
-            doomed = [("queue", q) for q in queues] + [("exchange", self.spec.name)]
-            for kind, name in doomed:
-                channel = conn.channel()  # a refused delete closes its channel
-                try:
-                    if kind == "queue":
-                        channel.queue_delete(name)
-                    else:
-                        channel.exchange_delete(name, if_unused=True)
-                    channel.close()
-                except amqp_exc.ChannelError:
-                    continue  # gone already (404), or still bound (406): the other side's
+        doomed = amqp.Declared()
+        for queue in queues:
+            doomed.queue(amqp.QueueDecl(queue, durable=False, auto_delete=False, exclusive=False))
+        name = self.spec.name
+        doomed.exchange(amqp.ExchangeDecl(name, "topic", durable=False, auto_delete=False))
+        _delete(self.spec.urls[0], doomed, CLEANUP_TIMEOUT)  # each if unused, as the plugin's
