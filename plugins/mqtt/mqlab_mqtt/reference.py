@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import aiomqtt
 
 from mqlab.reference import AsyncReferenceLoop, Tally, run_until_stopped
-from mqlab_mqtt.transport import new_client, receive_maximum
+from mqlab_mqtt.transport import inflight_limit, new_client
 
 
 class MqttReference(AsyncReferenceLoop):
@@ -75,17 +75,14 @@ class MqttReference(AsyncReferenceLoop):
     async def apublish(self, tally: Tally) -> None:
         qos = self._qos(self.spec.options)
         client = self._client("publish")
-        most = receive_maximum(client)
+        limit = inflight_limit(client, self._window(self.spec.options), qos)  # as the plugin's
         async with client:
             publish, topic, body = client.publish, self._topic, self.spec.body
-            window = self._window(self.spec.options)
-            if qos == 2:  # as the plugin: no more QoS 2 in flight than the server takes
-                window = min(window, most() or window)
 
             async def cast() -> None:
                 while not tally.stop:
                     await publish(topic, body, qos=qos)
                     tally.n += 1
 
-            casters = [cast() for _ in range(window)]
+            casters = [cast() for _ in range(limit())]
             await run_until_stopped(tally, *casters)

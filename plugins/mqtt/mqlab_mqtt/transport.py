@@ -110,10 +110,15 @@ def new_client(
     return client
 
 
-def receive_maximum(client: aiomqtt.Client) -> Callable[[], int | None]:
-    """What the server's CONNACK says it takes in flight (MQTT 5's Receive Maximum), once
-    connected: call before connecting, read after. paho reads it but does not keep to it,
-    and cannot change its window once connected."""
+def inflight_limit(client: aiomqtt.Client, inflight: int, qos: int) -> Callable[[], int]:
+    """Publishes ``client`` may keep in flight, read once connected (call this before):
+    ``inflight``, and at QoS 2 no more than the server's Receive Maximum (MQTT 5's CONNACK).
+    paho ignores that, and cannot change its window once connected, while mosquitto cuts a
+    client off with more QoS 2 publishes in flight (20 by default): a step of 25 casters
+    failed. QoS 1 keeps ``inflight``: mosquitto acks those at once, and a cap would change
+    what QoS 1 measures."""
+    if qos != 2:
+        return lambda: inflight
     paho = client._client  # aiomqtt's paho client: the CONNACK's properties reach it only
     on_connect = paho.on_connect
     seen: list[int] = []
@@ -125,7 +130,7 @@ def receive_maximum(client: aiomqtt.Client) -> Callable[[], int | None]:
         on_connect(c, userdata, flags, reason, properties)  # type: ignore[misc,call-arg]
 
     paho.on_connect = noting
-    return lambda: seen[-1] if seen else None
+    return lambda: min(inflight, seen[-1]) if seen else inflight
 
 
 class MqttTransport(Transport):
@@ -187,14 +192,10 @@ class MqttTransport(Transport):
             properties=properties,
             timeout=timeout,
         )
-        most = receive_maximum(client)
+        limit = inflight_limit(client, self.options["inflight"], self.qos)
         await self._stack.enter_async_context(client)
-        if self.qos == 2:
-            # mosquitto cuts a client off with more QoS 2 publishes in flight than its Receive
-            # Maximum (20 by default): a step of 25 casters failed. QoS 1 keeps the option's
-            # window: mosquitto acks those at once, and capping it would change what it measures
-            window = min(self.options["inflight"], most() or self.options["inflight"])
-            self._qos2_window = asyncio.Semaphore(window)
+        if self.qos == 2:  # paho's own window stays as it was set: this one keeps the limit
+            self._qos2_window = asyncio.Semaphore(limit())
         return client
 
     def _client(self) -> aiomqtt.Client:
