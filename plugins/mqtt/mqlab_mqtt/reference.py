@@ -30,11 +30,11 @@ class MqttReference(AsyncReferenceLoop):
 
     @classmethod
     def _qos(cls, options: Mapping[str, Any]) -> int:
-        return int(options.get("qos", 1))
+        return int(options["qos"])
 
     @classmethod
     def _window(cls, options: Mapping[str, Any]) -> int:
-        return int(options.get("inflight", 100))
+        return int(options["inflight"])
 
     @classmethod
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:

@@ -23,11 +23,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from mqlab.reference import AsyncReferenceLoop, Tally, run_until_stopped, until_stopped
-
-#: the plugin's publish buffer (``pending_size`` in transport.py)
-PENDING_SIZE = 8 * 1024 * 1024
-#: the plugin's ``pending_messages`` default
-PENDING_MESSAGES = 524288
+from mqlab_nats.transport import PENDING_SIZE
 
 
 class _Errors:
@@ -81,7 +77,7 @@ class NatsReference(AsyncReferenceLoop):
 
     async def aconsume(self, tally: Tally, ready: Callable[[str], None]) -> None:
         errors = _Errors()
-        limit = int(self.spec.options.get("pending_messages", PENDING_MESSAGES))
+        limit = int(self.spec.options["pending_messages"])
         nc = await self._connect(errors)
         try:
 

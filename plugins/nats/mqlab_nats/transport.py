@@ -45,6 +45,8 @@ from mqlab_nats import subjects
 from mqlab_nats.errors import RULES
 
 LOG = logging.getLogger(__name__)
+#: bytes nats-py buffers for publishing before a publish waits for its flusher
+PENDING_SIZE = 8 * 1024 * 1024
 
 
 class NatsTransport(Transport):
@@ -116,7 +118,7 @@ class NatsTransport(Transport):
             drain_timeout=2,
             error_cb=self._on_error,
             disconnected_cb=self._on_disconnected,
-            pending_size=8 * 1024 * 1024,
+            pending_size=PENDING_SIZE,
         )
         nc.options["max_reconnect_attempts"] = self.options["reconnect_attempts"]
         return nc

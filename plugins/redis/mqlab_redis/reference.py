@@ -35,8 +35,6 @@ from mqlab_redis import keys
 #: milliseconds a read of an empty stream blocks before looking at ``tally.stop``
 #: (the plugin blocks 1000; a read that finds entries returns at once either way)
 TICK_MS = 100
-#: the plugin's defaults: ``batch`` (entries per read), ``connections`` (XADDs in flight)
-BATCH, CONNECTIONS = 100, 32
 
 
 class RedisStreamsReference(AsyncReferenceLoop):
@@ -44,11 +42,11 @@ class RedisStreamsReference(AsyncReferenceLoop):
 
     @classmethod
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:
-        return bool(options.get("ack", "after") == "on_read")
+        return bool(options["ack"] == "on_read")
 
     @classmethod
     def describe(cls, options: Mapping[str, Any]) -> str:
-        batch = int(options.get("batch", BATCH))
+        batch = int(options["batch"])
         if cls.auto_ack(options):
             return f"XREADGROUP NOACK, batches of {batch}"
         return f"XACK each batch of {batch}"
@@ -60,7 +58,7 @@ class RedisStreamsReference(AsyncReferenceLoop):
             await conn.xgroup_create(key, group, id="$", mkstream=True)
             ready("")
             noack = self.auto_ack(options)
-            count = int(options.get("batch", BATCH))
+            count = int(options["batch"])
             streams: dict[Any, Any] = {key: ">"}
             read, ack, me = conn.xreadgroup, conn.xack, "ref"
             while not tally.stop:
@@ -76,7 +74,7 @@ class RedisStreamsReference(AsyncReferenceLoop):
             await conn.aclose()
 
     async def apublish(self, tally: Tally) -> None:
-        senders = int(self.spec.options.get("connections", CONNECTIONS))
+        senders = int(self.spec.options["connections"])
         pool = aioredis.ConnectionPool.from_url(self.spec.urls[0], max_connections=senders)
         conn = aioredis.Redis(connection_pool=pool)
         xadd, key = conn.xadd, self.spec.name
