@@ -36,6 +36,11 @@ from mqlab.urls import mask
 class _Parser(argparse.ArgumentParser):
     """Bad command-line values end in one line, like every other refusal."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: mqlab's own parser: each subcommand's parser by name, as build_parser adds it
+        self.commands: dict[str, argparse.ArgumentParser] = {}
+
     def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix("mqlab").strip()  # "run", or "" for mqlab itself
         self.exit(
@@ -217,7 +222,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", help=argparse.SUPPRESS)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     parser = _Parser(
         prog="mqlab",
         description=(
@@ -231,7 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mqlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser(
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """Add the subcommand ``name``; its parser is kept in ``parser.commands``."""
+        parser.commands[name] = p = sub.add_parser(name, **kwargs)
+        return p
+
+    p = command(
         "run", help="run a profile and write a results file",
         description="Run every step of a profile (driver x scenario x load level) in worker "
         "processes, show live tables, and write a results JSON file after every step. "
@@ -241,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_arguments(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser(
+    p = command(
         "ceiling", help="run a profile with each cast step beside its library's ceiling",
         description="Run a profile as `run` does; right after each plain cast step, on the same "
         "broker with the same message size and ack mode, run the plugin's reference loop (the "
@@ -251,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_arguments(p)
     p.set_defaults(func=cmd_ceiling)
 
-    p = sub.add_parser(
+    p = command(
         "validate",
         help="check a profile without running it",
         description="Parse and check a profile: fields, plugins, options.",
@@ -259,22 +269,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("profile")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("show", help="print a results file's comparison table again",
-                       description="Print the comparison table of a finished (or interrupted) "
-                       "run from its results file, with the environment it was measured in; "
-                       "--markdown prints a Markdown table for publishing.")  # fmt: skip
+    p = command("show", help="print a results file's comparison table again",
+                description="Print the comparison table of a finished (or interrupted) "
+                "run from its results file, with the environment it was measured in; "
+                "--markdown prints a Markdown table for publishing.")  # fmt: skip
     p.add_argument("results", help="a results JSON file written by mqlab run")
     p.add_argument("--markdown", action="store_true", help="print Markdown instead")
     p.set_defaults(func=cmd_show)
-    report.add_commands(sub)  # report, compare
+    report.add_commands(command)  # report, compare
 
-    p = sub.add_parser("plugins", help="list the transport plugins mqlab can find",
-                       description="List every plugin registered under the entry-point group "
-                       "mqlab.transports: package, version, wire family, features and options, "
-                       "or why it fails to load.")  # fmt: skip
+    p = command("plugins", help="list the transport plugins mqlab can find",
+                description="List every plugin registered under the entry-point group "
+                "mqlab.transports: package, version, wire family, features and options, "
+                "or why it fails to load.")  # fmt: skip
     p.set_defaults(func=cmd_plugins)
 
-    p = sub.add_parser(
+    p = command(
         "broker", help="start, stop or inspect a private local RabbitMQ node or cluster",
         description="Private RabbitMQ nodes, each with its own name, ports and data directory "
         "(AMQP 1.0 and management plugins on), clustered when --nodes > 1, for clean, "
@@ -307,9 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # name the command whose options they are not, as its own parser would
-            commands = next(a for a in parser._actions if a.dest == "command")
-            sub = commands.choices[args.command]  # type: ignore[index]
-            sub.error(f"unrecognized arguments: {' '.join(extra)}")
+            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
         redact.scrub_logs()
         code: int = args.func(args)
         return code

@@ -7,6 +7,7 @@ nesting, devices instead of files.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -165,6 +166,40 @@ def test_command_line_values_meet_the_profiles_rules_in_one_line(
 def test_a_bad_command_is_one_line_too() -> None:
     refused(mqlab("frobnicate"), "invalid choice")
     refused(mqlab("broker", "explode"), "invalid choice")
+
+
+#: every command with the arguments it needs, so that only the stray option is wrong
+#: (nothing runs: the refusal comes first)
+COMMANDS = {
+    "run": ["p.toml"],
+    "ceiling": ["p.toml"],
+    "validate": ["p.toml"],
+    "show": ["r.json"],
+    "report": ["r.json"],
+    "compare": ["a.json", "b.json"],
+    "plugins": [],
+    "broker": ["status"],
+}
+
+
+def test_every_command_the_cli_offers_is_checked_below(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["frobnicate"])
+    offered = capsys.readouterr().err.partition("choose from")[2].partition(")")[0]
+    assert set(re.findall(r"[a-z][\w-]*", offered)) == set(COMMANDS), offered
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_an_unknown_option_is_refused_by_the_command_it_was_given_to(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, *COMMANDS[command], "--frobnicate"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"mqlab: {command}: unrecognized arguments: --frobnicate (see mqlab {command} --help)\n"
+    )
 
 
 def test_ctrl_c_while_mqlab_starts_up_is_one_line(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from mqlab import output
 from mqlab.report.load import ResultsError, load_run
@@ -65,9 +65,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: Any) -> None:
-    """Register `report` and `compare` on the CLI's subparsers."""
-    p = sub.add_parser(
+def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """Register `report` and `compare` through the CLI's ``command(name, **kwargs)``, which
+    adds a subcommand and returns its parser."""
+    p = command(
         "report",
         help="write a self-contained HTML report with charts from a results file",
         description="Write one HTML file (opens offline, no network) with the environment, the "
@@ -78,7 +79,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--output", "-o", help="the HTML file (default: beside the results, .html)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser(
+    p = command(
         "compare",
         help="compare two results files step by step (ratios B/A)",
         description="Put the same steps of two runs side by side (matched by driver, scenario, "
