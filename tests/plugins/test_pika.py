@@ -416,7 +416,8 @@ async def test_reference_loop_consumes_what_it_publishes(broker: Any, retry: int
 
 
 async def test_reference_loop_names_an_unreachable_broker() -> None:
-    spec = ReferenceSpec((f"amqp://guest:guest@127.0.0.1:{closed_port()}/",), "x", 201, {})
+    url = f"amqp://guest:guest@127.0.0.1:{closed_port()}/"
+    spec = ReferenceSpec((url,), "x", 201, registry.get("pika").check({}))
     with pytest.raises(
         LoopFailed, match="consumer did not start: ConnectionError: pika: connection refused"
     ):

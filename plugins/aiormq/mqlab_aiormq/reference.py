@@ -22,11 +22,11 @@ class AiormqReference(AsyncReferenceLoop):
 
     @classmethod
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:
-        return bool(options.get("no_ack"))
+        return bool(options["no_ack"])
 
     @classmethod
     def confirms(cls, options: Mapping[str, Any]) -> str | None:
-        return "confirm = true" if options.get("confirm", True) else None
+        return "confirm = true" if options["confirm"] else None
 
     async def aconsume(self, tally: Tally, ready: Callable[[str], None]) -> None:
         conn = await aiormq.connect(self.spec.urls[0])
@@ -35,7 +35,7 @@ class AiormqReference(AsyncReferenceLoop):
             await channel.queue_declare(self.spec.name, auto_delete=True)
             auto_ack = self.auto_ack(self.spec.options)
             if not auto_ack:
-                await channel.basic_qos(prefetch_count=int(self.spec.options.get("prefetch", 0)))
+                await channel.basic_qos(prefetch_count=int(self.spec.options["prefetch"]))
 
             async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
                 tally.n += 1

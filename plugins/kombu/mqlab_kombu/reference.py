@@ -26,13 +26,13 @@ class KombuReference(AsyncReferenceLoop):
 
     @classmethod
     def confirms(cls, options: Mapping[str, Any]) -> str | None:
-        return "confirm = true" if options.get("confirm", True) else None
+        return "confirm = true" if options["confirm"] else None
 
     async def aconsume(self, tally: Tally, ready: Callable[[str], None]) -> None:
         conn = await aio_pika.connect(self.spec.urls[0])
         try:
             channel = await conn.channel(publisher_confirms=False)
-            prefetch = int(self.spec.options.get("prefetch", 0))
+            prefetch = int(self.spec.options["prefetch"])
             if prefetch:
                 await channel.set_qos(prefetch_count=prefetch)
             queue = await channel.declare_queue(self.spec.name, auto_delete=True)

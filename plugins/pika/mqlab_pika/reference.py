@@ -34,7 +34,7 @@ class PikaReference(ReferenceLoop):
 
     @classmethod
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:
-        return options.get("retry") == 0  # the plugin's no_ack mode (options.py)
+        return bool(options["retry"] == 0)  # the plugin's no_ack mode (options.py)
 
     @classmethod
     def confirms(cls, options: Mapping[str, Any]) -> str | None:
@@ -86,7 +86,7 @@ class PikaReference(ReferenceLoop):
 
     def consume(self, tally: Tally, ready: Callable[[str], None]) -> None:
         auto_ack = self.auto_ack(self.spec.options)
-        prefetch = int(self.spec.options.get("prefetch") or 0)
+        prefetch = int(self.spec.options["prefetch"])
         name = self.spec.name
 
         def on_message(ch: Channel, method: Any, _props: Any, _body: bytes) -> None:
