@@ -6,10 +6,15 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
+from mqlab_mqtt.reference import MqttReference
+from mqlab_mqtt.transport import inflight_limit
 
 from mqlab import registry
+from mqlab.reference import ReferenceSpec
 from mqlab.servers import ServerHandle
 from mqlab.transport import Target, Transport
 
@@ -85,3 +90,29 @@ def test_qos2_casts_beyond_the_servers_receive_maximum_wait_instead_of_failing(
     the plugin's window of 100, 25 casts at once used to end in `ConnectionLost`."""
     got = asyncio.run(_many_casts_at_once(mosquitto_server, 25, qos=2))
     assert sorted(got) == sorted(b"c%d" % i for i in range(25))
+
+
+async def _kept_in_flight(server: ServerHandle, options: Mapping[str, Any]) -> int:
+    """QoS 1/2 publishes the reference loop's publisher keeps in flight on ``server``: its
+    casters, as ``MqttReference.apublish`` counts them once connected."""
+    loop = MqttReference(ReferenceSpec(server.urls, f"ref-{uuid.uuid4().hex[:8]}", 201, options))
+    client = loop._client("publish")
+    limit = inflight_limit(client, options["inflight"], options["qos"])
+    async with client:
+        return limit()
+
+
+@pytest.mark.parametrize("qos", [1, 2])
+def test_the_reference_loops_label_tells_what_it_keeps_in_flight(
+    mosquitto_server: ServerHandle, qos: int
+) -> None:
+    """`mqlab ceiling` shows the label beside the loop's rate; it is made before the loop
+    connects, so at QoS 2 it cannot name mosquitto's cap (20), only that there is one."""
+    options = registry.get("mqtt").check({"qos": qos})
+    label = MqttReference.describe(options)
+    kept = asyncio.run(_kept_in_flight(mosquitto_server, options))
+    if qos == 1:
+        assert kept == 100 and label == "QoS 1, 100 in flight"
+    else:
+        assert kept < 100, kept  # the server's Receive Maximum
+        assert label == "QoS 2, up to 100 in flight, capped at the server's Receive Maximum"

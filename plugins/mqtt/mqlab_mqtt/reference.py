@@ -45,6 +45,11 @@ class MqttReference(AsyncReferenceLoop):
         qos = cls._qos(options)
         if qos == 0:
             return "QoS 0, no acks"
+        if qos == 2:  # the label is made before the loop connects: the cap is not known yet
+            return (
+                f"QoS 2, up to {cls._window(options)} in flight, "
+                "capped at the server's Receive Maximum"
+            )
         return f"QoS {qos}, {cls._window(options)} in flight"
 
     def _client(self, role: str) -> aiomqtt.Client:
