@@ -11,10 +11,11 @@ from mqlab.reference import ReferenceSpec
 from mqlab.testing.lifecycle import nothing_left
 from mqlab.testing.subject import Subject
 
-#: deliveries the loop's consumer must count in its window: more than any consumer
+#: deliveries the loop's consumer must count in its window: more than twice any consumer
 #: window a plugin defaults to (prefetch 64, credit 100), so a consumer that never
-#: acknowledges, and stops at its window, fails the check
-AT_LEAST = 500
+#: acknowledges, and stops at its window, fails the check; not more, since a loaded
+#: machine slows the slowest loop (mqtt at QoS 1) to a few hundred in the 1.5 s
+AT_LEAST = 250
 
 
 async def reference_loop(subject: Subject, options: Mapping[str, Any] | None = None) -> None:
