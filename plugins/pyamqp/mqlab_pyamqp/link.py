@@ -2,19 +2,30 @@
 
 py-amqp is blocking and not thread-safe: a connection and its channels belong
 to the thread that opened them. So each :class:`Link` is a thread with its own
-connection. Other threads (the event loop's) hand it work through a queue and
-get a ``concurrent.futures.Future`` back; between pieces of work the thread
-drains the connection's events (deliveries, confirms), so one thread both
-publishes and consumes. Nothing reconnects: a lost connection fails the work
-queued on it, as :class:`mqlab.errors.ConnectionLost`.
+connection. The event loop hands it work through a queue and awaits an asyncio
+future; between pieces of work the thread drains the connection's events
+(deliveries, confirms), so one thread both publishes and consumes. Nothing
+reconnects: a lost connection fails the work queued on it, as
+:class:`mqlab.errors.ConnectionLost`.
+
+Every crossing between the thread and the loop costs CPU (a wake-up write, a
+thread switch, the GIL passed back): with the core's handler per delivery, it
+cost more than py-amqp's own read, decode and ack (docs/findings.md). So the
+thread crosses once per batch: it settles every piece of work it found queued
+with one call onto the loop, and while the broker has sent more it reads on
+(up to :data:`BATCH` deliveries) before its ``after_drain`` hooks hand the
+deliveries over together.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import queue
+import select
 import socket
+import struct
 import threading
 import urllib.parse
 from collections.abc import Callable
@@ -30,7 +41,17 @@ from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
 #: (work wakes it at once; this only bounds how late it notices a stop)
 POLL = 0.05
 
+#: deliveries a consuming thread reads, while more are waiting, before it hands them over
+BATCH = 256
+
+#: what py-amqp raises once the connection is gone
+GONE = (OSError, amqp_exc.ConnectionError, amqp_exc.RecoverableConnectionError)
+
 Work = Callable[[pyamqp.Connection], Any]
+#: a piece of work and the future its result settles, on its loop
+Item = tuple[Work, "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+#: what the thread sends the loop: each future with its result or its exception
+Settled = list[tuple["asyncio.Future[Any]", Any, BaseException | None]]
 
 
 def connection_kwargs(url: str, timeout: float) -> dict[str, Any]:
@@ -57,7 +78,7 @@ def mapped(exc: BaseException) -> BaseException:
     """A py-amqp exception as mqlab's error (the caller chains it with ``from``)."""
     if isinstance(exc, amqp_exc.ChannelError):
         return DriverError(f"the broker refused: {describe(exc)}")
-    if isinstance(exc, OSError | amqp_exc.ConnectionError | amqp_exc.RecoverableConnectionError):
+    if isinstance(exc, GONE):
         return ConnectionLost(f"the connection to the broker was lost: {describe(exc)}")
     return exc
 
@@ -69,9 +90,7 @@ class Link(threading.Thread):
         super().__init__(name=name, daemon=True)
         self._kwargs = connection_kwargs(url, connect_timeout)
         self._kwargs["client_properties"] = {"connection_name": name}
-        self._work: queue.SimpleQueue[tuple[Work, concurrent.futures.Future[Any]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._work: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._opened: concurrent.futures.Future[None] = concurrent.futures.Future()
         self.conn: pyamqp.Connection | None = None
@@ -79,6 +98,8 @@ class Link(threading.Thread):
         self.channel: Any = None
         self.exchanges: set[str] = set()
         self._consuming = False
+        self._after_drain: list[Callable[[], None]] = []
+        self._waiting = select.poll()  # the connection's socket, once consuming
 
     def open(self, confirm: bool = False) -> concurrent.futures.Future[None]:
         """Start the thread; the future resolves once connected (or with the failure).
@@ -89,18 +110,31 @@ class Link(threading.Thread):
         self.start()
         return self._opened
 
-    def submit(self, work: Work) -> concurrent.futures.Future[Any]:
-        """Run ``work(connection)`` on this thread; its result or exception comes back."""
-        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    def submit(self, work: Work) -> asyncio.Future[Any]:
+        """Run ``work(connection)`` on this thread; await its result (call on the loop)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
         if self._stopping.is_set():
             done.set_exception(ConnectionLost("the pyamqp link is closed"))
         else:
-            self._work.put((work, done))
+            self._work.put((work, done, loop))
         return done
 
-    def consuming(self) -> None:
-        """From now on drain broker events between pieces of work (called on this thread)."""
-        self._consuming = True
+    def consuming(self, after_drain: Callable[[], None] | None = None) -> None:
+        """From now on drain broker events between pieces of work (called on this thread).
+
+        ``after_drain`` runs on this thread once the deliveries waiting have been read
+        (up to :data:`BATCH`): callbacks collect deliveries, the hook hands them over.
+        """
+        if after_drain is not None:
+            self._after_drain.append(after_drain)
+        if not self._consuming:
+            self._consuming = True
+            assert self.conn is not None
+            # as the reference loop drains: a blocking read bounded by SO_RCVTIMEO, where
+            # drain_events(timeout=) switches the socket's mode around every frame
+            receive_timeout(self.conn, POLL)
+            self._waiting.register(self.conn.sock, select.POLLIN)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -120,32 +154,55 @@ class Link(threading.Thread):
             while not self._stopping.is_set():
                 self._run_work(conn)
                 if self._consuming:
-                    with contextlib.suppress(socket.timeout):
-                        conn.drain_events(timeout=POLL)
+                    self._drain(conn)
         except Exception as exc:  # noqa: BLE001 - the connection is gone: fail what waits
             failure = exc
         self._finish(conn, failure)
 
+    def _drain(self, conn: pyamqp.Connection) -> None:
+        """Read what the broker sent (waiting up to POLL for the first), then run the hooks."""
+        try:
+            conn.drain_events()
+            for _ in range(BATCH - 1):
+                if not self._waiting.poll(0):
+                    break
+                conn.drain_events()
+        except TimeoutError:
+            pass  # a quiet socket (SO_RCVTIMEO): look at the work queue again
+        for hook in self._after_drain:
+            hook()
+
     def _run_work(self, conn: pyamqp.Connection) -> None:
         block = not self._consuming
-        while True:
-            try:
-                item = self._work.get(block=block, timeout=POLL if block else None)
-            except queue.Empty:
-                return
-            if item is None:
-                return
-            work, done = item
-            if not done.set_running_or_notify_cancel():
-                continue
-            try:
-                done.set_result(work(conn))
-            except (OSError, amqp_exc.ConnectionError, amqp_exc.RecoverableConnectionError) as e:
-                done.set_exception(e)
-                raise
-            except Exception as exc:  # noqa: BLE001 - the caller gets it
-                done.set_exception(exc)
-            block = False
+        settled: Settled = []
+        loop: asyncio.AbstractEventLoop | None = None
+        try:
+            while True:
+                try:
+                    item = self._work.get(block=block, timeout=POLL if block else None)
+                except queue.Empty:
+                    return
+                if item is None:
+                    return
+                work, done, loop = item
+                if done.cancelled():  # its caller gave up before it ran
+                    continue
+                try:
+                    settled.append((done, work(conn), None))
+                except (
+                    OSError,
+                    amqp_exc.ConnectionError,
+                    amqp_exc.RecoverableConnectionError,
+                ) as e:
+                    settled.append((done, None, e))
+                    raise
+                except Exception as exc:  # noqa: BLE001 - the caller gets it
+                    settled.append((done, None, exc))
+                block = False
+        finally:
+            if settled:
+                assert loop is not None
+                _post(loop, settled)
 
     def _finish(self, conn: pyamqp.Connection, failure: BaseException | None) -> None:
         lost = ConnectionLost(
@@ -158,10 +215,39 @@ class Link(threading.Thread):
                 item = self._work.get_nowait()
             except queue.Empty:
                 break
-            if item is not None and item[1].set_running_or_notify_cancel():
-                item[1].set_exception(lost)
+            if item is not None:
+                _post(item[2], [(item[1], None, lost)])
         with contextlib.suppress(Exception):
-            conn.collect() if failure else conn.close()
+            if failure:
+                conn.collect()
+            else:
+                if self._consuming:
+                    receive_timeout(conn, 0.0)  # the close waits for the broker's close-ok
+                conn.close()
+
+
+def _post(loop: asyncio.AbstractEventLoop, settled: Settled) -> None:
+    """Settle every future in ``settled`` on ``loop``: one wake-up for all of them."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits them
+        loop.call_soon_threadsafe(_settle, settled)
+
+
+def _settle(settled: Settled) -> None:
+    for done, result, exc in settled:
+        if done.done():
+            continue  # cancelled while the thread ran it
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(result)
+
+
+def receive_timeout(conn: pyamqp.Connection, seconds: float) -> None:
+    """Bound each blocking receive on ``conn`` to ``seconds`` (0: unbounded), as py-amqp's
+    ``read_timeout`` does at connect (the socket stays in blocking mode)."""
+    whole = int(seconds)
+    tv = struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
+    conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
 
 
 def declare_exchange(channel: Any, decl: topology.ExchangeDecl, noted: topology.Declared) -> None:

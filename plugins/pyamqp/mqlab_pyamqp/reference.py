@@ -22,15 +22,13 @@ same reason.
 from __future__ import annotations
 
 import contextlib
-import socket
-import struct
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import amqp as pyamqp
 
 from mqlab.reference import ReferenceLoop, Tally
-from mqlab_pyamqp.link import connection_kwargs
+from mqlab_pyamqp.link import connection_kwargs, receive_timeout
 from mqlab_pyamqp.transport import CONNECT_TIMEOUT
 
 #: seconds a quiet consumer waits for a frame before it looks at ``tally.stop``
@@ -46,10 +44,10 @@ class PyamqpReference(ReferenceLoop):
 
     @classmethod
     def confirms(cls, options: Mapping[str, Any]) -> str | None:
-        return "confirm = true" if options.get("confirm", True) else None
+        return "confirm = true" if options["confirm"] else None
 
     def consume(self, tally: Tally, ready: Callable[[str], None]) -> None:
-        prefetch = int(self.spec.options.get("prefetch") or 0)
+        prefetch = int(self.spec.options["prefetch"])
         with self._connection("consume") as conn:
             channel = conn.channel()
             channel.queue_declare(self.spec.name, auto_delete=True)
@@ -62,7 +60,7 @@ class PyamqpReference(ReferenceLoop):
                 ack(message.delivery_tag)
 
             channel.basic_consume(self.spec.name, callback=on_message)
-            _receive_timeout(conn, TICK)
+            receive_timeout(conn, TICK)
             ready("")
             drain = conn.drain_events
             while not tally.stop:
@@ -70,7 +68,7 @@ class PyamqpReference(ReferenceLoop):
                     drain()
                 except TimeoutError:
                     pass  # a quiet socket: look at the tally
-            _receive_timeout(conn, 0.0)
+            receive_timeout(conn, 0.0)
 
     def publish(self, tally: Tally) -> None:
         with self._connection("publish") as conn:
@@ -96,11 +94,3 @@ class PyamqpReference(ReferenceLoop):
                 conn.collect()
             raise
         conn.close()
-
-
-def _receive_timeout(conn: pyamqp.Connection, seconds: float) -> None:
-    """Bound each blocking receive on ``conn`` to ``seconds`` (0: unbounded), as py-amqp's
-    ``read_timeout`` does at connect (the socket stays in blocking mode)."""
-    whole = int(seconds)
-    tv = struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
-    conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)

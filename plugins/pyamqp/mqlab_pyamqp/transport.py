@@ -6,7 +6,8 @@ through its threads round robin (with publisher confirms: a send returns once
 the broker has it); a server consumes its queues on every one of its threads,
 so the broker spreads deliveries over them, and the operating system, not an
 event loop, switches between connections. The core's handler runs on the
-event loop (:func:`mqlab.threads.on_loop`); each delivery is acked after it.
+event loop: a thread hands the deliveries it read at once over together
+(:func:`mqlab.threads.on_loop_each`) and acks each after its handler ran.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from mqlab import amqp as topology
 from mqlab.connect import connect_first
 from mqlab.errors import ConnectionLost, TransportError
 from mqlab.pending import PendingCalls
-from mqlab.threads import on_loop
+from mqlab.threads import on_loop_each
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab.urls import hide_secret
 from mqlab_pyamqp.link import Link, declare_exchange, declare_queue, delete_declared, mapped
@@ -130,7 +131,7 @@ class PyamqpTransport(Transport):
 
     async def _run_any(self, link: Link, work: Callable[[pyamqp.Connection], Any]) -> Any:
         try:
-            return await asyncio.wrap_future(link.submit(work))
+            return await link.submit(work)
         except TransportError:
             raise
         except Exception as exc:
@@ -142,14 +143,13 @@ class PyamqpTransport(Transport):
         self,
         exchanges: tuple[topology.ExchangeDecl, ...],
         queues: tuple[topology.QueueDecl, ...],
-        on_message: Callable[[Link, Any], None] | None,
-        handler: Handler | None,
+        handler: Handler,
     ) -> None:
         """Every one of ``threads`` links declares and consumes ``queues``."""
         links = await self._links(self.options["threads"], "consume", False)
         self._consumers.extend(links)
         prefetch = self.options["prefetch"]
-        call_handler = on_loop(handler) if handler is not None else None
+        handle = on_loop_each(handler)
 
         def setup(link: Link) -> Callable[[pyamqp.Connection], None]:
             def work(conn: pyamqp.Connection) -> None:
@@ -161,18 +161,25 @@ class PyamqpTransport(Transport):
                     declare_exchange(channel, ex, self._declared)
                 for decl in queues:
                     declare_queue(channel, decl, self._declared)
+                batch: list[pyamqp.Message] = []
 
-                def deliver(message: pyamqp.Message) -> None:
-                    if on_message is not None:
-                        on_message(link, message)
-                    else:
-                        assert call_handler is not None
-                        _serve(call_handler, replies, message)
-                    channel.basic_ack(message.delivery_tag)
+                def hand_over() -> None:
+                    """The deliveries read, through the handler in one crossing; each is
+                    acked once its handler ran, as one at a time would ack it."""
+                    if not batch:
+                        return
+                    messages = batch.copy()
+                    batch.clear()
+                    answers, error = handle([bytes(m.body) for m in messages])
+                    for message, answer in zip(messages, answers, strict=False):
+                        _reply(replies, message, answer)
+                        channel.basic_ack(message.delivery_tag)
+                    if error is not None:
+                        raise error
 
                 for decl in queues:
-                    channel.basic_consume(decl.name, callback=deliver)
-                link.consuming()
+                    channel.basic_consume(decl.name, callback=batch.append)
+                link.consuming(hand_over)
 
             return work
 
@@ -183,12 +190,12 @@ class PyamqpTransport(Transport):
         """Consume ``<topic>``, ``<topic>.<server>`` and the fanout copy on every thread."""
         server = target.server or self.config.worker
         queues = topology.rpc_server_queues(target, server)
-        await self._consume(topology.rpc_exchanges(target), queues, None, handler)
+        await self._consume(topology.rpc_exchanges(target), queues, handler)
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         """Consume the pool's shared queue on every thread."""
         queue = topology.notification_queue(target, pool)
-        await self._consume((topology.notification_exchange(target),), (queue,), None, handler)
+        await self._consume((topology.notification_exchange(target),), (queue,), handler)
 
     # -- client side ---------------------------------------------------------
 
@@ -228,10 +235,17 @@ class PyamqpTransport(Transport):
             if self._reply_to is None:
                 decl = topology.reply_queue()
                 calls, loop = self._calls, asyncio.get_running_loop()
+                got: list[pyamqp.Message] = []
 
-                def on_reply(link: Link, message: pyamqp.Message) -> None:
-                    corr = message.properties.get("correlation_id")
-                    loop.call_soon_threadsafe(calls.resolve, corr, bytes(message.body))
+                def resolve(messages: list[pyamqp.Message]) -> None:
+                    for m in messages:
+                        calls.resolve(m.properties.get("correlation_id"), bytes(m.body))
+
+                def hand_over() -> None:
+                    """The replies read, to their callers in one crossing."""
+                    if got:
+                        loop.call_soon_threadsafe(resolve, got.copy())
+                        got.clear()
 
                 links = await self._links(1, "replies", False)
                 self._consumers.extend(links)
@@ -239,10 +253,8 @@ class PyamqpTransport(Transport):
                 def setup(conn: pyamqp.Connection) -> None:
                     channel = conn.channel()
                     declare_queue(channel, decl, self._declared)
-                    channel.basic_consume(
-                        decl.name, callback=lambda m: on_reply(links[0], m), no_ack=True
-                    )
-                    links[0].consuming()
+                    channel.basic_consume(decl.name, callback=got.append, no_ack=True)
+                    links[0].consuming(hand_over)
 
                 await self._run(links[0], setup)
                 self._reply_to = decl.name
@@ -275,9 +287,8 @@ class PyamqpTransport(Transport):
         await self._send(topology.notification_exchange(target), route, message)
 
 
-def _serve(handler: Handler, replies: Any, message: pyamqp.Message) -> None:
-    """Run the handler (on the loop), publish its reply on the link's reply channel."""
-    reply = handler(bytes(message.body))
+def _reply(replies: Any, message: pyamqp.Message, reply: bytes | None) -> None:
+    """Publish the handler's reply to ``message``, if it asked for one, on ``replies``."""
     reply_to = message.properties.get("reply_to")
     if reply is not None and reply_to:
         corr = message.properties.get("correlation_id") or message.properties.get("message_id")
