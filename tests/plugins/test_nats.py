@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
-from mqlab import registry
+from mqlab import registry, servers
 from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
 from mqlab.servers import ServerHandle
 from mqlab.transport import Target, Transport
@@ -148,3 +152,114 @@ def test_a_lost_connection_is_reported_and_the_client_carries_on(
     assert isinstance(lost, ConnectionLost), lost
     assert "NATS connection to nats://127.0.0.1:" in str(lost), lost
     assert str(lost).endswith("lost; reconnecting") or " lost: " in str(lost), lost
+
+
+# -- a server that dies for good: errors within a bounded time, never a hang -------------------
+
+
+async def _bounded(what: str, send: Callable[[], Awaitable[object]], within: float) -> object:
+    """What ``send`` returned or raised; a test failure, not a hang, if it takes longer."""
+    try:
+        async with asyncio.timeout(within):
+            return await send()
+    except TimeoutError as exc:
+        if isinstance(exc, TransportError):  # CallTimeout is a TimeoutError too
+            return exc
+        pytest.fail(f"{what} still waiting {within}s after the NATS server died")
+    except TransportError as exc:
+        return exc
+
+
+def test_senders_waiting_on_a_full_buffer_return_when_the_server_dies(tmp_path: Path) -> None:
+    """Casts past nats-py's pending buffer wait for its flusher; a server that dies while they
+    wait must not leave them waiting for good (nats-py never resolves those waits once its
+    flusher is gone): each sender gets ConnectionLost within a bounded time."""
+    target = Target(f"dies-{uuid.uuid4().hex[:8]}", "t")
+    body = b"x" * (1024 * 1024)  # 9 casts fill nats-py's 8 MB buffer: the flusher sets the pace
+    ended: list[BaseException] = []
+
+    async def check(handle: ServerHandle) -> None:
+        async with _transport(handle, "s") as server, _transport(handle, "c") as client:
+            await server.serve_rpc(target, lambda _body: None)
+
+            async def sender() -> None:
+                try:
+                    while True:
+                        await client.cast(target, body)
+                except Exception as exc:  # noqa: BLE001 - the test checks what it was
+                    ended.append(exc)
+
+            tasks = [asyncio.create_task(sender()) for _ in range(4)]
+            await asyncio.sleep(0.5)
+            # frozen, then gone: the client's socket is full, its senders wait on the flusher
+            os.kill(handle.pids[0], signal.SIGSTOP)
+            await asyncio.sleep(1.0)
+            os.kill(handle.pids[0], signal.SIGKILL)
+            _, stuck = await asyncio.wait(tasks, timeout=10.0)
+            if stuck:  # close the client so they can end, then fail
+                await client.aclose()
+                for task in stuck:
+                    task.cancel()
+                await asyncio.wait(stuck, timeout=5.0)
+            assert not stuck, f"{len(stuck)} of 4 senders still waiting 10 s after the server died"
+            await _bounded("aclose", client.aclose, 5.0)
+
+    with servers.managed(["nats"], tmp_path) as handles:
+        asyncio.run(check(handles["nats"]))
+    assert len(ended) == 4
+    assert all(isinstance(e, ConnectionLost) for e in ended), ended
+
+
+def test_a_server_gone_for_good_gives_errors_not_hangs(tmp_path: Path) -> None:
+    """After the server dies: while nats-py reconnects, every send returns or fails within a
+    bounded time (casts are buffered, calls and mandatory casts time out); once it gives up,
+    every send fails at once with ConnectionLost; closing is prompt."""
+    tag = uuid.uuid4().hex[:8]
+    target = Target(f"gone-{tag}", "t")
+    event = Target(f"gone-{tag}", "events")
+    durable = Target(f"gone-{tag}", "kept", durable=True)
+    quick = {"reconnect_attempts": 4}  # nats-py gives up after ~2 s, not 60 tries
+    reported: list[TransportError] = []
+
+    async def check(handle: ServerHandle) -> None:
+        async with (
+            _transport(handle, f"{tag}-s") as server,
+            _transport(handle, f"{tag}-c", **quick) as plain,
+            _transport(handle, f"{tag}-f", flush=True, **quick) as flushing,
+            _transport(handle, f"{tag}-m", mandatory=True, cast_timeout=1, **quick) as mandatory,
+        ):
+            plain.on_report = reported.append
+            await server.serve_rpc(target, lambda _body: b"ok")
+            await server.serve_notifications(durable, "pool", lambda _body: None)
+            assert await plain.call(target, b"up?", 5.0) == b"ok"
+            await plain.notify(durable, b"up")  # its stream exists: the publish waits for an ack
+            os.kill(handle.pids[0], signal.SIGKILL)
+            sends: dict[str, Callable[[], Awaitable[object]]] = {
+                "cast": lambda: plain.cast(target, b"c"),
+                "cast (flush = true)": lambda: flushing.cast(target, b"f"),
+                "notify (flush = true)": lambda: flushing.notify(event, b"f"),
+                "cast (mandatory = true)": lambda: mandatory.cast(target, b"m"),
+                "call": lambda: plain.call(target, b"q", 1.0),
+                "notify": lambda: plain.notify(event, b"n"),
+                "durable notify": lambda: plain.notify(durable, b"d"),
+            }
+            # while nats-py reconnects: buffered, timed out or refused, but each one ends.
+            # A flush whose PING went out just before the drop waits for nats-py's flush
+            # timeout (10 s) for a PONG that never comes: bounded, hence 15 s here
+            while_down = await asyncio.gather(
+                *(_bounded(what, send, 15.0) for what, send in sends.items())
+            )
+            assert all(r is None or isinstance(r, TransportError) for r in while_down), while_down
+            for _ in range(200):  # up to 10 s for nats-py to give up
+                if isinstance(await _bounded("cast", sends["cast"], 10.0), ConnectionLost):
+                    break
+                await asyncio.sleep(0.05)
+            for what, send in sends.items():  # gone for good: every send says so at once
+                outcome = await _bounded(what, send, 1.0)
+                assert isinstance(outcome, ConnectionLost), (what, outcome)
+            for transport in (plain, flushing, mandatory, server):
+                await _bounded("aclose", transport.aclose, 5.0)
+
+    with servers.managed(["nats"], tmp_path) as handles:
+        asyncio.run(check(handles["nats"]))
+    assert reported and isinstance(reported[0], ConnectionLost), reported

@@ -47,6 +47,8 @@ from mqlab_nats.errors import RULES
 LOG = logging.getLogger(__name__)
 #: bytes nats-py buffers for publishing before a publish waits for its flusher
 PENDING_SIZE = 8 * 1024 * 1024
+#: seconds a publish waits for that flusher once the buffer is past PENDING_SIZE
+FLUSH_WITHIN = 5.0
 
 
 class NatsTransport(Transport):
@@ -119,6 +121,15 @@ class NatsTransport(Transport):
             error_cb=self._on_error,
             disconnected_cb=self._on_disconnected,
             pending_size=PENDING_SIZE,
+            # A publish that finds more than pending_size buffered hands the flusher a
+            # future and waits for it, by default without a timeout. When the connection
+            # dies, the flusher task is cancelled and the futures queued behind the one it
+            # was writing are never resolved (not even when nats-py gives up and closes):
+            # every sender that was waiting there hangs for good. Bounded, the wait ends,
+            # the message stays in the reconnect buffer like any publish made while
+            # disconnected, and the next sends fail with ConnectionLost (buffer full, or
+            # closed). On a live server this only lets a stalled flusher's backlog grow.
+            flush_timeout=FLUSH_WITHIN,
         )
         nc.options["max_reconnect_attempts"] = self.options["reconnect_attempts"]
         return nc
@@ -126,7 +137,11 @@ class NatsTransport(Transport):
     async def _on_error(self, exc: Exception) -> None:
         # nats-py reports here what its background tasks meet: a refused connect,
         # a slow consumer dropping messages (the run counts those as lost)
-        if isinstance(exc, nats.errors.SlowConsumerError):
+        if isinstance(exc, nats.errors.FlushTimeoutError):
+            # a publish gave up waiting for the flusher (flush_timeout above): not the
+            # reason of a later drop, and the message is still in the buffer
+            LOG.debug("nats: a publish waited %ss for the flusher", FLUSH_WITHIN)
+        elif isinstance(exc, nats.errors.SlowConsumerError):
             # one per message nats-py dropped: the step's errors say why they are lost
             self.report(
                 DriverError(
