@@ -201,7 +201,8 @@ class RedisServer(Daemon):
 
 
 class Mosquitto(Daemon):
-    """mosquitto (MQTT 3.1.1 and 5) on one loopback listener, anonymous clients allowed."""
+    """mosquitto (MQTT 3.1.1 and 5) on one loopback listener, anonymous clients allowed,
+    without persistence: sessions and queued messages live in memory only."""
 
     kind, label, binary, package = "mosquitto", "Mosquitto", "/usr/sbin/mosquitto", "mosquitto"
     version_argv = ("-h",)
@@ -209,9 +210,15 @@ class Mosquitto(Daemon):
     def launch(self, state_dir: Path) -> Launch:
         port = free_port()
         conf = state_dir / "mosquitto.conf"
+        # No persistence, as for Redis: mqlab never restarts a managed mosquitto within a
+        # run, so its file could only be read by the next run in the same state dir, which
+        # would get the sessions and queued messages of this one (same client ids); nor
+        # does a long run pause for a snapshot every autosave_interval (30 min). Started
+        # as root, mosquitto also runs as the user "mosquitto", which cannot write a state
+        # dir root made: it logged "Error saving in-memory database" at every stop.
         conf.write_text(
-            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
-            f"persistence_location {state_dir}/\nmax_queued_messages 0\n"
+            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+            "max_queued_messages 0\n"
             # Nagle's algorithm with delayed ACKs adds ~40 ms to every small reply
             "set_tcp_nodelay true\n"
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,50 @@ def test_a_missing_binary_is_one_line_naming_the_debian_package(
     message = str(caught.value)
     assert "\n" not in message
     assert f"apt-get install {package}" in message
+
+
+def test_mosquitto_stops_cleanly_and_the_next_run_in_its_state_dir_starts_empty(
+    tmp_path: Path,
+) -> None:
+    """A persistent session with a queued QoS 1 message and a retained one: stopping logs no
+    error (as root, mosquitto runs as the user "mosquitto" and could not write its persistence
+    file in a state dir root made), and a second server in the same state dir has none of it
+    (a run must not get the sessions and messages of the one before)."""
+    import paho.mqtt.client as mqtt  # aiomqtt's own client, installed with the mqtt plugin
+
+    v2 = mqtt.CallbackAPIVersion.VERSION2
+
+    def port_of(handles: dict[str, servers.ServerHandle]) -> int:
+        return host_port(handles["mosquitto"].urls[0])[1]
+
+    with servers.managed(["mosquitto"], tmp_path) as handles:
+        port = port_of(handles)
+        keeper = mqtt.Client(v2, client_id="mqlab-keeper", clean_session=False)
+        keeper.connect("127.0.0.1", port)
+        keeper.loop_start()
+        keeper.subscribe("mqlab/kept", qos=1)
+        time.sleep(0.3)  # the SUBACK: the session now holds the subscription
+        keeper.disconnect()
+        keeper.loop_stop()
+        sender = mqtt.Client(v2, client_id="mqlab-sender")
+        sender.connect("127.0.0.1", port)
+        sender.loop_start()
+        sender.publish("mqlab/kept", b"queued", qos=1).wait_for_publish(5)
+        sender.publish("mqlab/retained", b"retained", qos=1, retain=True).wait_for_publish(5)
+        sender.disconnect()
+        sender.loop_stop()
+    log = (tmp_path / "server.log").read_text()
+    assert "terminating" in log
+    assert not [line for line in log.splitlines() if "error" in line.lower()], log
+
+    got: list[bytes] = []
+    with servers.managed(["mosquitto"], tmp_path) as handles:
+        keeper = mqtt.Client(v2, client_id="mqlab-keeper", clean_session=False)
+        keeper.on_message = lambda _c, _u, message: got.append(message.payload)
+        keeper.connect("127.0.0.1", port_of(handles))
+        keeper.loop_start()
+        keeper.subscribe("mqlab/retained", qos=1)
+        time.sleep(1.0)  # what the old session queued, and the retained message, come at once
+        keeper.disconnect()
+        keeper.loop_stop()
+    assert got == [], "the second server got the first one's session or retained message"
