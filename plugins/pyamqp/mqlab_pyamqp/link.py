@@ -189,11 +189,7 @@ class Link(threading.Thread):
                     continue
                 try:
                     settled.append((done, work(conn), None))
-                except (
-                    OSError,
-                    amqp_exc.ConnectionError,
-                    amqp_exc.RecoverableConnectionError,
-                ) as e:
+                except GONE as e:
                     settled.append((done, None, e))
                     raise
                 except Exception as exc:  # noqa: BLE001 - the caller gets it
