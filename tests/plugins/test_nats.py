@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from mqlab_nats.transport import NatsTransport
+from nats.aio.client import Client
 
 from mqlab import registry, servers
+from mqlab.daemons import NatsServer
 from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
 from mqlab.servers import ServerHandle
 from mqlab.transport import Target, Transport
@@ -21,6 +25,43 @@ from tests.test_faults_proxy import Proxy
 
 def _transport(server: ServerHandle, worker: str, **options: object) -> Transport:
     return registry.get("nats").build(server.urls, options, worker)
+
+
+def _nc(transport: Transport) -> Client:
+    """The started transport's nats-py client, to see what state nats-py says it is in."""
+    assert isinstance(transport, NatsTransport) and transport.nc is not None
+    return transport.nc
+
+
+def _restart(handle: ServerHandle) -> subprocess.Popen[bytes]:
+    """The managed nats-server again, after it was killed: same config, so the same port (the
+    clients reconnect to it) and JetStream store. The caller stops it with :func:`_stop`."""
+    with (handle.state_dir / "server.log").open("ab") as log:
+        return subprocess.Popen(
+            [NatsServer.binary, "-c", str(handle.state_dir / "nats.conf")],
+            cwd=handle.state_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+async def _until(what: str, done: Callable[[], bool], within: float) -> None:
+    for _ in range(int(within / 0.05)):
+        if done():
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"{what}: not within {within}s")
 
 
 def test_durable_notifications_wait_in_jetstream_for_a_listener_that_was_away(
@@ -262,4 +303,129 @@ def test_a_server_gone_for_good_gives_errors_not_hangs(tmp_path: Path) -> None:
 
     with servers.managed(["nats"], tmp_path) as handles:
         asyncio.run(check(handles["nats"]))
-    assert reported and isinstance(reported[0], ConnectionLost), reported
+    # nats-py calls its disconnected callback again when it gives up (its close()): still
+    # one lost connection, one report
+    assert len(reported) == 1 and isinstance(reported[0], ConnectionLost), reported
+
+
+# -- lost connections: counted once each; flush = true never claims what the server lacks -------
+
+
+def test_each_lost_connection_is_one_report_with_busy_senders_and_a_restarted_server(
+    tmp_path: Path,
+) -> None:
+    """Under load both nats-py's reader and its writer meet a dropped connection (each calls
+    its reconnect path); the step must still count one ConnectionLost per lost connection.
+    The server is killed under four busy senders and restarted on its port, twice: each drop
+    is one report, and the second drop, after nats-py reconnected, is a report of its own."""
+    target = Target(f"once-{uuid.uuid4().hex[:8]}", "t")
+    body = b"x" * (64 * 1024)  # 128 casts fill nats-py's 8 MB buffer: the writer stays busy
+    reported: list[TransportError] = []
+    restarted: list[subprocess.Popen[bytes]] = []
+
+    async def check(handle: ServerHandle) -> None:
+        async with _transport(handle, "s") as server, _transport(handle, "c") as client:
+            client.on_report = reported.append
+            await server.serve_rpc(target, lambda _body: None)
+            nc, stop = _nc(client), asyncio.Event()
+
+            async def sender() -> None:
+                while not stop.is_set():
+                    try:
+                        await client.cast(target, body)
+                    except TransportError:
+                        await asyncio.sleep(0.01)
+
+            tasks = [asyncio.create_task(sender()) for _ in range(4)]
+            try:
+                for drop in (1, 2):
+                    await asyncio.sleep(0.5)  # the senders keep the writer busy
+                    os.kill(restarted[-1].pid if restarted else handle.pids[0], signal.SIGKILL)
+                    await _until("nats-py reconnecting", lambda: not nc.is_connected, 5.0)
+                    await asyncio.sleep(1.0)  # its reconnect attempts are refused meanwhile
+                    restarted.append(_restart(handle))
+                    await _until("nats-py reconnected", lambda: nc.is_connected, 20.0)
+                    await asyncio.sleep(1.0)  # a second report for the same drop comes by now
+                    assert len(reported) == drop, [str(e) for e in reported]
+            finally:
+                stop.set()
+                await asyncio.wait(tasks, timeout=10.0)
+
+    try:
+        with servers.managed(["nats"], tmp_path) as handles:
+            asyncio.run(check(handles["nats"]))
+    finally:
+        for proc in restarted:
+            _stop(proc)
+    assert all(isinstance(e, ConnectionLost) for e in reported), reported
+    for lost in reported:
+        assert "NATS connection to nats://127.0.0.1:" in str(lost), lost
+        assert str(lost).endswith("; reconnecting"), lost
+
+
+def test_a_flush_send_while_nats_py_reconnects_fails_instead_of_passing_for_sent(
+    tmp_path: Path,
+) -> None:
+    """While nats-py reconnects, its flush returns at once without asking the server (its
+    reader and writer tasks are gone) and a publish only waits in its buffer. A flush = true
+    cast or notify must not count as sent then: each fails at once with ConnectionLost, and
+    is not left in the buffer to arrive after the reconnection."""
+    tag = uuid.uuid4().hex[:8]
+    target, event = Target(f"flushdown-{tag}", "t"), Target(f"flushdown-{tag}", "events")
+    reported: list[TransportError] = []
+
+    async def check(handle: ServerHandle) -> None:
+        async with _transport(handle, "f", flush=True) as client:
+            client.on_report = reported.append
+            await client.cast(target, b"up")
+            os.kill(handle.pids[0], signal.SIGKILL)
+            # reported once nats-py's reconnect task has closed the socket and ended its tasks
+            await _until("the lost connection's report", lambda: bool(reported), 5.0)
+            nc = _nc(client)
+            assert nc.is_reconnecting
+            buffered = nc.pending_data_size
+            sends: dict[str, Callable[[], Awaitable[object]]] = {
+                "cast": lambda: client.cast(target, b"c"),
+                "notify": lambda: client.notify(event, b"n"),
+            }
+            for what, send in sends.items():
+                outcome = await _bounded(what, send, 2.0)
+                assert isinstance(outcome, ConnectionLost), (what, outcome)
+                assert "not sent (flush = true)" in str(outcome), outcome
+            assert nc.pending_data_size == buffered  # nothing buffered to go out later
+            await _bounded("aclose", client.aclose, 5.0)
+
+    with servers.managed(["nats"], tmp_path) as handles:
+        asyncio.run(check(handles["nats"]))
+
+
+def test_a_flush_whose_pong_a_lost_connection_took_is_connection_lost(tmp_path: Path) -> None:
+    """A flush = true send whose PING went out just before the connection dropped never gets
+    its PONG: nats-py's flush times out after 10 s, by then reconnected to the restarted
+    server. The plugin saw the connection drop meanwhile: ConnectionLost, not a DriverError
+    about a flush timeout."""
+    target = Target(f"flushcut-{uuid.uuid4().hex[:8]}", "t")
+    restarted: list[subprocess.Popen[bytes]] = []
+
+    async def check(handle: ServerHandle) -> None:
+        async with _transport(handle, "f", flush=True) as client:
+            await client.cast(target, b"up")
+            os.kill(handle.pids[0], signal.SIGSTOP)  # takes the PING, never answers it
+            send = asyncio.create_task(client.cast(target, b"cut"))
+            await asyncio.sleep(0.5)
+            assert not send.done(), send
+            os.kill(handle.pids[0], signal.SIGKILL)
+            await _until("nats-py reconnecting", lambda: not _nc(client).is_connected, 5.0)
+            restarted.append(_restart(handle))
+            await _until("nats-py reconnected", lambda: _nc(client).is_connected, 20.0)
+            outcome = await _bounded("the cut flush", lambda: send, 15.0)
+            assert isinstance(outcome, ConnectionLost), outcome
+            assert "before the server's PONG" in str(outcome), outcome
+            await client.cast(target, b"back")  # a round trip again: the server answers
+
+    try:
+        with servers.managed(["nats"], tmp_path) as handles:
+            asyncio.run(check(handles["nats"]))
+    finally:
+        for proc in restarted:
+            _stop(proc)

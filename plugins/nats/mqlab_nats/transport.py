@@ -96,6 +96,7 @@ class NatsTransport(Transport):
         self._streams: set[str] = set()
         self._last_error: BaseException | None = None
         self._url = ""  # the URL start() connected to (nats-py forgets it when it drops)
+        self._drops = 0  # connections nats-py has lost so far: a flush can tell it met one
 
     # -- connection --------------------------------------------------------------
 
@@ -154,7 +155,9 @@ class NatsTransport(Transport):
 
     async def _on_disconnected(self) -> None:
         # nats-py reconnects by itself, buffering publishes meanwhile: say it happened.
-        # Not for our own close (self.nc is cleared first), nor before start() is done
+        # Not for our own close (self.nc is cleared first), nor before start() is done,
+        # nor when nats-py gives up: its close() calls this again, for the same loss
+        self._drops += 1
         nc = self.nc
         if nc is None or nc.is_closed:
             return
@@ -269,9 +272,10 @@ class NatsTransport(Transport):
             if self.options["mandatory"]:
                 await nc.request(subject, body, timeout=float(self.options["cast_timeout"]))
                 return
-            await nc.publish(subject, body)
             if self.options["flush"]:
-                await nc.flush()
+                await self._publish_flushed(nc, subject, body)
+            else:  # the hot path: no extra call
+                await nc.publish(subject, body)
 
     async def notify(self, target: Target, body: bytes) -> None:
         nc = self._client()
@@ -281,6 +285,36 @@ class NatsTransport(Transport):
                 await self._ensure_stream(target)
                 await self._jetstream().publish(subject, body)  # waits for the stream's ack
                 return
-            await nc.publish(subject, body)
             if self.options["flush"]:
-                await nc.flush()
+                await self._publish_flushed(nc, subject, body)
+            else:  # the hot path: no extra call
+                await nc.publish(subject, body)
+
+    async def _publish_flushed(self, nc: Client, subject: str, body: bytes) -> None:
+        """A core NATS publish that returns once the server has it (``flush = true``).
+
+        While nats-py reconnects, its flush returns at once without asking the server
+        (its reader and writer tasks are gone) and a publish only waits in its buffer:
+        the send then fails with ConnectionLost instead of passing for sent.
+        """
+        if not nc.is_connected:  # not even buffered: a send that failed cannot arrive later
+            raise ConnectionLost(
+                "NATS connection lost, nats-py is reconnecting: not sent (flush = true)"
+            )
+        await nc.publish(subject, body)  # may wait for the flusher: the connection can drop
+        if not nc.is_connected:
+            raise ConnectionLost(
+                "NATS connection lost, nats-py is reconnecting: the message waits in its "
+                "buffer, the server does not have it (flush = true)"
+            )
+        drops = self._drops
+        try:
+            await nc.flush()
+        except nats.errors.FlushTimeoutError as exc:
+            # the PING went out on a connection that dropped: its PONG never comes
+            if self._drops != drops or not nc.is_connected:
+                raise ConnectionLost(
+                    "NATS connection lost before the server's PONG: "
+                    "the server may not have the message (flush = true)"
+                ) from exc
+            raise
