@@ -56,6 +56,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(10)
 
 
+def _run_restarting(
+    tmp_path: Path,
+    check: Callable[[ServerHandle], Awaitable[None]],
+    restarted: list[subprocess.Popen[bytes]],
+) -> None:
+    """``check`` on a private nats-server; the servers it put in ``restarted``, stopped after."""
+    try:
+        with servers.managed(["nats"], tmp_path) as handles:
+            asyncio.run(check(handles["nats"]))
+    finally:
+        for proc in restarted:
+            _stop(proc)
+
+
 async def _until(what: str, done: Callable[[], bool], within: float) -> None:
     for _ in range(int(within / 0.05)):
         if done():
@@ -351,12 +365,7 @@ def test_each_lost_connection_is_one_report_with_busy_senders_and_a_restarted_se
                 stop.set()
                 await asyncio.wait(tasks, timeout=10.0)
 
-    try:
-        with servers.managed(["nats"], tmp_path) as handles:
-            asyncio.run(check(handles["nats"]))
-    finally:
-        for proc in restarted:
-            _stop(proc)
+    _run_restarting(tmp_path, check, restarted)
     assert all(isinstance(e, ConnectionLost) for e in reported), reported
     for lost in reported:
         assert "NATS connection to nats://127.0.0.1:" in str(lost), lost
@@ -423,9 +432,4 @@ def test_a_flush_whose_pong_a_lost_connection_took_is_connection_lost(tmp_path: 
             assert "before the server's PONG" in str(outcome), outcome
             await client.cast(target, b"back")  # a round trip again: the server answers
 
-    try:
-        with servers.managed(["nats"], tmp_path) as handles:
-            asyncio.run(check(handles["nats"]))
-    finally:
-        for proc in restarted:
-            _stop(proc)
+    _run_restarting(tmp_path, check, restarted)
