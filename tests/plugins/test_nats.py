@@ -70,6 +70,19 @@ def _run_restarting(
             _stop(proc)
 
 
+async def _freeze(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until every thread of it has stopped: the signal only asks,
+    and a thread of nats-server's still running could answer one more PING (seen once)."""
+    os.kill(pid, signal.SIGSTOP)
+    tasks = Path(f"/proc/{pid}/task")
+
+    def stopped() -> bool:
+        states = [(t / "stat").read_text().rpartition(")")[2].split()[0] for t in tasks.iterdir()]
+        return all(state == "T" for state in states)
+
+    await _until(f"nats-server {pid} stopped", stopped, 5.0)
+
+
 async def _until(what: str, done: Callable[[], bool], within: float) -> None:
     for _ in range(int(within / 0.05)):
         if done():
@@ -247,7 +260,7 @@ def test_senders_waiting_on_a_full_buffer_return_when_the_server_dies(tmp_path: 
             tasks = [asyncio.create_task(sender()) for _ in range(4)]
             await asyncio.sleep(0.5)
             # frozen, then gone: the client's socket is full, its senders wait on the flusher
-            os.kill(handle.pids[0], signal.SIGSTOP)
+            await _freeze(handle.pids[0])
             await asyncio.sleep(1.0)
             os.kill(handle.pids[0], signal.SIGKILL)
             _, stuck = await asyncio.wait(tasks, timeout=10.0)
@@ -419,7 +432,7 @@ def test_a_flush_whose_pong_a_lost_connection_took_is_connection_lost(tmp_path: 
     async def check(handle: ServerHandle) -> None:
         async with _transport(handle, "f", flush=True) as client:
             await client.cast(target, b"up")
-            os.kill(handle.pids[0], signal.SIGSTOP)  # takes the PING, never answers it
+            await _freeze(handle.pids[0])  # takes the PING, never answers it
             send = asyncio.create_task(client.cast(target, b"cut"))
             await asyncio.sleep(0.5)
             assert not send.done(), send
