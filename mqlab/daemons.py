@@ -134,23 +134,29 @@ class Daemon:
                 raise BrokerError(f"{self.label} (pid {pid}) did not exit after SIGKILL")
 
     def _terminate(self, proc: subprocess.Popen[bytes]) -> bool:
-        """SIGTERM, then SIGKILL after STOP_WITHIN; True once it has exited."""
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(STOP_WITHIN)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                try:
-                    proc.wait(STOP_WITHIN)
-                except subprocess.TimeoutExpired:
-                    return False
+        if not terminate(proc):
+            return False
         self._children.pop(proc.pid, None)
         return True
 
     def probe(self, url: str) -> tuple[dict[str, Any] | None, int | None]:
         # a server mqlab did not start: say what it is meant to be, no CPU sampling
         return {"product": self.label}, None
+
+
+def terminate(proc: subprocess.Popen[Any]) -> bool:
+    """SIGTERM, then SIGKILL after STOP_WITHIN; True once it has exited."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_WITHIN)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            try:
+                proc.wait(STOP_WITHIN)
+            except subprocess.TimeoutExpired:
+                return False
+    return True
 
 
 def _tail(log: Path) -> str:

@@ -8,15 +8,16 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mqlab_nats.transport import NatsTransport
 from nats.aio.client import Client
 
 from mqlab import registry, servers
-from mqlab.daemons import NatsServer
+from mqlab.daemons import NatsServer, terminate
 from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
 from mqlab.servers import ServerHandle
 from mqlab.transport import Target, Transport
@@ -35,7 +36,7 @@ def _nc(transport: Transport) -> Client:
 
 def _restart(handle: ServerHandle) -> subprocess.Popen[bytes]:
     """The managed nats-server again, after it was killed: same config, so the same port (the
-    clients reconnect to it) and JetStream store. The caller stops it with :func:`_stop`."""
+    clients reconnect to it) and JetStream store. The caller stops it (``terminate``)."""
     with (handle.state_dir / "server.log").open("ab") as log:
         return subprocess.Popen(
             [NatsServer.binary, "-c", str(handle.state_dir / "nats.conf")],
@@ -47,18 +48,9 @@ def _restart(handle: ServerHandle) -> subprocess.Popen[bytes]:
         )
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-
-
 def _run_restarting(
     tmp_path: Path,
-    check: Callable[[ServerHandle], Awaitable[None]],
+    check: Callable[[ServerHandle], Coroutine[Any, Any, None]],
     restarted: list[subprocess.Popen[bytes]],
 ) -> None:
     """``check`` on a private nats-server; the servers it put in ``restarted``, stopped after."""
@@ -67,7 +59,7 @@ def _run_restarting(
             asyncio.run(check(handles["nats"]))
     finally:
         for proc in restarted:
-            _stop(proc)
+            assert terminate(proc), f"nats-server {proc.pid} did not exit after SIGKILL"
 
 
 async def _freeze(pid: int) -> None:

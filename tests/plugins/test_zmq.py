@@ -30,6 +30,7 @@ from mqlab_zmq import ZmqTransport
 from mqlab_zmq.matchmaker import StaticMatchmaker
 
 from mqlab import registry
+from mqlab.daemons import terminate
 from mqlab.errors import (
     CallTimeout,
     ConnectionLost,
@@ -430,12 +431,7 @@ def redis_url() -> Iterator[str]:
                 time.sleep(0.05)
             yield f"redis://127.0.0.1:{port}/0"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            assert terminate(proc), f"redis-server {proc.pid} did not exit after SIGKILL"
 
 
 def _redis_keys(url: str) -> list[str]:
