@@ -91,11 +91,11 @@ class Amqp1Reference(ReferenceLoop):
 
     @classmethod
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:
-        return "cast" in options.get("presettled", ())
+        return "cast" in options["presettled"]
 
     def consume(self, tally: Tally, ready: Callable[[str], None]) -> None:
         asyncio.run(self._declare())
-        side = _Side(self, tally, True, int(self.spec.options.get("credit", 100)))
+        side = _Side(self, tally, True, int(self.spec.options["credit"]))
         side.ready = ready
         Container(side).run()
 

@@ -58,9 +58,9 @@ class NatsReference(AsyncReferenceLoop):
     @classmethod
     def confirms(cls, options: Mapping[str, Any]) -> str | None:
         # what makes each of the plugin's casts wait for an answer (the loop's never do)
-        if options.get("mandatory"):
+        if options["mandatory"]:
             return "mandatory = true"  # a request, answered by the consumer
-        return "flush = true" if options.get("flush") else None  # a PING/PONG
+        return "flush = true" if options["flush"] else None  # a PING/PONG
 
     @classmethod
     def describe(cls, options: Mapping[str, Any]) -> str:

@@ -102,7 +102,7 @@ class OsloReference(ReferenceLoop):
                 server.wait()  # the executor's threads are done, the listener closed
 
     def publish(self, tally: Tally) -> None:
-        retry: int | None = self.spec.options.get("retry")
+        retry: int | None = self.spec.options["retry"]
         transport = self._transport()
         with self._cleaned(transport, queues=()):
             client = oslo_messaging.get_rpc_client(

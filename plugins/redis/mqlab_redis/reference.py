@@ -79,7 +79,7 @@ class RedisStreamsReference(AsyncReferenceLoop):
         conn = aioredis.Redis(connection_pool=pool)
         xadd, key = conn.xadd, self.spec.name
         fields: dict[Any, Any] = {keys.BODY: self.spec.body}
-        maxlen = self.spec.options.get("maxlen")
+        maxlen = self.spec.options["maxlen"]
 
         async def send() -> None:
             while not tally.stop:

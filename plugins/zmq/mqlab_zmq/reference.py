@@ -32,7 +32,7 @@ class ZmqReference(ReferenceLoop):
 
     def _socket(self, ctx: zmq.Context[Any], kind: int) -> zmq.Socket[Any]:
         sock: zmq.Socket[Any] = ctx.socket(kind)
-        hwm = int(self.spec.options.get("hwm", 1000))
+        hwm = int(self.spec.options["hwm"])
         sock.setsockopt(zmq.SNDHWM, hwm)
         sock.setsockopt(zmq.RCVHWM, hwm)
         sock.setsockopt(zmq.LINGER, 0)
@@ -42,7 +42,7 @@ class ZmqReference(ReferenceLoop):
 
     def consume(self, tally: Tally, ready: Callable[[str], None]) -> None:
         with zmq.Context() as ctx, self._socket(ctx, zmq.PULL) as sock:
-            sock.bind(f"tcp://{self.spec.options.get('bind_address', '127.0.0.1')}:*")
+            sock.bind(f"tcp://{self.spec.options['bind_address']}:*")
             ready(sock.getsockopt_string(zmq.LAST_ENDPOINT))
             recv = sock.recv
             while not tally.stop:
