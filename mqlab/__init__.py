@@ -1,7 +1,7 @@
 """mqlab: compare messaging drivers side by side.
 
 The public contract for plugin authors is :mod:`mqlab.transport` and
-:mod:`mqlab.errors` (plus :mod:`mqlab.amqp` for AMQP 0-9-1 plugins that share the
+:mod:`mqlab.errors` (plus :mod:`mqlab.sdk.amqp` for AMQP 0-9-1 plugins that share the
 oslo-style topology).
 """
 

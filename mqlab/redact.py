@@ -3,7 +3,7 @@
 Two layers, both applied wherever text leaves mqlab:
 
 - structured values are masked where they are known: every URL (whatever
-  characters its password holds, see :func:`mqlab.urls.mask`) and every driver
+  characters its password holds, see :func:`mqlab.sdk.urls.mask`) and every driver
   option whose value is a URL or whose name says it is a secret;
 - free text (a library's error message, a worker's last words, a log record)
   is scrubbed of every password the run's profile holds, raw and
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote
 
-from mqlab.urls import mask, password
+from mqlab.sdk.urls import mask, password
 
 #: option names whose values are secrets whatever they look like
 SECRET_NAME = re.compile(r"pass(word|wd)?|secret|token|credential|api_?key|auth", re.IGNORECASE)

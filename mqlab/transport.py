@@ -193,7 +193,7 @@ class Option:
 
 
 #: the ``connect_timeout`` option of a plugin that connects with
-#: :func:`mqlab.connect.connect_first`: its ``per_url`` (the budget is that per URL)
+#: :func:`mqlab.sdk.connect.connect_first`: its ``per_url`` (the budget is that per URL)
 CONNECT_TIMEOUT = Option((int, float), 5.0, "seconds to connect to one URL", minimum=0.1)
 
 

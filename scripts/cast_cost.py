@@ -24,7 +24,7 @@ from typing import Any
 import uvloop
 
 from mqlab import registry
-from mqlab.profile import load_profile
+from mqlab.config.profile import load_profile
 from mqlab.transport import Target, TransportConfig
 
 #: each plugin's fastest honest setting is the ceiling profile's driver of that plugin

@@ -24,11 +24,11 @@ sys.path.insert(0, os.getcwd())  # the tree to measure: the current directory's 
 import uvloop
 
 from mqlab.codec import Codec
+from mqlab.config.sizes import SizeSampler, parse_size
 from mqlab.loopback import LoopbackTransport
-from mqlab.recorder import Recorder
-from mqlab.sizes import SizeSampler, parse_size
 from mqlab.transport import Target, TransportConfig
-from mqlab.workload import ClientLoad, server_handler
+from mqlab.worker.recorder import Recorder
+from mqlab.worker.workload import ClientLoad, server_handler
 
 
 async def measure(seconds: float) -> tuple[float, float]:

@@ -27,11 +27,11 @@ import psutil
 import uvloop
 
 from mqlab.codec import Codec
+from mqlab.config.sizes import SizeSampler, parse_size
 from mqlab.loopback import LoopbackTransport
-from mqlab.recorder import Recorder
-from mqlab.sizes import SizeSampler, parse_size
 from mqlab.transport import Target, TransportConfig
-from mqlab.workload import ClientLoad, server_handler
+from mqlab.worker.recorder import Recorder
+from mqlab.worker.workload import ClientLoad, server_handler
 
 
 async def measure(seconds: float, rate: float) -> str:

@@ -17,8 +17,8 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from mqlab.monitor import REFRESH_HZ, Monitor
-from mqlab.snapshot import ErrorRow, RunSnapshot, StepRow, StepSeries, WorkerRow
+from mqlab.live.monitor import REFRESH_HZ, Monitor
+from mqlab.live.snapshot import ErrorRow, RunSnapshot, StepRow, StepSeries, WorkerRow
 
 
 def snapshot() -> RunSnapshot:

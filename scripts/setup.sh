@@ -83,7 +83,7 @@ pip_quietly -e ".[dev]" "${plugins[@]}"
 # Its jars come from Maven Central into ~/.cache/mqlab (a few MB, once); without Java,
 # `mqlab ceiling` says so in one line and shows the rest.
 if command -v java >/dev/null; then
-  .venv/bin/python -m mqlab.perftest >/dev/null 2>&1 || say "RabbitMQ PerfTest could not be fetched; mqlab ceiling will try again"
+  .venv/bin/python -m mqlab.ceiling.perftest >/dev/null 2>&1 || say "RabbitMQ PerfTest could not be fetched; mqlab ceiling will try again"
 else
   say "no Java: mqlab ceiling will run without RabbitMQ PerfTest (apt-get install default-jre-headless to add it)"
 fi

@@ -20,7 +20,7 @@ def mqlab(
     """Run the real command line in a subprocess, as a user would."""
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-m", "mqlab.cli", *args],
+        [sys.executable, "-m", "mqlab.console.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -45,6 +45,6 @@ def worker_processes() -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info.get("cmdline") or []
-        if "mqlab.worker" in cmd:
+        if "mqlab.worker.process" in cmd:
             found.append(p)
     return found

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from mqlab.config.profile import load_profile
 from mqlab.errors import ProfileError
-from mqlab.profile import load_profile
 
 from .helpers import mqlab, results, write_profile
 

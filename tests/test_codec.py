@@ -6,7 +6,7 @@ import msgpack
 import pytest
 
 from mqlab.codec import Codec
-from mqlab.sizes import BUILTIN, SizeSampler, parse_size
+from mqlab.config.sizes import BUILTIN, SizeSampler, parse_size
 
 SETTINGS = [("json", True), ("json", False), ("msgpack", True), ("msgpack", False)]
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mqlab import servers
-from mqlab.daemons import Mosquitto, NatsServer, RedisServer
 from mqlab.errors import BrokerError
-from mqlab.urls import host_port
+from mqlab.sdk.urls import host_port
+from mqlab.servers import managed
+from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
 
 
 def _alive(pid: int) -> bool:
@@ -28,7 +28,7 @@ def _alive(pid: int) -> bool:
 def test_each_server_runs_on_its_own_port_and_is_gone_after_the_run(
     kind: str, tmp_path: Path
 ) -> None:
-    with servers.managed([kind], tmp_path) as handles:
+    with managed.managed([kind], tmp_path) as handles:
         handle = handles[kind]
         host, port = host_port(handle.urls[0])
         with socket.create_connection((host, port), timeout=5):
@@ -50,8 +50,8 @@ def test_a_missing_binary_is_one_line_naming_the_debian_package(
     starter: NatsServer | RedisServer | Mosquitto, package: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(starter, "binary", "/nonexistent/server-binary")
-    monkeypatch.setitem(servers.STARTERS, starter.kind, starter)
-    with pytest.raises(BrokerError) as caught, servers.managed([starter.kind]):
+    monkeypatch.setitem(managed.STARTERS, starter.kind, starter)
+    with pytest.raises(BrokerError) as caught, managed.managed([starter.kind]):
         pass
     message = str(caught.value)
     assert "\n" not in message
@@ -69,10 +69,10 @@ def test_mosquitto_stops_cleanly_and_the_next_run_in_its_state_dir_starts_empty(
 
     v2 = mqtt.CallbackAPIVersion.VERSION2
 
-    def port_of(handles: dict[str, servers.ServerHandle]) -> int:
+    def port_of(handles: dict[str, managed.ServerHandle]) -> int:
         return host_port(handles["mosquitto"].urls[0])[1]
 
-    with servers.managed(["mosquitto"], tmp_path) as handles:
+    with managed.managed(["mosquitto"], tmp_path) as handles:
         port = port_of(handles)
         keeper = mqtt.Client(v2, client_id="mqlab-keeper", clean_session=False)
         keeper.connect("127.0.0.1", port)
@@ -93,7 +93,7 @@ def test_mosquitto_stops_cleanly_and_the_next_run_in_its_state_dir_starts_empty(
     assert not [line for line in log.splitlines() if "error" in line.lower()], log
 
     got: list[bytes] = []
-    with servers.managed(["mosquitto"], tmp_path) as handles:
+    with managed.managed(["mosquitto"], tmp_path) as handles:
         keeper = mqtt.Client(v2, client_id="mqlab-keeper", clean_session=False)
         keeper.on_message = lambda _c, _u, message: got.append(message.payload)
         keeper.connect("127.0.0.1", port_of(handles))

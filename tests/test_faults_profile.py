@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mqlab.cli import main
+from mqlab.config.profile import parse_profile
+from mqlab.console.cli import main
 from mqlab.faults import verdict
-from mqlab.profile import parse_profile
 
 from .helpers import write_profile
 

@@ -15,7 +15,7 @@ import pika.exceptions
 import pytest
 
 from mqlab.faults.link import via
-from mqlab.urls import host_port
+from mqlab.sdk.urls import host_port
 from tests.conftest import BrokerHandle
 
 pytestmark = pytest.mark.broker

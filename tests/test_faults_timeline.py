@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from mqlab.config.events import FaultEvent
 from mqlab.errors import MqlabError
-from mqlab.faults.events import FaultEvent
 from mqlab.faults.timeline import Timeline
 
 

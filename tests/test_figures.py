@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from mqlab import latency
-from mqlab.figures import WorkerFigures
-from mqlab.ledger import Ledger, count_ledgers, sent_at_least
-from mqlab.recorder import Recorder
-from mqlab.stepresult import throughput
+from mqlab.measure import latency
+from mqlab.measure.figures import WorkerFigures
+from mqlab.measure.ledger import Ledger, count_ledgers, sent_at_least
+from mqlab.run.stepresult import throughput
+from mqlab.worker.recorder import Recorder
 
 
 def test_ledger_counts_unique_duplicates_and_out_of_order(tmp_path: Path) -> None:
@@ -250,10 +250,10 @@ def test_a_recorders_histograms_are_the_values_recorded_one_by_one(
     # the recorder packs, counts and buckets latencies before hdrh sees them: its
     # step histogram (3 digits) and per-second histogram (2 digits) must be exactly
     # what recording each latency would give
-    import mqlab.recorder
+    import mqlab.worker.recorder
 
     now = 10**15
-    monkeypatch.setattr(mqlab.recorder, "_clock", lambda: now)
+    monkeypatch.setattr(mqlab.worker.recorder, "_clock", lambda: now)
     rec = Recorder(str(tmp_path), "w")
     rec.open(now - 10**8, now - 10**13, now + 10**9)  # every send time in the window
     rng = random.Random(3)

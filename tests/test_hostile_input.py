@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mqlab import limits
-from mqlab.cli import main
+from mqlab.config import limits
+from mqlab.console.cli import main
 
 from .helpers import mqlab, write_profile
 from .hostile import LOOPBACK, QUICK, refused
@@ -209,11 +209,11 @@ def test_ctrl_c_while_mqlab_starts_up_is_one_line(tmp_path: Path) -> None:
         "import builtins\n"
         "real = builtins.__import__\n"
         "def interrupted(name, *a, **k):\n"
-        "    if name == 'mqlab.cli':\n"
+        "    if name == 'mqlab.console.cli':\n"
         "        raise KeyboardInterrupt\n"
         "    return real(name, *a, **k)\n"
         "builtins.__import__ = interrupted\n"
-        "from mqlab.entry import main\n"
+        "from mqlab.console.entry import main\n"
         "sys.exit(main())\n"
     )
     import sys

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mqlab.cli import main
+from mqlab.console.cli import main
 
 from .helpers import ROOT, mqlab, write_profile
 from .hostile import LOOPBACK, QUICK, files_under, quick_run, refused, strict_json
@@ -144,7 +144,7 @@ def test_two_runs_never_share_a_results_file(tmp_path: Path) -> None:
     profile = write_profile(tmp_path / "p.toml", QUICK.replace('"1s"', '"4s"', 1) + LOOPBACK)
     out = tmp_path / "r.json"
     first = subprocess.Popen(
-        [sys.executable, "-m", "mqlab.cli", "run", str(profile), "-o", str(out), "-q"],
+        [sys.executable, "-m", "mqlab.console.cli", "run", str(profile), "-o", str(out), "-q"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -198,7 +198,7 @@ def test_full_disk_keeps_the_last_good_file_and_the_measured_figures(tmp_path: P
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     proc = subprocess.run(
-        [sys.executable, "-m", "mqlab.cli", "run", str(profile), "-o", str(out)],
+        [sys.executable, "-m", "mqlab.console.cli", "run", str(profile), "-o", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=120, preexec_fn=small_disk,
         env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
@@ -221,7 +221,7 @@ def test_full_disk_keeps_the_last_good_file_and_the_measured_figures(tmp_path: P
 
 
 def test_results_file_is_strict_json_whatever_a_figure_holds(tmp_path: Path) -> None:
-    from mqlab.results import ResultsFile
+    from mqlab.results.store import ResultsFile
 
     res = ResultsFile(tmp_path / "r.json", {"run": {}}, {"x": float("nan")})
     res.add_step({"driver": "a", "rate": float("inf"), "list": [float("-inf"), 1.5]})

@@ -18,7 +18,7 @@ from .hostile import strict_json
 
 def _popen(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "mqlab.cli", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "mqlab.console.cli", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mqlab.plan import layout, make_plan
-from mqlab.profile import parse_profile
+from mqlab.config.plan import layout, make_plan
+from mqlab.config.profile import parse_profile
 
 from .helpers import mqlab, write_profile
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from mqlab import panels
-from mqlab.snapshot import RunSnapshot, StepRow
+from mqlab.live import panels
+from mqlab.live.snapshot import RunSnapshot, StepRow
 
 DRIVERS = [
     *(f"aiormq-p{p}" for p in (1, 4, 16, 64)),

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from mqlab.plan import layout, make_plan
-from mqlab.profile import parse_profile
+from mqlab.config.plan import layout, make_plan
+from mqlab.config.profile import parse_profile
 
 
 def _profile(extra: str = "") -> dict[str, object]:

@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-from mqlab.connect import NO_URL, connect_first
 from mqlab.errors import (
     CallTimeout,
     ConnectFailed,
@@ -15,7 +14,8 @@ from mqlab.errors import (
     Undeliverable,
     map_errors,
 )
-from mqlab.pending import PendingCalls
+from mqlab.sdk.connect import NO_URL, connect_first
+from mqlab.sdk.pending import PendingCalls
 from mqlab.transport import Target
 
 TARGET = Target("ex", "topic", "s1")

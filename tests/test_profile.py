@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from mqlab.config.profile import load_profile, parse_duration
 from mqlab.errors import ProfileError
-from mqlab.profile import load_profile, parse_duration
 
 from .helpers import mqlab, write_profile
 

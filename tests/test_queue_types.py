@@ -6,11 +6,11 @@ import tomllib
 
 import pytest
 
+from mqlab.config.plan import layout, make_plan
+from mqlab.config.profile import Profile, parse_profile
 from mqlab.errors import ProfileError
-from mqlab.plan import layout, make_plan
-from mqlab.profile import Profile, parse_profile
-from mqlab.snapshot import StepRow
-from mqlab.view import plain_line
+from mqlab.live.snapshot import StepRow
+from mqlab.live.tables import plain_line
 
 URLS = tuple(f"amqp://guest:guest@127.0.0.1:{5670 + k}/" for k in (1, 2, 3))
 

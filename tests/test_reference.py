@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from mqlab.reference import Tally, run_until_stopped
+from mqlab.sdk.reference import Tally, run_until_stopped
 
 
 async def test_work_runs_until_the_core_stops_it_then_is_cancelled() -> None:

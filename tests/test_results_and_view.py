@@ -5,10 +5,10 @@ from typing import Any
 
 from rich.console import Console
 
-from mqlab import view
-from mqlab.results import ResultsFile, load_results
-from mqlab.snapshot import RunSnapshot, StepRow
-from mqlab.urls import mask
+from mqlab.live import tables
+from mqlab.live.snapshot import RunSnapshot, StepRow
+from mqlab.results.store import ResultsFile, load_results
+from mqlab.sdk.urls import mask
 
 
 def _step(driver: str, mean: float, p99: float, lost: int = 0) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def _render(renderable: Any, width: int = 200) -> str:
 
 
 def test_comparison_shows_ratios_to_the_first_driver() -> None:
-    text = _render(view.comparison([_step("kombu", 330.2, 10.0), _step("pika", 497.6, 5.0, 3)]))
+    text = _render(tables.comparison([_step("kombu", 330.2, 10.0), _step("pika", 497.6, 5.0, 3)]))
     assert "kombu" in text and "pika" in text
     assert "1.51x" in text  # 497.6 / 330.2
     assert "0.50x" in text  # p99 ratio
@@ -48,7 +48,7 @@ def test_comparison_shows_ratios_to_the_first_driver() -> None:
 def test_one_driver_profiles_compare_their_scenarios() -> None:
     json_, msgpack_ = _step("aiormq", 100, 4), _step("aiormq", 150, 2)
     json_["scenario"], msgpack_["scenario"] = "call json", "call msgpack"
-    text = _render(view.comparison([json_, msgpack_]))
+    text = _render(tables.comparison([json_, msgpack_]))
     assert "call json (call)" in text and "call msgpack (call)" in text
     assert "1.50x" in text and "0.50x" in text
 
@@ -58,11 +58,11 @@ def test_live_view_renders_header_current_and_finished_steps() -> None:
     cur = StepRow(1, "b", "call", "c=5", "measuring", sent=10, round_trip=9, rate_now=9.0,
                   p50_ms=1.5, p99_ms=9.25, cpu_clients=50.0, cpu_broker=20.0)  # fmt: skip
     snap = RunSnapshot("prof", 3, 2, 12.0, 60.0, "amqp://guest:***@h:5672/", cur, (done,))
-    text = _render(view.live(snap))
+    text = _render(tables.live(snap))
     assert "step 2 of 3" in text and "prof" in text
     assert "measuring" in text and "9.25" in text and "50/-/20" in text  # clients/servers/broker
     assert "98" in text and "done" in text
-    line = view.plain_line(done, 3)
+    line = tables.plain_line(done, 3)
     assert line.startswith("[1/3] a cast c=1 done") and "lost=2" in line
 
 
@@ -98,7 +98,7 @@ def test_broker_product_is_asked_of_the_broker_itself() -> None:
     import struct
     import threading
 
-    from mqlab.environment import amqp_server
+    from mqlab.results.environment import amqp_server
 
     # a fake AMQP 0-9-1 server: connection.start with a capabilities table and two strings
     def table(entries: bytes) -> bytes:
@@ -137,13 +137,13 @@ def test_failures_flags_and_unaccounted_are_shown_never_hidden() -> None:
     timed_out["latency_ms"].update(censored=["p99", "max"], failed_percent=3.0, p50=1.0)
     timed_out["unaccounted"] = 40
     timed_out["flags"] = [{"code": "backlog_growing", "message": "backlog growing: ..."}]
-    text = _render(view.comparison([_step("pika", 250.0, 900.0), timed_out]))
+    text = _render(tables.comparison([_step("pika", 250.0, 900.0), timed_out]))
     # the p99 that falls among timed-out calls is a lower bound, not a figure
     assert "≥2,000" in text and "3%" in text
     assert "+40?" in text and "backlog growing" in text
     row = StepRow(0, "kombu", "call", "c=5", "done", lost=0, unaccounted=40,
                   p99_ms=2000.0, p99_lower_bound=True, failed_percent=3.0,
                   flags=("could_not_keep_up",))  # fmt: skip
-    line = view.plain_line(row, 1)
+    line = tables.plain_line(row, 1)
     assert "p99=≥2,000ms" in line and "unaccounted=40" in line and "behind schedule" in line
-    assert "≥2,000" in _render(view.step_table("t", [row], live=False))
+    assert "≥2,000" in _render(tables.step_table("t", [row], live=False))

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mqlab import latency
+from mqlab.measure import latency
 
 from .helpers import ROOT, mqlab, results, write_profile
 
@@ -142,7 +142,7 @@ def _start(tmp_path: Path, text: str) -> tuple[subprocess.Popen[str], Path]:
     out = tmp_path / "r.json"
     path = write_profile(tmp_path / "p.toml", text)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mqlab.cli", "run", str(path), "-o", str(out)],
+        [sys.executable, "-m", "mqlab.console.cli", "run", str(path), "-o", str(out)],
         cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip

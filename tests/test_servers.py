@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from mqlab import servers
+from mqlab.config.profile import Profile, parse_profile
 from mqlab.errors import BrokerError, ProfileError
-from mqlab.profile import Profile, parse_profile
-from mqlab.servers import ServerHandle
+from mqlab.servers import managed
+from mqlab.servers.handle import ServerHandle
 
 SCENARIO = [{"pattern": "cast", "concurrency": 1}]
 
@@ -49,23 +49,23 @@ def test_managed_servers_hand_their_urls_only_to_the_drivers_that_declare_them()
         {"k": {"plugin": "kombu"}, "z": {"plugin": "zmq"}, "r": {"plugin": "x", "url": "redis://r"}}
     )
     server_of = {"k": "rabbitmq", "z": None, "r": "redis"}
-    assert servers.needed(server_of) == ["rabbitmq", "redis"]
+    assert managed.needed(server_of) == ["rabbitmq", "redis"]
     handle = ServerHandle("rabbitmq", "node", ("amqp://guest:pw@127.0.0.1:5999/",), (1,), Path())
-    urls = servers.endpoints(profile, server_of, {"rabbitmq": handle})
+    urls = managed.endpoints(profile, server_of, {"rabbitmq": handle})
     assert urls["k"] == ("amqp://guest:pw@127.0.0.1:5999/",)
     assert urls["r"] == ("redis://r",)
-    assert servers.label(urls, server_of) == "amqp://guest:***@127.0.0.1:5999/, redis://r"
-    assert servers.label({"z": ("amqp://x",)}, {"z": None}) == "none needed"
+    assert managed.label(urls, server_of) == "amqp://guest:***@127.0.0.1:5999/, redis://r"
+    assert managed.label({"z": ("amqp://x",)}, {"z": None}) == "none needed"
 
 
 def test_an_unreachable_server_names_the_driver_and_the_port_tried() -> None:
-    problem = servers.unreachable(
+    problem = managed.unreachable(
         {"z": ("amqp://127.0.0.1:1/",), "n": ("nats://u:pw@127.0.0.1:1",)},
         {"z": None, "n": "nats"},
     )
     assert problem is not None
     assert "127.0.0.1:1" in problem and "driver 'n'" in problem and "pw" not in problem
-    assert servers.unreachable({"z": ("amqp://127.0.0.1:1/",)}, {"z": None}) is None
+    assert managed.unreachable({"z": ("amqp://127.0.0.1:1/",)}, {"z": None}) is None
 
 
 class _Fake:
@@ -95,17 +95,17 @@ def test_managed_starts_each_kind_once_and_stops_it_even_when_the_run_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake, broken = _Fake(), _Fake(fail=True)
-    monkeypatch.setitem(servers.STARTERS, "fake", fake)
-    monkeypatch.setitem(servers.STARTERS, "broken", broken)
-    with pytest.raises(RuntimeError), servers.managed(["fake"]) as handles:
+    monkeypatch.setitem(managed.STARTERS, "fake", fake)
+    monkeypatch.setitem(managed.STARTERS, "broken", broken)
+    with pytest.raises(RuntimeError), managed.managed(["fake"]) as handles:
         assert handles["fake"].urls == ("fake://h",)
         raise RuntimeError("the run failed")
     assert fake.events == ["start True", "stop"]
-    with pytest.raises(BrokerError, match="would not start"), servers.managed(["fake", "broken"]):
+    with pytest.raises(BrokerError, match="would not start"), managed.managed(["fake", "broken"]):
         pass
     assert fake.events[-2:] == ["start True", "stop"]  # the one started is stopped again
     with (
         pytest.raises(BrokerError, match=r"cannot start a 'kafka' server.*manages: "),
-        servers.managed(["kafka"]),
+        managed.managed(["kafka"]),
     ):
         pass

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import tomllib
 
-from mqlab import latency
-from mqlab.figures import WorkerFigures
-from mqlab.plan import Layout, Step, layout, make_plan
-from mqlab.profile import parse_profile
-from mqlab.stepresult import Outcome, build
+from mqlab.config.plan import Layout, Step, layout, make_plan
+from mqlab.config.profile import parse_profile
+from mqlab.measure import latency
+from mqlab.measure.figures import WorkerFigures
+from mqlab.run.stepresult import Outcome, build
 
 
 def _step() -> tuple[Step, Layout]:

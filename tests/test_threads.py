@@ -1,4 +1,4 @@
-"""mqlab.threads: a library thread calls the core's handler, which runs on the event loop."""
+"""mqlab.sdk.threads: a library thread calls the core's handler, which runs on the event loop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 
-from mqlab.threads import ThreadPool, on_loop, on_loop_each
+from mqlab.sdk.threads import ThreadPool, on_loop, on_loop_each
 
 
 async def test_a_library_thread_gets_the_reply_computed_on_the_loop() -> None:

@@ -8,12 +8,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from mqlab import registry, worker
+from mqlab import registry
 from mqlab.codec import Codec
+from mqlab.config.plan import WorkerSpec
 from mqlab.errors import ConnectionLost, OptionError
 from mqlab.loopback import LoopbackTransport
-from mqlab.plan import WorkerSpec
-from mqlab.recorder import Recorder
 from mqlab.registry import LoadedPlugin
 from mqlab.transport import (
     Handler,
@@ -25,6 +24,8 @@ from mqlab.transport import (
     cast_starter,
     parse_options,
 )
+from mqlab.worker import process
+from mqlab.worker.recorder import Recorder
 
 
 class _NotifyOnly(Transport):
@@ -147,7 +148,7 @@ async def test_an_error_a_driver_reports_counts_in_the_step_and_fails_no_message
         "msgpack", False, ((64, 64, 1),),
     )  # fmt: skip
     rec = Recorder(str(tmp_path), "w0")
-    transport = await worker._start(spec, rec, Codec("msgpack", False))
+    transport = await process._start(spec, rec, Codec("msgpack", False))
     await transport.aclose()
     rec.ledger.close()
     assert rec.errors == {"ConnectionLost": 1}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mqlab.urls import endpoint, hide_secret, host_port, mask
+from mqlab.sdk.urls import endpoint, hide_secret, host_port, mask
 
 
 @pytest.mark.parametrize(

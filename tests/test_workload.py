@@ -10,14 +10,14 @@ import asyncio
 import time
 from pathlib import Path
 
-from mqlab import latency
 from mqlab.codec import Codec
+from mqlab.config.sizes import SizeSampler, parse_size
 from mqlab.errors import Undeliverable
 from mqlab.loopback import LoopbackTransport
-from mqlab.recorder import Recorder
-from mqlab.sizes import SizeSampler, parse_size
+from mqlab.measure import latency
 from mqlab.transport import Target, TransportConfig
-from mqlab.workload import ClientLoad, server_handler
+from mqlab.worker.recorder import Recorder
+from mqlab.worker.workload import ClientLoad, server_handler
 
 _S = 1_000_000_000
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from mqlab.config.events import FaultEvent, node_index
 from mqlab.errors import BrokerError
-from mqlab.faults.events import FaultEvent, node_index
 from mqlab.rabbitmq.faults import NodeControl
 
 

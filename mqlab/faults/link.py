@@ -20,9 +20,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psutil
 
+from mqlab.config.events import FaultEvent, node_index
 from mqlab.errors import MqlabError
-from mqlab.faults.events import FaultEvent, node_index
-from mqlab.urls import host_port
+from mqlab.sdk.urls import host_port
 
 _ANSWER_TIMEOUT = 5.0
 

@@ -14,19 +14,19 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mqlab.config.events import FaultEvent
 from mqlab.errors import MqlabError
 from mqlab.faults.broker import BrokerFaults
-from mqlab.faults.events import FaultEvent
 from mqlab.faults.link import LinkFaults
+from mqlab.faults.processes import WorkerFaults
 from mqlab.faults.timeline import Effector, Timeline
-from mqlab.faults.workers import WorkerFaults
-from mqlab.workers import StepFailed
+from mqlab.worker.pool import StepFailed
 
 if TYPE_CHECKING:
+    from mqlab.live.snapshot import WorkerRow
     from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.steps import BrokerSteps
-    from mqlab.snapshot import WorkerRow
-    from mqlab.workers import Worker, WorkerPool
+    from mqlab.worker.pool import Worker, WorkerPool
 
 
 class StepFaults:
@@ -122,7 +122,7 @@ class StepFaults:
 
     def rows(self) -> list[WorkerRow]:
         """The proxies in the live view's worker list, with their last CPU sample."""
-        from mqlab.snapshot import WorkerRow
+        from mqlab.live.snapshot import WorkerRow
 
         if self.links is None:
             return []

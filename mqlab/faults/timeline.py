@@ -17,8 +17,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from mqlab.config.events import FaultEvent
 from mqlab.errors import MqlabError
-from mqlab.faults.events import FaultEvent
 
 _NS = 1_000_000_000
 

@@ -12,6 +12,7 @@ Modules, one concept each:
 - :mod:`~mqlab.rabbitmq.queues`: mirrored policies, quorum declares, where a queue lives
 - :mod:`~mqlab.rabbitmq.placement`: which node a worker connects to first
 - :mod:`~mqlab.rabbitmq.sampler`: CPU and memory per node, one sample a second
+- :mod:`~mqlab.rabbitmq.backlog`: how many of a step's messages the broker still holds
 """
 
 from mqlab.rabbitmq.cluster import MAX_NODES, Cluster, Member, members, start, status, stop

@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mqlab.amqp import QueueDecl
 from mqlab.rabbitmq.mgmt import Management
+from mqlab.sdk.amqp import QueueDecl
 
 QUEUE_TYPES = ("classic", "mirrored", "quorum")
 #: the policy :func:`mirror` sets unless told otherwise

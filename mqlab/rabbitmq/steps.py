@@ -23,7 +23,7 @@ from typing import Any
 from mqlab.rabbitmq.mgmt import Management, ManagementError
 from mqlab.rabbitmq.queues import mirror, unmirror, where
 from mqlab.rabbitmq.sampler import ManagementSampler, ProcessSampler, Sampler
-from mqlab.urls import host_port
+from mqlab.sdk.urls import host_port
 
 
 def _policy(marker: str) -> str:

@@ -17,7 +17,8 @@ import plotly.graph_objects as go
 import plotly.offline
 from rich.console import Console
 
-from mqlab import __version__, view
+from mqlab import __version__
+from mqlab.live import tables
 from mqlab.report import charts
 from mqlab.report.load import FaultFigure, Run, Step
 
@@ -102,14 +103,14 @@ def _environment(run: Run) -> str:
     for key, value in facts.items():
         shown = value if isinstance(value, str | int | float) else json.dumps(value)
         rows.append((escape(key), escape(str(shown))))
-    line = escape(view.environment_line(run.environment))
+    line = escape(tables.environment_line(run.environment))
     return f"<p>{line}</p>" + _table(("what", "value"), rows, left=2)
 
 
 def _comparison(run: Run) -> str:
     # mqlab show's own table, so the report and the terminal state the same figures
     console = Console(record=True, width=160, file=io.StringIO())
-    console.print(view.comparison(list(run.raw_steps)))
+    console.print(tables.comparison(list(run.raw_steps)))
     return console.export_html(inline_styles=True, code_format='<pre class="rich">{code}</pre>')
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqlab.results import ResultsShapeError, read_bounded
+from mqlab.results.store import ResultsShapeError, read_bounded
 from mqlab.terminal import printable_doc
 
 SCHEMAS = (1, 2)
@@ -194,7 +194,7 @@ class Run:
     environment: dict[str, Any]
     steps: tuple[Step, ...]
     aggregates: tuple[Aggregate, ...]
-    raw_steps: tuple[dict[str, Any], ...]  # as stored, for mqlab.view's comparison
+    raw_steps: tuple[dict[str, Any], ...]  # as stored, for mqlab.live.tables's comparison
 
 
 def _f(v: Any) -> float | None:

@@ -6,8 +6,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from mqlab import reference, refloop
-from mqlab.reference import ReferenceSpec
+from mqlab.ceiling import refloop
+from mqlab.sdk import reference
+from mqlab.sdk.reference import ReferenceSpec
 from mqlab.testing.lifecycle import nothing_left
 from mqlab.testing.subject import Subject
 

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mqlab.servers import ServerHandle
+from mqlab.servers.handle import ServerHandle
 from tests.conftest import BrokerHandle
 
 from .kit import Mgmt
@@ -16,12 +16,12 @@ def mgmt(broker: BrokerHandle) -> Mgmt:
 
 
 def _managed(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
-    """A private server of ``kind`` (mqlab.servers' starter) for the session; never skipped."""
-    from mqlab import servers
+    """A private server of ``kind`` (its managed starter) for the session; never skipped."""
     from mqlab.errors import BrokerError
+    from mqlab.servers import managed
 
     try:
-        with servers.managed([kind], tmp_path_factory.mktemp(kind)) as handles:
+        with managed.managed([kind], tmp_path_factory.mktemp(kind)) as handles:
             yield handles[kind]
     except BrokerError as exc:
         pytest.fail(f"cannot start the test {kind} server: {exc}", pytrace=False)

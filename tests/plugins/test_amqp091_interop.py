@@ -18,7 +18,7 @@ import pytest
 from mqlab_kombu import KombuTransport
 from mqlab_pika import PikaTransport
 
-from mqlab import amqp
+from mqlab.sdk import amqp
 from mqlab.testing import Recorder
 from mqlab.transport import Target, Transport, TransportConfig
 

@@ -17,8 +17,9 @@ from mqlab_amqp1 import Amqp1Transport
 from mqlab_amqp1.codec import encode
 from mqlab_amqp1.url import parse_url
 
-from mqlab import amqp, registry
+from mqlab import registry
 from mqlab.errors import ConnectFailed, OptionError, Undeliverable
+from mqlab.sdk import amqp
 from mqlab.transport import Target, TransportConfig
 
 from .kit import Mgmt, eventually
@@ -191,7 +192,7 @@ async def test_a_091_client_calls_and_notifies_an_amqp1_server(
     noted: list[bytes] = []
     await (await make("l1")).serve_notifications(notes, "pool", noted.append)
 
-    # a kombu-style 0-9-1 caller, laid out by mqlab.amqp
+    # a kombu-style 0-9-1 caller, laid out by mqlab.sdk.amqp
     reply = amqp.reply_queue()
     await declare(channel, reply)
     replies: asyncio.Queue[DeliveredMessage] = asyncio.Queue()
@@ -217,7 +218,7 @@ async def test_an_amqp1_client_calls_casts_and_notifies_a_091_server(
     make: Make, sfx: str, channel: aiormq.abc.AbstractChannel
 ) -> None:
     target = Target(f"ex_{sfx}", f"topic_{sfx}", "s1")
-    # a kombu-style 0-9-1 server, declared exactly as mqlab.amqp says
+    # a kombu-style 0-9-1 server, declared exactly as mqlab.sdk.amqp says
     for exchange in amqp.rpc_exchanges(target):
         await channel.exchange_declare(
             exchange.name,

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from mqlab.backlog import RabbitQueueDepth, rabbit_depth_for
+from mqlab.rabbitmq.backlog import RabbitQueueDepth, rabbit_depth_for
 from tests.conftest import BrokerHandle
 
 from .kit import Mgmt

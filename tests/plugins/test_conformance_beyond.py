@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from mqlab.servers import ServerHandle
+from mqlab.servers.handle import ServerHandle
 from mqlab.testing import ConformanceSuite, Subject
 
 

@@ -1,4 +1,4 @@
-"""The mqtt plugin against a private mosquitto that mqlab.servers starts (never skipped)."""
+"""The mqtt plugin against a private mosquitto that mqlab.servers.managed starts (never skipped)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from mqlab_mqtt.reference import MqttReference
 from mqlab_mqtt.transport import inflight_limit
 
 from mqlab import registry
-from mqlab.reference import ReferenceSpec
-from mqlab.servers import ServerHandle
+from mqlab.sdk.reference import ReferenceSpec
+from mqlab.servers.handle import ServerHandle
 from mqlab.transport import Target, Transport
 
 

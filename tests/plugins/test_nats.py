@@ -1,4 +1,4 @@
-"""The nats plugin against a private nats-server that mqlab.servers starts (never skipped)."""
+"""The nats plugin against a private nats-server that mqlab starts (never skipped)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ import pytest
 from mqlab_nats.transport import NatsTransport
 from nats.aio.client import Client
 
-from mqlab import registry, servers
-from mqlab.daemons import NatsServer, terminate
+from mqlab import registry
 from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
-from mqlab.servers import ServerHandle
+from mqlab.servers import managed
+from mqlab.servers.daemons import NatsServer, terminate
+from mqlab.servers.handle import ServerHandle
 from mqlab.transport import Target, Transport
 from tests.test_faults_proxy import Proxy
 
@@ -55,7 +56,7 @@ def _run_restarting(
 ) -> None:
     """``check`` on a private nats-server; the servers it put in ``restarted``, stopped after."""
     try:
-        with servers.managed(["nats"], tmp_path) as handles:
+        with managed.managed(["nats"], tmp_path) as handles:
             asyncio.run(check(handles["nats"]))
     finally:
         for proc in restarted:
@@ -264,7 +265,7 @@ def test_senders_waiting_on_a_full_buffer_return_when_the_server_dies(tmp_path: 
             assert not stuck, f"{len(stuck)} of 4 senders still waiting 10 s after the server died"
             await _bounded("aclose", client.aclose, 5.0)
 
-    with servers.managed(["nats"], tmp_path) as handles:
+    with managed.managed(["nats"], tmp_path) as handles:
         asyncio.run(check(handles["nats"]))
     assert len(ended) == 4
     assert all(isinstance(e, ConnectionLost) for e in ended), ended
@@ -320,7 +321,7 @@ def test_a_server_gone_for_good_gives_errors_not_hangs(tmp_path: Path) -> None:
             for transport in (plain, flushing, mandatory, server):
                 await _bounded("aclose", transport.aclose, 5.0)
 
-    with servers.managed(["nats"], tmp_path) as handles:
+    with managed.managed(["nats"], tmp_path) as handles:
         asyncio.run(check(handles["nats"]))
     # nats-py calls its disconnected callback again when it gives up (its close()): still
     # one lost connection, one report
@@ -409,7 +410,7 @@ def test_a_flush_send_while_nats_py_reconnects_fails_instead_of_passing_for_sent
             assert nc.pending_data_size == buffered  # nothing buffered to go out later
             await _bounded("aclose", client.aclose, 5.0)
 
-    with servers.managed(["nats"], tmp_path) as handles:
+    with managed.managed(["nats"], tmp_path) as handles:
         asyncio.run(check(handles["nats"]))
 
 

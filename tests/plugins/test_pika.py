@@ -25,6 +25,7 @@ import pytest
 from mqlab_pika import PikaTransport
 
 from mqlab import registry
+from mqlab.ceiling.refloop import LoopFailed, measure
 from mqlab.errors import (
     CallTimeout,
     ConnectFailed,
@@ -32,8 +33,7 @@ from mqlab.errors import (
     TransportError,
     Undeliverable,
 )
-from mqlab.reference import ReferenceSpec
-from mqlab.refloop import LoopFailed, measure
+from mqlab.sdk.reference import ReferenceSpec
 from mqlab.testing import Recorder
 from mqlab.transport import Target, TransportConfig
 from tests.plugins.kit import casts_wait_while_nothing_leaves

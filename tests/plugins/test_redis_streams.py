@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from mqlab import registry
-from mqlab.servers import ServerHandle
+from mqlab.servers.handle import ServerHandle
 from mqlab.transport import Target, Transport
 
 

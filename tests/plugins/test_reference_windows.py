@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from mqlab import registry
-from mqlab.reference import ReferenceSpec, load
-from mqlab.refloop import measure
+from mqlab.ceiling.refloop import measure
+from mqlab.sdk.reference import ReferenceSpec, load
 from tests.conftest import BrokerHandle
 from tests.plugins.kit import Mgmt
 

@@ -107,7 +107,7 @@ def _kill_server_mid_run(tmp_path: Path, broker: BrokerHandle, text: str) -> dic
     out = tmp_path / "r.json"
     path = write_profile(tmp_path / "p.toml", text)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mqlab.cli", "run", str(path), "--broker", broker.url,
+        [sys.executable, "-m", "mqlab.console.cli", "run", str(path), "--broker", broker.url,
          "-o", str(out)],
         cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,

@@ -30,7 +30,6 @@ from mqlab_zmq import ZmqTransport
 from mqlab_zmq.matchmaker import StaticMatchmaker
 
 from mqlab import registry
-from mqlab.daemons import terminate
 from mqlab.errors import (
     CallTimeout,
     ConnectionLost,
@@ -38,6 +37,7 @@ from mqlab.errors import (
     OptionError,
     Undeliverable,
 )
+from mqlab.servers.daemons import terminate
 from mqlab.testing import core_caster
 from mqlab.transport import Target, Transport, TransportConfig
 

@@ -17,7 +17,7 @@ import aiormq
 from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
-from mqlab.amqp import DEFAULT_EXCHANGE
+from mqlab.sdk.amqp import DEFAULT_EXCHANGE
 from mqlab.transport import Handler
 
 #: how long a partial ack batch may wait for more deliveries before it is acked

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import aiormq
 import aiormq.abc
 
-from mqlab.reference import AsyncReferenceLoop, Tally, until_stopped
+from mqlab.sdk.reference import AsyncReferenceLoop, Tally, until_stopped
 
 
 class AiormqReference(AsyncReferenceLoop):

@@ -1,6 +1,6 @@
-"""Declaring mqlab.amqp's exchanges and queues through an aiormq channel.
+"""Declaring mqlab.sdk.amqp's exchanges and queues through an aiormq channel.
 
-The names and flags come from :mod:`mqlab.amqp` unchanged, so that this plugin
+The names and flags come from :mod:`mqlab.sdk.amqp` unchanged, so that this plugin
 and every other ``amqp091-oslo`` plugin declare identical entities.
 """
 
@@ -12,7 +12,7 @@ from typing import cast
 import aiormq
 from aiormq.abc import AbstractChannel
 
-from mqlab.amqp import DEFAULT_EXCHANGE, Declared, ExchangeDecl, QueueDecl
+from mqlab.sdk.amqp import DEFAULT_EXCHANGE, Declared, ExchangeDecl, QueueDecl
 
 
 async def open_channel(conn: aiormq.Connection, *, confirms: bool) -> aiormq.Channel:

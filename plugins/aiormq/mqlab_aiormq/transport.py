@@ -14,10 +14,10 @@ import aiormq
 from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
-from mqlab import amqp
-from mqlab.connect import connect_first
 from mqlab.errors import ConnectionLost, TransportError
-from mqlab.pending import PendingCalls
+from mqlab.sdk import amqp
+from mqlab.sdk.connect import connect_first
+from mqlab.sdk.pending import PendingCalls
 from mqlab.transport import (
     Features,
     Handler,
@@ -64,7 +64,7 @@ def _with_heartbeat(url: str, heartbeat: int) -> str:
 class AiormqTransport(Transport):
     """AMQP 0-9-1 on aiormq: one connection, one publishing channel, one channel per server.
 
-    Speaks the ``amqp091-oslo`` wire of :mod:`mqlab.amqp`, so its clients and
+    Speaks the ``amqp091-oslo`` wire of :mod:`mqlab.sdk.amqp`, so its clients and
     servers interoperate with the other plugins of that family. Clients declare
     the exchange they publish to; servers declare their exchanges and queues.
     """

@@ -15,8 +15,8 @@ from typing import Any
 
 import proton
 
-from mqlab.amqp import QueueDecl
 from mqlab.errors import DriverError, TransportError
+from mqlab.sdk.amqp import QueueDecl
 from mqlab_amqp1.codec import Encoded, encode
 from mqlab_amqp1.connection import Amqp1Connection
 from mqlab_amqp1.links import OnMessage, Outgoing, Receiver, Sender

@@ -22,7 +22,7 @@ from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import AtMostOnce, Container
 
-from mqlab.reference import ReferenceLoop, Tally
+from mqlab.sdk.reference import ReferenceLoop, Tally
 from mqlab_amqp1.url import parse_url
 
 #: seconds between two looks at ``tally.stop``

@@ -4,7 +4,7 @@ RabbitMQ 3.x's AMQP 1.0 plugin sends to existing exchanges and consumes from
 existing queues, but it cannot declare an exchange or bind a queue, and the
 queues it declares itself (``/queue/NAME`` addresses) are never auto-deleted
 and clash with the arguments the 0-9-1 drivers use. So the receiving side
-declares exactly what :mod:`mqlab.amqp` prescribes through one small 0-9-1
+declares exactly what :mod:`mqlab.sdk.amqp` prescribes through one small 0-9-1
 connection (same host, port, credentials and vhost), then consumes over AMQP
 1.0. No message ever travels over this connection.
 """
@@ -19,8 +19,8 @@ import aiormq
 import aiormq.abc
 from aiormq import exceptions as amqp_errors
 
-from mqlab.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab.errors import ConnectFailed, DriverError, map_errors
+from mqlab.sdk.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab_amqp1.url import BrokerUrl
 
 #: bound on every 0-9-1 round trip: declarations are tiny

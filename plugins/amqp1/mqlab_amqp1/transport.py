@@ -1,6 +1,6 @@
 """The ``amqp1`` transport: call, cast and notify over AMQP 1.0 links.
 
-Addresses (RabbitMQ 3.x AMQP 1.0 plugin, topology of :mod:`mqlab.amqp`):
+Addresses (RabbitMQ 3.x AMQP 1.0 plugin, topology of :mod:`mqlab.sdk.amqp`):
 
 | what | link | address | per message |
 |---|---|---|---|
@@ -28,7 +28,12 @@ from typing import Any, ClassVar
 
 import proton
 
-from mqlab.amqp import (
+from mqlab.errors import (
+    ConnectFailed,
+    DriverError,
+    TransportError,
+)
+from mqlab.sdk.amqp import (
     Route,
     notification_exchange,
     notification_queue,
@@ -38,13 +43,8 @@ from mqlab.amqp import (
     rpc_route,
     rpc_server_queues,
 )
-from mqlab.connect import connect_first
-from mqlab.errors import (
-    ConnectFailed,
-    DriverError,
-    TransportError,
-)
-from mqlab.pending import PendingCalls
+from mqlab.sdk.connect import connect_first
+from mqlab.sdk.pending import PendingCalls
 from mqlab.transport import (
     Features,
     Handler,

@@ -21,8 +21,8 @@ from aio_pika.abc import (
     AbstractQueue,
 )
 
-from mqlab.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab.errors import ConnectionLost, DriverError
+from mqlab.sdk.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab_kombu.errors import describe, is_transient
 from mqlab_kombu.link import CLOSE_TIMEOUT, START_BUDGET, Link
 

@@ -13,7 +13,7 @@ import socket
 import aiormq.exceptions as amqp_exc
 from yarl import URL
 
-from mqlab.urls import endpoint, mask
+from mqlab.sdk.urls import endpoint, mask
 
 #: failures after which a fresh channel (and maybe a fresh connection) may succeed
 _TRANSIENT: tuple[type[BaseException], ...] = (

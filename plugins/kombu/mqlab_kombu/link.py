@@ -17,8 +17,8 @@ import aio_pika
 from aio_pika.abc import AbstractConnection
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS
 
-from mqlab.connect import connect_first
-from mqlab.urls import hide_secret, mask
+from mqlab.sdk.connect import connect_first
+from mqlab.sdk.urls import hide_secret, mask
 from mqlab_kombu.errors import InvalidUrl, check_url, describe_connect_error
 
 #: a bounded connect per URL: start() must fail fast when the broker is down

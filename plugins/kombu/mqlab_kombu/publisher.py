@@ -24,8 +24,8 @@ import aio_pika
 import aiormq.exceptions as amqp_exc
 from aio_pika.abc import AbstractChannel, AbstractExchange
 
-from mqlab.amqp import Declared, ExchangeDecl
 from mqlab.errors import ConnectionLost, DriverError
+from mqlab.sdk.amqp import Declared, ExchangeDecl
 from mqlab_kombu.errors import describe, is_transient
 from mqlab_kombu.link import CLOSE_TIMEOUT, Link
 

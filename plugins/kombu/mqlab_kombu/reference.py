@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import aio_pika
 import aio_pika.abc
 
-from mqlab.reference import AsyncReferenceLoop, Tally, until_stopped
+from mqlab.sdk.reference import AsyncReferenceLoop, Tally, until_stopped
 
 
 class KombuReference(AsyncReferenceLoop):

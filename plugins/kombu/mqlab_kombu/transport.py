@@ -18,13 +18,13 @@ import aio_pika
 import aiormq.exceptions as amqp_exc
 from aio_pika.abc import AbstractIncomingMessage
 
-from mqlab import amqp
 from mqlab.errors import (
     ConnectionLost,
     DriverError,
     TransportError,
 )
-from mqlab.pending import PendingCalls
+from mqlab.sdk import amqp
+from mqlab.sdk.pending import PendingCalls
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_kombu.consumer import Callback, Consumers, Subscription
 from mqlab_kombu.link import Link
@@ -45,7 +45,7 @@ _ACK_ERRORS = (amqp_exc.AMQPError, amqp_exc.ChannelInvalidStateError, Connection
 class KombuTransport(Transport):
     """oslo.messaging's rabbit (kombu) driver, reproduced on aio-pika.
 
-    Topology from :mod:`mqlab.amqp` (``amqp091-oslo`` wire). Consumers ack after
+    Topology from :mod:`mqlab.sdk.amqp` (``amqp091-oslo`` wire). Consumers ack after
     the handler (at-least-once for cast and notify), publisher confirms are on,
     a publish that lost its connection is republished up to ``retry`` times,
     and consumers come back by themselves after a reconnect.

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import aiomqtt
 
-from mqlab.reference import AsyncReferenceLoop, Tally, run_until_stopped
+from mqlab.sdk.reference import AsyncReferenceLoop, Tally, run_until_stopped
 from mqlab_mqtt.transport import inflight_limit, new_client
 
 

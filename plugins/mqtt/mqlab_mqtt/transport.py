@@ -32,9 +32,10 @@ import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from mqlab.connect import connect_first, explain
 from mqlab.errors import ConnectionLost, DriverError, ErrorRule, map_errors
-from mqlab.pending import PendingCalls
+from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.pending import PendingCalls
+from mqlab.sdk.urls import host_port
 from mqlab.transport import (
     CONNECT_TIMEOUT,
     Features,
@@ -44,7 +45,6 @@ from mqlab.transport import (
     Transport,
     TransportConfig,
 )
-from mqlab.urls import host_port
 
 LOG = logging.getLogger(__name__)
 #: pending publishes above which aiomqtt warns once per publish: never, in practice

@@ -22,7 +22,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from mqlab.reference import AsyncReferenceLoop, Tally, run_until_stopped, until_stopped
+from mqlab.sdk.reference import AsyncReferenceLoop, Tally, run_until_stopped, until_stopped
 from mqlab_nats.transport import PENDING_SIZE
 
 

@@ -28,9 +28,10 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
-from mqlab.connect import connect_first, explain
 from mqlab.errors import ConnectionLost, DriverError, map_errors
-from mqlab.pending import call_timeout
+from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.pending import call_timeout
+from mqlab.sdk.urls import hide_secret, mask
 from mqlab.transport import (
     CONNECT_TIMEOUT,
     Features,
@@ -40,7 +41,6 @@ from mqlab.transport import (
     Transport,
     TransportConfig,
 )
-from mqlab.urls import hide_secret, mask
 from mqlab_nats import subjects
 from mqlab_nats.errors import RULES
 

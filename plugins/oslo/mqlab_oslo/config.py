@@ -23,7 +23,7 @@ with warnings.catch_warnings():
     from oslo_config import cfg
 
 from mqlab.errors import ConnectFailed
-from mqlab.urls import mask
+from mqlab.sdk.urls import mask
 
 __all__ = ["PASSED_THROUGH", "make_conf", "oslo_messaging", "transport_url"]
 

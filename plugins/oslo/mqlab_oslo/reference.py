@@ -35,8 +35,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
-from mqlab import amqp
-from mqlab.reference import ReferenceLoop, Tally
+from mqlab.sdk import amqp
+from mqlab.sdk.reference import ReferenceLoop, Tally
 from mqlab_oslo.config import make_conf, oslo_messaging, transport_url
 from mqlab_oslo.transport import METHOD, _delete, _probe
 

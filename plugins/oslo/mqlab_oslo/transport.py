@@ -3,15 +3,15 @@
 ``rabbit`` driver (kombu over py-amqp), ``RPCClient.call``/``cast``, the
 ``messagingv2`` ``Notifier``, an RPC server and a notification listener on the
 ``threading`` executor. Every blocking oslo call runs in a pool of ``threads``
-threads (:class:`mqlab.threads.ThreadPool`); oslo's executor threads hand each
-message to the core's handler on the event loop (:func:`mqlab.threads.on_loop`).
+threads (:class:`mqlab.sdk.threads.ThreadPool`); oslo's executor threads hand each
+message to the core's handler on the event loop (:func:`mqlab.sdk.threads.on_loop`).
 
 mqlab's bodies are bytes; oslo carries JSON. A body travels as a latin-1 string
 (lossless for any byte, one char per byte) in oslo's own envelope, so the
 payload a server sees is the one the core encoded. oslo puts ``reply_q`` and
 ``msg_id`` inside its envelope instead of AMQP properties: its messages are not
 the ``amqp091-oslo`` wire of the imitation plugins, though the exchanges and
-queues are the same ones (see :mod:`mqlab.amqp`).
+queues are the same ones (see :mod:`mqlab.sdk.amqp`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from typing import Any, ClassVar
 
 from kombu.connection import Connection as _KombuConnection
 
-from mqlab import amqp
-from mqlab.connect import connect_first
 from mqlab.errors import CallTimeout, ConnectionLost, DriverError, map_errors
-from mqlab.threads import ThreadPool, on_loop
+from mqlab.sdk import amqp
+from mqlab.sdk.connect import connect_first
+from mqlab.sdk.threads import ThreadPool, on_loop
+from mqlab.sdk.urls import hide_secret
 from mqlab.transport import (
     CLOSE_LIMIT,
     Features,
@@ -37,7 +38,6 @@ from mqlab.transport import (
     Transport,
     TransportConfig,
 )
-from mqlab.urls import hide_secret
 from mqlab_oslo.config import make_conf, oslo_messaging, transport_url
 
 log = logging.getLogger(__name__)

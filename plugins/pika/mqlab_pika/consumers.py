@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pika.spec
 from pika.channel import Channel
 
-from mqlab.amqp import ExchangeDecl, QueueDecl
+from mqlab.sdk.amqp import ExchangeDecl, QueueDecl
 
 OnMessage = Callable[[Channel, pika.spec.Basic.Deliver, pika.spec.BasicProperties, bytes], None]
 

@@ -27,10 +27,10 @@ from typing import Any
 from pika.adapters.asyncio_connection import AsyncioConnection
 from pika.frame import Method
 
-from mqlab.amqp import ExchangeDecl
-from mqlab.connect import connect_first, no_url
 from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
-from mqlab.urls import hide_secret, mask
+from mqlab.sdk.amqp import ExchangeDecl
+from mqlab.sdk.connect import connect_first, no_url
+from mqlab.sdk.urls import hide_secret, mask
 from mqlab_pika import bridge, urls
 from mqlab_pika.bridge import Chan, Gone
 from mqlab_pika.consumers import Acker, ConsumerSpec, acking

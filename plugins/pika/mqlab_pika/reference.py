@@ -20,7 +20,7 @@ import uvloop
 from pika.adapters.asyncio_connection import AsyncioConnection
 from pika.channel import Channel
 
-from mqlab.reference import ReferenceLoop, Tally
+from mqlab.sdk.reference import ReferenceLoop, Tally
 from mqlab_pika.options import make_settings
 from mqlab_pika.publisher import DRAIN_POLL, WRITE_HIGH
 from mqlab_pika.urls import describe_connect_error

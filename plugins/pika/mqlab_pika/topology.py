@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from pika.adapters.asyncio_connection import AsyncioConnection
 
-from mqlab.amqp import Declared, ExchangeDecl, QueueDecl
+from mqlab.sdk.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab_pika import bridge
 from mqlab_pika.bridge import Chan, Gone
 

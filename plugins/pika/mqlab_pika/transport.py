@@ -10,15 +10,15 @@ from typing import ClassVar
 import pika.spec
 from pika.channel import Channel
 
-from mqlab import amqp
-from mqlab.amqp import ExchangeDecl, Route
 from mqlab.errors import (
     ConnectionLost,
     DriverError,
     TransportError,
     Undeliverable,
 )
-from mqlab.pending import PendingCalls
+from mqlab.sdk import amqp
+from mqlab.sdk.amqp import ExchangeDecl, Route
+from mqlab.sdk.pending import PendingCalls
 from mqlab.transport import Features, Handler, Target, Transport, TransportConfig
 from mqlab_pika.bridge import Gone
 from mqlab_pika.consumers import ConsumerSpec, OnMessage

@@ -9,7 +9,7 @@ import pika
 import pika.exceptions
 from pika.adapters.utils import connection_workflow as workflow
 
-from mqlab.urls import hide_secret
+from mqlab.sdk.urls import hide_secret
 from mqlab_pika.options import Settings
 
 BROKER_HINT = "is the broker running? see `mqlab broker start`"

@@ -34,8 +34,8 @@ from typing import Any
 import amqp as pyamqp
 from amqp import exceptions as amqp_exc
 
-from mqlab import amqp as topology
 from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
+from mqlab.sdk import amqp as topology
 
 #: seconds the thread waits for broker events before it looks at its work queue again
 #: (work wakes it at once; this only bounds how late it notices a stop)

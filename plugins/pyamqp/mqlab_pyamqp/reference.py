@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import amqp as pyamqp
 
-from mqlab.reference import ReferenceLoop, Tally
+from mqlab.sdk.reference import ReferenceLoop, Tally
 from mqlab_pyamqp.link import connection_kwargs, receive_timeout
 from mqlab_pyamqp.transport import CONNECT_TIMEOUT
 

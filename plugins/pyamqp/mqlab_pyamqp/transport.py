@@ -7,7 +7,7 @@ the broker has it); a server consumes its queues on every one of its threads,
 so the broker spreads deliveries over them, and the operating system, not an
 event loop, switches between connections. The core's handler runs on the
 event loop: a thread hands the deliveries it read at once over together
-(:func:`mqlab.threads.on_loop_each`) and acks each after its handler ran.
+(:func:`mqlab.sdk.threads.on_loop_each`) and acks each after its handler ran.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from typing import Any, ClassVar
 
 import amqp as pyamqp
 
-from mqlab import amqp as topology
-from mqlab.connect import connect_first
 from mqlab.errors import ConnectionLost, TransportError
-from mqlab.pending import PendingCalls
-from mqlab.threads import on_loop_each
+from mqlab.sdk import amqp as topology
+from mqlab.sdk.connect import connect_first
+from mqlab.sdk.pending import PendingCalls
+from mqlab.sdk.threads import on_loop_each
+from mqlab.sdk.urls import hide_secret
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
-from mqlab.urls import hide_secret
 from mqlab_pyamqp.link import Link, declare_exchange, declare_queue, delete_declared, mapped
 
 #: seconds to connect one URL

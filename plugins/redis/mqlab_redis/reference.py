@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from mqlab.reference import AsyncReferenceLoop, Tally
+from mqlab.sdk.reference import AsyncReferenceLoop, Tally
 from mqlab_redis import keys
 
 #: milliseconds a read of an empty stream blocks before looking at ``tally.stop``

@@ -26,9 +26,9 @@ from typing import Any, ClassVar
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from mqlab.connect import connect_first, explain
 from mqlab.errors import ConnectionLost, ErrorRule, Undeliverable, map_errors
-from mqlab.pending import PendingCalls
+from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.pending import PendingCalls
 from mqlab.transport import (
     CONNECT_TIMEOUT,
     Features,

@@ -18,7 +18,7 @@ import zmq
 import zmq.asyncio
 
 from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
-from mqlab.pending import PendingCalls
+from mqlab.sdk.pending import PendingCalls
 from mqlab_zmq.matchmaker import Record
 from mqlab_zmq.server import pump, raw
 from mqlab_zmq.wire import FAILED, OK, cast_header

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from mqlab.errors import ConnectFailed, ConnectionLost
-from mqlab.urls import mask
+from mqlab.sdk.urls import mask
 from mqlab_zmq.matchmaker import Key, Matchmaker, Record
 
 

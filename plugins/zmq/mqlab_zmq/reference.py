@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import zmq
 
-from mqlab.reference import ReferenceLoop, Tally
+from mqlab.sdk.reference import ReferenceLoop, Tally
 
 #: milliseconds a blocked send or recv waits before looking at ``tally.stop``
 TICK_MS = 100

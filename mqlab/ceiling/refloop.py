@@ -1,0 +1,180 @@
+"""Running a plugin's reference loop: two processes, one window, one rate.
+
+The controller (:func:`measure`) starts the consumer process, waits until it
+consumes, then starts the publisher; both are given the same window on the
+host's monotonic clock (warm-up excluded). In each process a sampling thread
+reads the loop's ``Tally`` at the window's start and end and then tells the
+loop to stop, so the loop itself pays one integer increment per message.
+
+The ceiling is what the consumer received per second inside the window: the
+same definition as a cast step's throughput (deliveries at the server).
+
+Process protocol (JSON lines): the controller writes the spec to the
+process's stdin; the consumer answers ``{"ready": peer}``; the controller then
+writes ``{"t0": .., "t1": ..}`` (monotonic seconds) to both; each process ends
+with ``{"n0": .., "n1": ..}`` or ``{"error": "one line"}`` on stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mqlab.sdk.reference import ReferenceSpec, Tally, load
+
+#: seconds a consumer may take to declare and start consuming
+READY_LIMIT = 30.0
+#: seconds after the window's end a loop may take to stop and report
+STOP_LIMIT = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One reference loop's figures over the window."""
+
+    received_per_s: float  # the ceiling: deliveries per second at the consumer
+    sent_per_s: float
+    seconds: float
+
+
+class LoopFailed(Exception):
+    """The reference loop could not run; the message is one line."""
+
+
+# -- the controller ------------------------------------------------------------
+
+
+async def measure(plugin: str, spec: ReferenceSpec, warmup: float, duration: float) -> Measured:
+    """Run ``plugin``'s reference loop once; LoopFailed with one line if it cannot."""
+    procs: list[asyncio.subprocess.Process] = []
+    try:
+        consumer = await _spawn(procs, "consume", plugin, spec)
+        ready = await _line(consumer, READY_LIMIT, "the consumer did not start")
+        t0 = time.monotonic() + warmup
+        window = {"t0": t0, "t1": t0 + duration}
+        _write(consumer, window)
+        publisher = await _spawn(procs, "publish", plugin, ReferenceSpec(**{
+            **asdict(spec), "peer": str(ready.get("ready", ""))
+        }))  # fmt: skip
+        _write(publisher, window)
+        budget = warmup + duration + STOP_LIMIT
+        got, sent = await asyncio.gather(
+            _line(consumer, budget, "the consumer did not report"),
+            _line(publisher, budget, "the publisher did not report"),
+        )
+    finally:
+        for proc in procs:
+            await _reap(proc)
+    return Measured(
+        received_per_s=(got["n1"] - got["n0"]) / duration,
+        sent_per_s=(sent["n1"] - sent["n0"]) / duration,
+        seconds=duration,
+    )
+
+
+async def _spawn(
+    procs: list[asyncio.subprocess.Process], role: str, plugin: str, spec: ReferenceSpec
+) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mqlab.ceiling.refloop", role,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    procs.append(proc)
+    _write(proc, {"plugin": plugin, **asdict(spec)})
+    return proc
+
+
+def _write(proc: asyncio.subprocess.Process, doc: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(doc).encode() + b"\n")
+
+
+async def _line(proc: asyncio.subprocess.Process, limit: float, what: str) -> dict[str, Any]:
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        raw = await asyncio.wait_for(proc.stdout.readline(), limit)
+    except TimeoutError:
+        raise LoopFailed(f"{what} within {limit:g}s") from None
+    if not raw:
+        # the process died: its last stderr line says why (a traceback's last line)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), 5)
+        err = (await proc.stderr.read()).decode(errors="replace").strip().splitlines()
+        raise LoopFailed(f"{what}: {err[-1] if err else f'exit status {proc.returncode}'}")
+    doc: dict[str, Any] = json.loads(raw)
+    if "error" in doc:
+        raise LoopFailed(f"{what}: {doc['error']}")
+    return doc
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(proc.wait(), 5)
+
+
+# -- a loop's process --------------------------------------------------------------
+
+
+def _emit(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
+def _sample(tally: Tally, out: dict[str, int]) -> None:
+    """Wait for the window, read the count at its start and end, then stop the loop."""
+    try:
+        window = json.loads(sys.stdin.readline())
+        t0, t1 = float(window["t0"]), float(window["t1"])
+        time.sleep(max(0.0, t0 - time.monotonic()))
+        out["n0"] = tally.n
+        time.sleep(max(0.0, t1 - time.monotonic()))
+        out["n1"] = tally.n
+    except (ValueError, KeyError):
+        pass  # the controller went away: stop without figures
+    tally.stop = True
+
+
+def main(role: str) -> int:
+    doc = json.loads(sys.stdin.readline())
+    plugin = doc.pop("plugin")
+    doc["urls"] = tuple(doc["urls"])
+    spec = ReferenceSpec(**doc)
+    tally = Tally()
+    out: dict[str, int] = {}
+    sampler = threading.Thread(target=_sample, args=(tally, out), daemon=True)
+    try:
+        loop = load(plugin)(spec)
+        if role == "consume":
+
+            def ready(peer: str) -> None:
+                _emit({"ready": peer})
+                sampler.start()
+
+            loop.consume(tally, ready)
+        else:
+            sampler.start()
+            loop.publish(tally)
+    except Exception as exc:  # noqa: BLE001 - one line for the controller, whatever the library raised
+        _emit({"error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
+        return 1
+    if sampler.is_alive():
+        sampler.join(STOP_LIMIT)
+    if "n1" not in out:
+        _emit({"error": "the loop ended before its window did"})
+        return 1
+    _emit(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

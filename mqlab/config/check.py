@@ -1,0 +1,115 @@
+"""A profile checked against the installed plugins: plugins, options, patterns, features.
+
+Run by ``mqlab validate`` and ``mqlab run`` before anything starts; every problem
+is a :class:`ProfileError` naming the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+from mqlab import registry
+from mqlab.config.capable import check_events
+from mqlab.config.profile import Profile, Scenario
+from mqlab.config.roles import needed_seconds
+from mqlab.errors import OptionError, PluginError, ProfileError
+from mqlab.registry import LoadedPlugin
+
+
+def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
+    """Load every driver's plugin and check its options and patterns, by driver name."""
+    found = registry.discover()
+    plugins: dict[str, LoadedPlugin] = {}
+    for d in profile.drivers:
+        where = f"drivers.{d.name}"
+        try:
+            plugin = registry.get(d.plugin, found)
+            plugin.check(d.options_dict)
+        except PluginError as exc:
+            raise ProfileError(profile.path, f"{where}.plugin", str(exc)) from None
+        except OptionError as exc:
+            raise ProfileError(profile.path, f"{where}.{exc.option}", exc.problem) from None
+        plugins[d.name] = plugin
+    for i, sc in enumerate(profile.scenarios):
+        named = _named(sc)
+        if named:
+            _check_mix(profile, i, sc, named, plugins)
+        for d in profile.drivers:
+            if (sc.drivers and d.name not in sc.drivers) or (named and d.name not in named):
+                continue
+            cls = plugins[d.name].cls
+            if sc.pattern not in cls.patterns():
+                raise ProfileError(
+                    profile.path,
+                    f"scenario[{i}].pattern",
+                    f"driver {d.name!r} (plugin {d.plugin!r}) does not support "
+                    f"{sc.pattern!r}; limit the scenario with drivers = [...]",
+                )
+            kind = dict(d.queue_types).get(sc.type_key) or getattr(sc, sc.type_key)
+            if kind != "classic" and not cls.features.queue_types:
+                raise ProfileError(
+                    profile.path,
+                    f"scenario[{i}].{sc.type_key}",
+                    f"driver {d.name!r} (plugin {d.plugin!r}) has no broker queues to make "
+                    f"{kind}; limit the scenario with drivers = [...] or leave it classic",
+                )
+            if sc.fanout and not cls.features.fanout:
+                raise ProfileError(
+                    profile.path, f"scenario[{i}].fanout", f"plugin {d.plugin!r} has no fanout"
+                )
+    check_events(profile, plugins)
+    return plugins
+
+
+def _named(sc: Scenario) -> set[str]:
+    """The drivers a mixed or rolling scenario names (empty for a plain one)."""
+    if sc.rolling is not None:
+        return {sc.rolling.old, sc.rolling.new}
+    return {n for r in sc.roles for n in (r.servers, r.clients)}
+
+
+def _check_mix(
+    profile: Profile, i: int, sc: Scenario, named: set[str], plugins: dict[str, LoadedPlugin]
+) -> None:
+    """Drivers that share a step must speak one wire, each in its own worker processes."""
+    key = f"scenario[{i}].{'rolling' if sc.rolling is not None else 'roles'}"
+    wires = {n: plugins[n].cls.wire for n in sorted(named)}
+    said = ", ".join(f"{n} speaks {w}" for n, w in wires.items())
+    for n in named:
+        if plugins[n].cls.features.in_process:
+            raise ProfileError(
+                profile.path,
+                key,
+                f"driver {n!r} runs in-process and cannot be combined with another driver; "
+                "mixed steps and rolling updates need worker processes",
+            )
+    if "unknown" in wires.values():
+        raise ProfileError(
+            profile.path, key, f"a driver of unknown wire family cannot be combined ({said})"
+        )
+    if len(set(wires.values())) > 1:
+        if sc.rolling is None:
+            raise ProfileError(
+                profile.path,
+                key,
+                f"drivers of different wire families cannot share a topic ({said}); "
+                "a rolling update (rolling = {...}) can move between them",
+            )
+        if sc.rolling.order != "servers-first":
+            # a moved client speaks only the new wire: a server must already listen on it
+            raise ProfileError(
+                profile.path,
+                f"{key}.order",
+                f"order = {sc.rolling.order!r}: across wire families ({said}) servers move "
+                "first, each listening on both until the last client has moved; "
+                'use order = "servers-first"',
+            )
+    if sc.rolling is not None:
+        workers = sc.servers * sc.targets + profile.run.processes
+        need = needed_seconds(sc.rolling, workers)
+        if profile.run.duration + 1e-9 < need:
+            raise ProfileError(
+                profile.path,
+                key,
+                f"{workers} workers replaced every {sc.rolling.interval:g}s need a window of "
+                f"{need:g}s (one phase before, one per worker, one after); "
+                f"set [run] duration >= {need:g}s or a shorter interval",
+            )

@@ -1,0 +1,154 @@
+"""What mqlab accepts: the limits of a profile and the checks of its values.
+
+One layer for every number, size, name and URL a user gives, in a profile or on
+the command line, so that a careless or hostile value is refused before
+anything starts, with the limit named, instead of hanging, exhausting memory or
+failing later with a traceback. Every check raises :class:`ValueError` with a
+one-line problem; the profile reader adds the file and field. Every limit is
+stated in docs/profiles.md.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import unicodedata
+from urllib.parse import urlsplit
+
+from mqlab.sdk.urls import DEFAULT_PORTS
+
+#: a profile is a hand-written file; anything larger is a mistake (or /dev/zero)
+MAX_PROFILE_BYTES = 1024 * 1024
+#: one message; RabbitMQ 4's default max_message_size, and what a codec calibrates in a blink
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+#: entries of a weighted message-size table
+MAX_SIZE_TABLE = 1000
+#: durations, timeouts and drains: a day is the longest run anyone measures
+MAX_DURATION_S = 24 * 3600.0
+#: a call's timeout and the drain: each is waited for after the window, step after step
+MAX_WAIT_S = 600.0
+#: open-loop msg/s per step (the pacer's schedule, not a promise the machine keeps it)
+MAX_RATE = 10_000_000.0
+MAX_REPEAT = 100
+MAX_SCENARIOS = 100
+#: values of one concurrency or rate list
+MAX_LEVELS = 100
+MAX_DRIVERS = 50
+#: steps of one run (repeats x scenarios x levels x drivers)
+MAX_STEPS = 10_000
+#: concurrent senders per client worker process (asyncio tasks and their connections)
+MAX_CONCURRENCY_PER_PROCESS = 10_000
+#: client worker processes per CPU core of this machine
+MAX_PROCESSES_PER_CORE = 8
+#: servers per target, targets, pools: each is a worker or a queue set up before the window
+MAX_SERVERS = 64
+MAX_TARGETS = 64
+MAX_NAME_CHARS = 64
+#: AMQP names are short strings (255 bytes); mqlab appends a run and step suffix
+MAX_TOPIC_BYTES = 128
+#: URL schemes the plugins speak
+SCHEMES = frozenset(DEFAULT_PORTS) | {"ipc", "inproc", "loopback"}
+
+
+def processes_limit() -> int:
+    return MAX_PROCESSES_PER_CORE * (os.cpu_count() or 1)
+
+
+def finite(value: float, what: str) -> float:
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"expected {what}, got {value!r}")
+    return value
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.6g}"
+
+
+def at_most(value: float, limit: float, what: str) -> None:
+    if value > limit:
+        raise ValueError(f"{what} {_number(value)} is above mqlab's limit of {_number(limit)}")
+
+
+def _printable(text: str) -> str | None:
+    """The first character a terminal would interpret (or hide), as a readable escape."""
+    for ch in text:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co"):
+            return ascii(ch)
+    return None
+
+
+def name(text: str, what: str = "name", limit: int = MAX_NAME_CHARS) -> str:
+    """A name shown in tables and file names: 1..limit printable characters."""
+    if not text or not text.strip():
+        raise ValueError(f"expected a non-empty {what}")
+    if len(text) > limit:
+        raise ValueError(f"{what} has {len(text)} characters; the limit is {limit}")
+    bad = _printable(text)
+    if bad:
+        raise ValueError(f"{what} holds the control character {bad}; use printable text")
+    return text
+
+
+def topic(text: str, what: str = "name") -> str:
+    """An exchange or topic: printable, no spaces, at most MAX_TOPIC_BYTES of UTF-8."""
+    name(text, what, limit=MAX_TOPIC_BYTES)
+    size = len(text.encode("utf-8"))
+    if size > MAX_TOPIC_BYTES:
+        raise ValueError(f"{what} is {size} bytes long; the limit is {MAX_TOPIC_BYTES}")
+    if any(ch.isspace() for ch in text):
+        raise ValueError(f"{what} holds a space; brokers' names do not")
+    return text
+
+
+def url(text: str) -> str:
+    """A server URL: a scheme mqlab's plugins speak, a host, a port in 1..65535."""
+    shown = f"{text[:60]!r}" if "@" not in text else "the URL"
+    bad = _printable(text)
+    if bad or any(ch.isspace() for ch in text):
+        raise ValueError(f"{shown} holds a space or control character {bad or ''}".rstrip())
+    scheme, sep, rest = text.partition("://")
+    if not sep or not scheme:
+        raise ValueError("expected a URL like amqp://user:pass@host:5672/")
+    if scheme.lower() not in SCHEMES:
+        raise ValueError(
+            f"unknown URL scheme {scheme[:20]!r} (expected one of {', '.join(sorted(SCHEMES))})"
+        )
+    # the password may hold '#', '/', '?' or '@' unencoded: parse what follows the last '@'
+    hostpart = rest.rpartition("@")[2]
+    try:
+        parts = urlsplit(f"{scheme}://{hostpart}")
+        port = parts.port
+    except ValueError as exc:
+        # urllib's own words ("Port out of range 0-65535", "Invalid IPv6 URL") never hold
+        # the userinfo, which was cut off above
+        raise ValueError(f"bad host or port in {scheme}://…@{hostpart[:60]}: {exc}") from None
+    if scheme.lower() in DEFAULT_PORTS and not parts.hostname:
+        raise ValueError(f"no host in {scheme}://…@{hostpart[:60]}")
+    if port == 0:
+        raise ValueError(f"port 0 in {scheme}://…@{hostpart[:60]}; use 1..65535")
+    return text
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: object) -> float:
+    """``"20s"``, ``"500ms"``, ``"2m"``, ``"1h"`` or a number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f'expected a duration like "20s", "500ms" or "2m", got {value!r}')
+    seconds: float | None = None
+    if isinstance(value, int | float):
+        seconds = finite(float(value), "a finite duration")
+        if seconds < 0:
+            raise ValueError(f"expected a duration >= 0, got {value!r}")
+    elif isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            seconds = float(m.group(1)) * _UNIT[m.group(2)]
+    if seconds is None:
+        shown = repr(value)[:40]
+        raise ValueError(f'expected a duration like "20s", "500ms" or "2m", got {shown}')
+    at_most(seconds, MAX_DURATION_S, "duration (s)")
+    return seconds

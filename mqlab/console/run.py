@@ -1,0 +1,260 @@
+"""``mqlab run`` and ``mqlab ceiling``: the pipeline from a profile to a results file.
+
+profile, check, plan, servers (managed ones started and stopped here), the runner with
+its live monitor, and the results file, written after every step and kept whatever
+ends the run (a failure, Ctrl-C, SIGTERM, a closed terminal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import signal
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from mqlab import __version__, redact, registry
+from mqlab.config.plan import Plan, make_plan
+from mqlab.config.profile import Profile
+from mqlab.console.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    CliError,
+    check,
+    load,
+)
+from mqlab.errors import BrokerError
+from mqlab.eventloop import run as run_loop
+from mqlab.live import tables
+from mqlab.live.monitor import Monitor
+from mqlab.live.snapshot import RunSnapshot
+from mqlab.measure import ledger
+from mqlab.registry import LoadedPlugin
+from mqlab.results import environment, paths
+from mqlab.results.calibration import codec_costs
+from mqlab.results.store import ResultsFile
+from mqlab.sdk.urls import mask
+from mqlab.servers import managed
+from mqlab.servers.handle import ServerHandle
+from mqlab.terminal import console as _console
+
+
+def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    doc = dataclasses.asdict(profile)
+    # every URL as the drivers used it, never with its password
+    doc["broker"]["urls"] = [mask(u) for u in dict.fromkeys(u for us in urls.values() for u in us)]
+    for driver in doc["drivers"]:
+        driver["urls"] = [mask(u) for u in urls.get(driver["name"], ())]
+        driver["options"] = [[k, redact.option_value(k, v)] for k, v in driver["options"]]
+    doc["defaults"] = {
+        k: (v.text if hasattr(v, "text") else v) for k, v in profile.defaults.items()
+    }
+    for sc in doc["scenarios"]:
+        sc["message_size"] = sc["message_size"]["text"]
+    return doc
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """The pipeline: profile, check, plan, servers, run, record."""
+    profile = load(args.profile, args)
+    plugins = check(profile)
+    plan = make_plan(profile)
+    console = _console()
+    err = _console(stderr=True)
+    server_of = {name: p.cls.features.server for name, p in plugins.items()}
+    kinds = managed.needed(server_of) if profile.broker.managed else []
+
+    def say(line: str) -> None:
+        if not args.quiet or line.startswith("mqlab:"):
+            with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+                err.print(redact.scrub(line))
+
+    state = Path(args.state_dir) if args.state_dir else None
+    try:
+        # claimed before any server starts: a refused output path costs nothing
+        lock = paths.claim(args.output, profile.run.name, profile.path)
+    except paths.OutputRefused as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    try:
+        with managed.managed(kinds, state, say, nodes=profile.broker.nodes) as handles:
+            urls = managed.endpoints(profile, server_of, handles)
+            problem = managed.unreachable(urls, server_of)
+            if problem:
+                raise CliError(problem, EXIT_FAILED)
+            return _run(args, profile, plan, plugins, urls, handles, console, err, lock.path)
+    except BrokerError as exc:
+        raise CliError(f"managed broker: {exc}", EXIT_FAILED) from None
+    finally:
+        lock.release()
+
+
+def _run(
+    args: argparse.Namespace,
+    profile: Profile,
+    plan: Plan,
+    plugins: Mapping[str, LoadedPlugin],
+    urls: Mapping[str, tuple[str, ...]],
+    handles: Mapping[str, ServerHandle],
+    console: Console,
+    err: Console,
+    out: Path,
+) -> int:
+    from mqlab.run.controller import Interrupted, Runner, StepFailed
+
+    server_of = {name: p.cls.features.server for name, p in plugins.items()}
+    broker_info, broker_pid = managed.facts(urls, server_of, handles)
+
+    def warn(line: str) -> None:
+        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+            err.print(redact.scrub(line))
+
+    if not args.quiet:
+        err.print(f"{profile.run.name}: measuring codec costs…")
+    env = environment.gather(registry.discover(), broker_info, {d.plugin for d in profile.drivers})
+    env["codec_cost_us"] = codec_costs(profile)
+    results = ResultsFile(out, _profile_record(profile, urls), env, warn)
+    if not results.write():
+        raise CliError(results.write_error or "cannot write the results file", EXIT_FAILED)
+    if ledger.LEDGER_BYTES < ledger.FULL_BYTES:  # workers inherit this process's limit
+        warn(
+            f"mqlab: the file-size limit (ulimit -f) leaves room for {ledger.LEDGER_BYTES * 8:,} "
+            "messages per client in a step's receipt ledger; later ones count as LedgerOverflow "
+            "errors and losses (raise it: ulimit -f unlimited)"
+        )
+    interactive = console.is_terminal and not args.quiet
+    if not args.quiet:
+        err.print(
+            f"mqlab {__version__}: {profile.run.name}: {len(plan.steps)} step(s), "
+            f"about {plan.eta() / 60:.1f} min; results -> {out}"
+        )
+    monitor: Monitor | None = None
+
+    def on_snapshot(snap: RunSnapshot) -> None:
+        if monitor is not None:
+            monitor.update(snap)
+
+    def on_step(record: dict[str, Any]) -> None:
+        results.add_step(record)
+        if not interactive and not args.quiet:
+            row = runner.progress.finished_rows[-1]
+            print(tables.plain_line(row, len(plan.steps)), flush=True)
+
+    run_id = uuid.uuid4().hex[:6]
+    ceilings = None
+    if getattr(args, "ceiling", False):
+        from mqlab.ceiling.hook import Ceilings
+
+        ceilings = Ceilings(
+            urls, {d.name: plugins[d.name].check(d.options_dict) for d in profile.drivers},
+            server_of, profile.run.warmup, profile.run.duration,
+        )  # fmt: skip
+    runner = Runner(
+        plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
+        on_snapshot, on_step, broker_pid,
+        broker_label=managed.label(urls, server_of),
+        queue_depth=managed.queue_depth(urls, server_of, handles),
+        broker_steps=managed.broker_steps(urls, server_of, handles),
+        node_control=managed.node_control(handles),
+        after_step=ceilings,
+    )  # fmt: skip
+    status, message, code = "done", "", 0
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        main_task = asyncio.current_task()
+
+        def on_sigint() -> None:
+            if runner.interrupt.is_set():
+                runner.force.set()
+                if main_task is not None:
+                    main_task.cancel()
+            else:
+                runner.interrupt.set()
+                with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+                    err.print("\nstopping after this interval (Ctrl-C again to stop now)…")
+
+        # a closed terminal (SIGHUP) or a kill (SIGTERM) stops as cleanly as Ctrl-C:
+        # the measured steps are written and a managed broker is stopped
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, on_sigint)
+        if monitor is not None:
+            monitor.attach(loop)
+        async with runner:
+            await runner.run()
+
+    if interactive:
+        monitor = Monitor(console, on_next=runner.skip.set, on_quit=runner.stop_after.set)
+        monitor.start()
+    try:
+        run_loop(main)
+    except StepFailed as exc:
+        status, message, code = "failed", str(exc), EXIT_FAILED
+    except (Interrupted, asyncio.CancelledError, KeyboardInterrupt):
+        status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
+    finally:
+        if runner.interrupt.is_set() and code == 0:
+            status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
+        elif (
+            runner.stop_after.is_set() and code == 0 and len(results.doc["steps"]) < len(plan.steps)
+        ):
+            status, message, code = "interrupted", "stopped by the user (q)", EXIT_INTERRUPTED
+        # the results first: the terminal may be gone (SIGHUP), the figures must not be
+        results.finish(status, redact.scrub(message))
+        if monitor is not None:
+            with contextlib.suppress(OSError):
+                monitor.stop()
+    steps = results.doc["steps"]
+    if steps:
+        with contextlib.suppress(OSError):
+            console.print(tables.comparison(steps))
+            stress = tables.background_table(steps)
+            if stress is not None:  # what each probe's background achieved and lost
+                console.print(stress)
+            for s in steps:
+                if s.get("phases"):  # a rolling update or faults: phase by phase
+                    console.print(tables.phase_table(s))
+                if s.get("faults"):  # each event: detection, recovery, the promise
+                    console.print(tables.fault_table(s))
+            if ceilings is not None:
+                show_ceilings(console, steps)
+            costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())
+            console.print(f"codec cost per message (encode + decode, this machine): {costs}")
+    if code == EXIT_FAILED:
+        failed_at = len(steps) + 1
+        step = plan.steps[failed_at - 1] if failed_at <= len(plan.steps) else None
+        where = f"step {failed_at} ({step.label})" if step else "run"
+        raise CliError(f"{where} failed: {message} (results so far: {out})", EXIT_FAILED)
+    if results.write_error:
+        raise CliError(
+            f"{results.write_error}; what was measured is printed above, the file keeps "
+            f"{len(steps)} fewer step(s) or its last good copy", EXIT_FAILED,
+        )  # fmt: skip
+    if not args.quiet:
+        err.print(f"results: {out} ({len(steps)} of {len(plan.steps)} steps, {status})")
+    return code
+
+
+def show_ceilings(console: Console, steps: list[dict[str, Any]]) -> None:
+    from mqlab.ceiling import hook
+
+    table = hook.table(steps)
+    if table is None:
+        console.print("ceiling: no plain cast step in this profile, so nothing to compare")
+        return
+    console.print(table)
+    for line in hook.notes(steps):
+        console.print(Text(redact.scrub(line)))
+
+
+def cmd_ceiling(args: argparse.Namespace) -> int:
+    """`mqlab run` with each cast step's reference loop and PerfTest right after it."""
+    args.ceiling = True
+    return cmd_run(args)

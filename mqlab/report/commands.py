@@ -1,0 +1,92 @@
+"""The `mqlab report` and `mqlab compare` subcommands: readers of finished results files.
+
+Bad input (no such file, not an mqlab results file, an unknown schema) is one
+line on stderr and exit status 2, like every other mqlab command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from mqlab.report.load import ResultsError, load_run
+from mqlab.results import paths
+from mqlab.terminal import console as safe_console
+
+EXIT_BAD_INPUT = 2
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from mqlab.report.html import write_report
+
+    try:
+        run = load_run(args.results)
+    except ResultsError as exc:
+        print(f"mqlab: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = Path(args.output) if args.output else run.path.with_suffix(".html")
+    try:
+        paths.check(out, str(run.path), paths.report_file, "report")
+    except paths.OutputRefused as exc:
+        print(f"mqlab: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        charts = write_report(run, out)
+    except OSError as exc:
+        print(f"mqlab: cannot write the report to {out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"report: {out} ({len(run.steps)} step(s), {charts} chart(s); opens offline)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from mqlab.report import compare
+
+    try:
+        a, b = load_run(args.a), load_run(args.b)
+    except ResultsError as exc:
+        print(f"mqlab: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    env = "\n".join(compare.environment_lines(a, b))
+    if args.markdown:
+        print(
+            f"A: {a.path.name} ({a.name}), B: {b.path.name} ({b.name})\n\n{env}\n\n"
+            f"{compare.markdown(a, b)}\n\n{compare.NOISE_RULE}"
+        )
+        return 0
+    console = safe_console(width=200)
+    console.print(f"A: {a.path} ({a.name})\nB: {b.path} ({b.name})\n{env}", highlight=False)
+    console.print(compare.table(a, b))
+    console.print(
+        f"≈ = within noise, ? = noise unknown. {compare.NOISE_RULE}", style="dim", highlight=False
+    )
+    return 0
+
+
+def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """Register `report` and `compare` through the CLI's ``command(name, **kwargs)``, which
+    adds a subcommand and returns its parser."""
+    p = command(
+        "report",
+        help="write a self-contained HTML report with charts from a results file",
+        description="Write one HTML file (opens offline, no network) with the environment, the "
+        "comparison table, throughput / latency / CPU against load, the latency percentile "
+        "spectrum, and each step's per-second timeline.",
+    )
+    p.add_argument("results", help="a results JSON file written by mqlab run")
+    p.add_argument("--output", "-o", help="the HTML file (default: beside the results, .html)")
+    p.set_defaults(func=cmd_report)
+
+    p = command(
+        "compare",
+        help="compare two results files step by step (ratios B/A)",
+        description="Put the same steps of two runs side by side (matched by driver, scenario, "
+        "pattern, load and message size) with ratios B/A; differences smaller than the runs' "
+        "noise are marked. Environment differences are listed first.",
+    )
+    p.add_argument("a", metavar="A.json", help="the baseline results file")
+    p.add_argument("b", metavar="B.json", help="the results file compared with it")
+    p.add_argument("--markdown", action="store_true", help="print Markdown instead")
+    p.set_defaults(func=cmd_compare)

@@ -1,0 +1,192 @@
+"""Background stress with a probe: a steady open-loop load beside a measured step.
+
+A scenario's ``background = { pattern = "notify", rate = 1000 }`` runs that load
+through the step's warm-up and window, with the step's driver but its own
+servers, clients and topic, while the scenario's own pattern (the probe) is
+measured as usual. The probe's latency is then read under that stress, as in
+seed 004's "plus AMQP stress at a fixed rate" scenarios. The background's own
+figures (what it sent, received, lost, its achieved rate and latency) are
+recorded beside the step's under ``background``, never mixed into the probe's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from mqlab.config.background import Background
+from mqlab.run import collect, stepresult
+
+if TYPE_CHECKING:
+    from mqlab.config.plan import Layout, Step
+    from mqlab.rabbitmq.backlog import QueueDepth
+    from mqlab.worker.pool import Worker, WorkerPool
+
+__all__ = ["BackgroundLoad", "background_step"]
+
+#: the prefix of every background worker's name (``bg-s0``, ``bg-c1``)
+PREFIX = "bg-"
+
+
+def background_step(step: Step) -> Step:
+    """The probe's step turned into its background: same driver, index and codec; the
+    background's pattern, rate, servers and its own topic (so its queues and its marker
+    are not the probe's)."""
+    sc = step.scenario
+    bg = sc.background
+    assert bg is not None
+    notify = bg.pattern == "notify"
+    durable = sc.durable if bg.durable is None else bg.durable
+    # an exchange of its own, per durability: a broker refuses to declare an exchange again
+    # with other arguments, and the probe's (or another step's) may be the other kind
+    exchange = ("notifications_bg" if notify else "openstack_bg") + ("_durable" if durable else "")
+    scenario = dataclasses.replace(
+        sc,
+        pattern=bg.pattern,
+        concurrency=(),
+        rate=(bg.rate,),
+        exchange=exchange,
+        durable=durable,
+        topic=f"{sc.topic}_bg",
+        servers=bg.servers,
+        pools=bg.pools,
+        fanout=False,
+        targeted=False,
+        targets=1,
+        message_size=bg.message_size or sc.message_size,
+        name=f"{sc.name} background",
+        clients_on="",
+        servers_on="",
+        roles=(),
+        rolling=None,
+        events=(),
+        background=None,
+    )
+    return dataclasses.replace(step, scenario=scenario, load="rate", level=bg.rate)
+
+
+def _renamed(lay: Layout) -> Layout:
+    """Worker names of their own: the pool knows workers by name."""
+
+    def named(specs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(dataclasses.replace(s, worker=PREFIX + s.worker) for s in specs)
+
+    return dataclasses.replace(lay, servers=named(lay.servers), clients=named(lay.clients))
+
+
+class BackgroundLoad:
+    """One step's background: its workers spawned beside the probe's, drained, counted."""
+
+    def __init__(self, step: Step, make_layout: Callable[[Step, str], Layout], tmp: str) -> None:
+        assert step.scenario.background is not None
+        self.spec: Background = step.scenario.background
+        self.step = background_step(step)
+        self.tmp = os.path.join(tmp, "background")  # its own ledgers
+        os.makedirs(self.tmp, exist_ok=True)
+        self.layout = _renamed(make_layout(self.step, self.tmp))
+        self.workers: list[Worker] = []
+        self.clients: list[Worker] = []
+        self._drain: dict[str, Any] = {}
+
+    @property
+    def marker(self) -> str:
+        return self.layout.marker
+
+    async def spawn_servers(self, pool: WorkerPool, tmp: str) -> None:
+        servers = await pool.spawn(self.layout.servers, tmp)
+        self.workers += servers
+        await pool.await_ready(servers)
+
+    async def spawn_clients(self, pool: WorkerPool, tmp: str) -> None:
+        self.clients = await pool.spawn(self.layout.clients, tmp)
+        self.workers += self.clients
+        await pool.await_ready(self.clients)
+
+    async def send(self, msg: dict[str, Any], clients_only: bool = False) -> None:
+        for w in self.clients if clients_only else self.workers:
+            await w.send(msg)
+
+    async def drain(
+        self,
+        limit_s: float,
+        timeout: float,
+        queue_depth: QueueDepth | None,
+        cut_short: Callable[[], bool],
+    ) -> None:
+        """Let its clients finish, then drain on evidence, as the probe's drain does."""
+        from mqlab.run.drain import drain, in_flight
+
+        await in_flight(self.clients, timeout, cut_short, lambda: None)
+        self._drain = await drain(
+            self.workers, self.clients, self.layout.groups, self.marker, limit_s,
+            queue_depth, cut_short, lambda: None,
+        )  # fmt: skip
+
+    def figures(self, window: tuple[int, int], first_s: int, interrupted: bool) -> dict[str, Any]:
+        """The ``background`` block of the probe's record: the background's own figures."""
+        figs_c, figs_s, unique, cross = collect.worker_figures(self.workers, self.tmp, False)
+        outcome = stepresult.Outcome(
+            step=self.step,
+            layout=self.layout,
+            clients=figs_c,
+            servers=figs_s,
+            first_s=first_s,
+            window_s=(window[1] - window[0]) / 1e9,
+            interrupted=interrupted,
+            unique=unique,
+            cross_duplicates=cross,
+            **self._drain,  # drain_s, drain_end, still_queued; the defaults until drained
+            workers_lost=tuple(w.spec.worker for w in self.workers if w.final is None),
+            cpu=collect.cpu_figures(self.workers, [], None, False),
+        )
+        return summary(stepresult.build(outcome), self.spec)
+
+
+def summary(record: dict[str, Any], bg: Background) -> dict[str, Any]:
+    """What a reader needs of the background beside the probe; nothing hidden."""
+    ol = record.get("open_loop") or {}
+    lat = record["latency_ms"]
+    cpu = record.get("cpu") or {}
+    return {
+        "pattern": bg.pattern,
+        "rate": bg.rate,
+        "achieved_rate": ol.get("achieved_rate"),
+        "kept_up": ol.get("kept_up"),
+        "sent": record["sent"],
+        "expected": record["expected"],
+        "received": record["received"],
+        "lost": record["lost"],
+        "unaccounted": record["unaccounted"],
+        "still_queued": record["still_queued"],
+        "duplicates": record["duplicates"],
+        "errors": sum(record["errors"].values()),
+        "throughput": record["throughput"],
+        "latency_ms": {k: lat.get(k) for k in ("kind", "p50", "p99", "max", "failed")},
+        "drain_end": record["drain_end"],
+        "workers_lost": record["workers_lost"],
+        "flags": [f["code"] for f in record["flags"]],
+        "cpu": {k: cpu.get(k) for k in ("clients_percent", "servers_percent")},
+    }
+
+
+def load(
+    step: Step,
+    urls: Mapping[str, tuple[str, ...]],
+    placement: tuple[str, str],
+    tmp: str,
+    run_id: str,
+    processes: int,
+    in_process: Callable[[str], bool],
+) -> BackgroundLoad | None:
+    """The step's background stress, if its scenario has one: laid out like the probe."""
+    if step.scenario.background is None:
+        return None
+    from mqlab.config.plan import layout
+
+    d = step.driver
+    return BackgroundLoad(step, lambda s, ledgers: layout(
+        s, urls[d.name], d.options_dict, run_id, processes, in_process(d.plugin),
+        ledger_dir=ledgers, placement=placement,
+    ), tmp)  # fmt: skip

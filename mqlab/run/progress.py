@@ -1,0 +1,115 @@
+"""What the runner tells the live view: one :class:`RunSnapshot` per tick.
+
+It keeps the finished steps' rows and series, builds the running step's row from
+a live record (merged from the workers' last figures only when one of them
+changed: the view redraws several times a second, snapshots come once) and the
+worker rows. It measures nothing: the records it shows are built elsewhere.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mqlab.config.plan import Plan, Step
+from mqlab.live import series
+from mqlab.live.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
+from mqlab.run import stepresult
+from mqlab.worker.pool import Worker
+
+__all__ = ["Progress", "worker_rows"]
+
+_NS = 1_000_000_000
+
+
+class Progress:
+    """The run's live state, handed to ``on_snapshot`` as immutable snapshots."""
+
+    def __init__(
+        self, plan: Plan, broker_label: str, on_snapshot: Callable[[RunSnapshot], None]
+    ) -> None:
+        self.plan = plan
+        self.broker_label = broker_label
+        self.on_snapshot = on_snapshot
+        self.started = time.monotonic()
+        self.finished_rows: list[StepRow] = []
+        self.finished_series: list[StepSeries] = []
+        self.errors = series.ErrorTally()
+        self._nodes: list[WorkerRow] = []  # the last finished step's broker nodes, if any
+        self._live: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
+
+    def finish(self, record: dict[str, Any]) -> None:
+        """A step's final record: its row, series, errors and nodes stay on screen."""
+        self.finished_rows.append(stepresult.row(record, record["status"]))
+        self.finished_series.append(series.series(record, running=False))
+        self.errors.finish(record)
+        self._nodes = series.node_rows(record) or self._nodes
+
+    def show(
+        self,
+        step: Step,
+        phase: str,
+        workers: Sequence[Worker] = (),
+        live_record: Callable[[], dict[str, Any]] | None = None,
+        t0: int = 0,
+        extra_rows: Sequence[WorkerRow] = (),
+        done: bool = False,
+    ) -> None:
+        """Hand one snapshot to the view; ``live_record`` builds the running step's record."""
+        current = None
+        running: list[dict[str, Any]] = []
+        if not done:
+            if workers and live_record is not None:
+                key = (step.index, *(w.version for w in workers))
+                if key != self._live[0] or self._live[1] is None:
+                    self._live = (key, live_record())
+                record = self._live[1]
+                assert record is not None
+                running.append(record)
+                # the last complete second is the honest "now"
+                series = record["series"][
+                    "round_trip" if step.scenario.pattern == "call" else "received"
+                ]
+                now_i = (time.monotonic_ns() - t0) // _NS - 1 if t0 else -1
+                rate_now = float(series[now_i]) if 0 <= now_i < len(series) else 0.0
+                current = stepresult.row(record, phase, rate_now=rate_now)
+            else:
+                current = StepRow(
+                    index=step.index,
+                    driver=step.driver.name,
+                    pattern=step.scenario.pattern,
+                    load=stepresult.load_label(step.concurrency, step.rate),
+                    phase=phase,
+                )
+        self.on_snapshot(
+            RunSnapshot(
+                profile=self.plan.profile.run.name,
+                steps_total=len(self.plan.steps),
+                step_number=step.index + 1,
+                elapsed=time.monotonic() - self.started,
+                eta=self.plan.eta(),
+                broker=self.broker_label,
+                current=current,
+                finished=tuple(self.finished_rows),
+                timeline=(
+                    *self.finished_series,
+                    *(series.series(r, running=True) for r in running),
+                ),
+                workers=(*worker_rows(workers), *extra_rows, *self._nodes),
+                errors=self.errors.rows(running),
+            )
+        )
+
+
+def worker_rows(workers: Sequence[Worker]) -> tuple[WorkerRow, ...]:
+    return tuple(
+        WorkerRow(
+            name=w.spec.worker,
+            role=w.spec.role,
+            state="gone" if w.gone else "done" if w.done else "running",
+            cpu_percent=w.cpu[-1] if w.cpu else None,
+            rss_mb=round(w.rss / 2**20, 1) if w.rss else None,
+        )
+        for w in workers
+    )

@@ -1,0 +1,280 @@
+"""A step's result: built once from the merged worker figures, written as the results JSON.
+
+:func:`build` is the one place where a step's figures are computed (the live view
+calls it too, with what the workers have reported so far), and :func:`row` the
+one place where a result becomes a table row. Every definition used here is
+documented in ``docs/results.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from mqlab.config.plan import Layout, Step
+from mqlab.faults import verdict
+from mqlab.live.snapshot import StepRow
+from mqlab.measure import latency, phases
+from mqlab.measure.figures import WorkerFigures
+
+#: an open-loop step that sent less than this share of its schedule could not keep up
+KEEP_UP = 0.99
+#: backlog: in the window's last third deliveries ran below this share of the offered rate ...
+BACKLOG_RATE = 0.95
+#: ... and the median latency grew by more than this factor since the first third
+BACKLOG_GROWTH = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the runner gathered for one step, beside the workers' figures."""
+
+    step: Step
+    layout: Layout
+    clients: WorkerFigures  # merged over client workers
+    servers: WorkerFigures  # merged over server workers (the same worker when in-process)
+    first_s: int  # index of the window's first second in the series
+    window_s: float  # seconds the window really lasted
+    interrupted: bool = False
+    unique: int | None = None  # unique receipts from the ledgers (after the drain)
+    cross_duplicates: int = 0
+    drain_s: float = 0.0
+    drain_end: str = ""  # complete | idle | limit | user
+    still_queued: int | None = None  # messages the broker still held when the drain ended
+    workers_lost: tuple[str, ...] = ()
+    cpu: dict[str, Any] | None = None
+    #: broker-side facts of the step: placement, queues (where each lives), connections
+    broker: dict[str, Any] | None = None
+    events: tuple[dict[str, Any], ...] = ()  # what happened in the window (rolling updates)
+    phases: tuple[dict[str, Any], ...] = ()  # name, start_s, end_s: the window cut at events
+    update: str = ""  # a rolling update's summary, e.g. "kombu -> pika, 2 servers then ..."
+    faults: bool = False  # the events are fault events: figures and a verdict per event
+
+
+def throughput(per_second: list[int], first: int, seconds: int) -> dict[str, Any]:
+    """Mean and population stdev over the window's whole seconds [first, first + seconds).
+
+    None when not one whole second was measured: a rate the code did not measure
+    is not reported as zero.
+    """
+    window = [per_second[i] if i < len(per_second) else 0 for i in range(first, first + seconds)]
+    if not window:
+        return {"mean": None, "stdev": None, "seconds": 0}
+    mean = sum(window) / len(window)
+    stdev = statistics.pstdev(window) if len(window) > 1 else 0.0
+    return {"mean": round(mean, 2), "stdev": round(stdev, 2), "seconds": len(window)}
+
+
+def _kind(pattern: str) -> str:
+    return "round_trip" if pattern == "call" else "one_way"
+
+
+def _per_second_latency(encoded: list[str], n: int) -> tuple[list[Any], list[Any]]:
+    p50: list[Any] = []
+    p99: list[Any] = []
+    for i in range(n):
+        e = encoded[i] if i < len(encoded) else ""
+        if not e:
+            p50.append(None)
+            p99.append(None)
+            continue
+        h = latency.decode(e)
+        p50.append(round(h.get_value_at_percentile(50.0) / 1000.0, 3))
+        p99.append(round(h.get_value_at_percentile(99.0) / 1000.0, 3))
+    return p50, p99
+
+
+def _median_of(encoded: list[str], seconds: range) -> float | None:
+    parts = [encoded[i] for i in seconds if i < len(encoded) and encoded[i]]
+    if not parts:
+        return None
+    return float(latency.merge(parts, latency.SECOND_DIGITS).get_value_at_percentile(50.0))
+
+
+def _backlog(
+    offered: list[int], done: list[int], per_second: list[str], first: int, seconds: int
+) -> bool:
+    """Deliveries fall behind what is offered and latency grows: queue time, not service time."""
+    if seconds < 3:
+        return False
+    third = seconds // 3
+    early = range(first, first + third)
+    late = range(first + seconds - third, first + seconds)
+    offered_late = sum(offered[i] for i in late if i < len(offered))
+    done_late = sum(done[i] for i in late if i < len(done))
+    if offered_late == 0 or done_late >= BACKLOG_RATE * offered_late:
+        return False
+    m_early, m_late = _median_of(per_second, early), _median_of(per_second, late)
+    return m_early is not None and m_late is not None and m_late > BACKLOG_GROWTH * m_early
+
+
+def build(o: Outcome) -> dict[str, Any]:
+    """The step's record, as written to the results file."""
+    step, sc, c, s = o.step, o.step.scenario, o.clients, o.servers
+    kind = _kind(sc.pattern)
+    sent = c.sent
+    groups = o.layout.groups
+    expected = sent * groups if sc.servers else sent
+    unique = o.unique if o.unique is not None else s.received
+    missing = max(0, expected - unique)
+    unaccounted = min(missing, o.still_queued or 0)
+    seconds = max(0, math.floor(o.window_s + 1e-9))
+    completions = (
+        c.series.get("round_trip", []) if kind == "round_trip" else s.series.get("received", [])
+    )
+    src = c if kind == "round_trip" else s
+    lat = {
+        k: latency.summary(
+            latency.decode(f.hist[k]) if k in f.hist else None,
+            f.failed if k == kind else 0,
+            k,
+            sc.timeout,
+        )
+        for k, f in (("round_trip", c), ("one_way", s))
+        if k in f.hist or k == kind
+    }
+    n_series = max((len(v) for f in (c, s) for v in f.series.values()), default=0)
+    p50, p99 = _per_second_latency(src.per_second.get(kind, []), n_series)
+    flags: list[dict[str, str]] = []
+    open_loop: dict[str, Any] | None = None
+    if c.open_loop is not None:
+        ol = c.open_loop
+        achieved = ol.sent / (ol.span_ns / 1e9) if ol.span_ns else 0.0
+        kept_up = ol.intended == 0 or ol.sent >= KEEP_UP * ol.intended
+        open_loop = {
+            "intended": ol.intended,
+            "sent": ol.sent,
+            "achieved_rate": round(achieved, 1),
+            "max_behind_ms": round(ol.max_behind_ns / 1e6, 3),
+            "not_sent": ol.not_sent,
+            "kept_up": kept_up,
+        }
+        if not kept_up:
+            flags.append({
+                "code": "could_not_keep_up",
+                "message": f"could not keep up: sent {ol.sent:,} of {ol.intended:,} scheduled "
+                f"({100.0 * ol.sent / ol.intended:.1f} %), {ol.not_sent:,} never sent",
+            })  # fmt: skip
+    offered = [v * groups for v in c.series.get("sent", [])]
+    if _backlog(offered, completions, src.per_second.get(kind, []), o.first_s, seconds):
+        flags.append({
+            "code": "backlog_growing",
+            "message": "backlog growing: the rate is the consumer's, the latency is queue time",
+        })  # fmt: skip
+    if unaccounted:
+        flags.append({
+            "code": "unaccounted",
+            "message": f"unaccounted (still queued {o.still_queued:,}) when the drain ended",
+        })  # fmt: skip
+    errors = dict(c.errors)
+    if s is not c:
+        for k, n in s.errors.items():
+            errors[k] = errors.get(k, 0) + n
+    record: dict[str, Any] = {
+        "step": step.index,
+        "driver": step.driver_label,
+        "plugin": step.driver.plugin,
+        "scenario": sc.name,
+        "pattern": sc.pattern,
+        "concurrency": step.concurrency,
+        "rate": step.rate,
+        "repeat": step.repeat,
+        "servers": sc.servers,
+        "targets": sc.targets,
+        "groups": groups,
+        "serializer": sc.serializer,
+        "envelope": sc.envelope,
+        "message_size": sc.message_size.text,
+        "durable": sc.durable,
+        "queue_type": step.queue_type,
+        "timeout_s": sc.timeout,
+        "status": "interrupted" if o.interrupted else "done",
+        "workers_lost": list(o.workers_lost),
+        "sent": sent,
+        "expected": expected,
+        "received": unique,
+        "round_trip": c.round_trip,
+        "lost": missing - unaccounted,
+        "unaccounted": unaccounted,
+        "still_queued": o.still_queued,
+        "drain_s": o.drain_s,
+        "drain_end": o.drain_end,
+        "duplicates": s.duplicates + o.cross_duplicates,
+        "out_of_order": s.out_of_order,
+        "errors": errors,
+        "error_messages": {**c.error_messages, **(s.error_messages if s is not c else {})},
+        "throughput": throughput(completions, o.first_s, seconds),
+        "latency_ms": lat[kind],
+        "latency": lat,
+        "histograms": {k: f.hist[k] for k, f in (("round_trip", c), ("one_way", s)) if k in f.hist},
+        "open_loop": open_loop,
+        "flags": flags,
+        "cpu": o.cpu,
+        "series": {
+            "t0_offset_s": -o.first_s,
+            "sent": c.series.get("sent", []),
+            "received": s.series.get("received", []),
+            "round_trip": c.series.get("round_trip", []),
+            "errors": WorkerFigures.total([c, s] if s is not c else [c]).series.get("errors", []),
+            "p50_ms": p50,
+            "p99_ms": p99,
+        },
+    }
+    record.update(o.broker or {})
+    if step.roles is not None:
+        record["roles"] = step.roles
+    if o.phases:
+        cut = phases.figures(
+            list(o.phases), o.first_s, seconds, record["series"], completions,
+            src.per_second.get(kind, []),
+        )  # fmt: skip
+        record["events"] = list(o.events)
+        record["phases"] = cut
+        if o.update:
+            record["update"] = phases.cost(cut, p99, o.first_s, record, o.update)
+        if o.faults:
+            record["faults"] = verdict.per_event(
+                list(o.phases), o.first_s, seconds, completions, record["series"]["errors"],
+                record, step.driver.options_dict,
+            )  # fmt: skip
+    elif o.events:  # a running step: the live view marks what happened so far
+        record["events"] = list(o.events)
+    return record
+
+
+def load_label(concurrency: int | None, rate: float | None) -> str:
+    return f"c={concurrency}" if concurrency is not None else f"{rate or 0:g}/s"
+
+
+def row(record: dict[str, Any], phase: str, rate_now: float | None = None) -> StepRow:
+    """The table row of a step: finished (from its record) or running (``rate_now`` given)."""
+    lat = record["latency_ms"]
+    cpu = record.get("cpu") or {}
+    return StepRow(
+        index=record["step"],
+        driver=record["driver"],
+        pattern=record["pattern"],
+        load=load_label(record["concurrency"], record["rate"]),
+        phase=phase,
+        sent=record["sent"],
+        received=record["received"],
+        round_trip=record["round_trip"],
+        lost=None if rate_now is not None else record["lost"],
+        unaccounted=record.get("unaccounted", 0),
+        duplicates=record["duplicates"],
+        errors=sum(record["errors"].values()),
+        rate_now=rate_now or 0.0,
+        rate_mean=record["throughput"]["mean"],
+        p50_ms=lat["p50"],
+        p99_ms=lat["p99"],
+        p99_lower_bound="p99" in lat.get("censored", ()),
+        failed_percent=lat.get("failed_percent", 0.0),
+        cpu_clients=cpu.get("clients_percent"),
+        cpu_servers=cpu.get("servers_percent"),
+        cpu_broker=cpu.get("broker_percent"),
+        cpu_nodes=tuple((n["node"], n["cpu_percent"]) for n in cpu.get("nodes") or ()),
+        queue_type=record.get("queue_type", "classic"),
+        flags=tuple(f["code"] for f in record.get("flags", ())),
+    )

@@ -1,0 +1,225 @@
+"""Managed servers started from Debian's binaries: NATS, Redis and Mosquitto.
+
+Each runs as a child process of mqlab on free loopback ports, with every file
+it writes (config, data, log) in its own state dir, and is stopped by its PID:
+nothing here relies on, or disturbs, the system service Debian may have
+started on the default port. A missing binary is one line naming the package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mqlab.errors import BrokerError
+from mqlab.servers.handle import ServerHandle
+
+#: seconds a server may take to accept connections, then to exit on SIGTERM
+READY_WITHIN = 15.0
+STOP_WITHIN = 10.0
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (bound, read, released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _accepts(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What one start needs: the command line, its ports, the URL drivers use."""
+
+    argv: list[str]
+    port: int
+    url: str
+
+
+class Daemon:
+    """Starts one Debian binary as a child process; subclasses say how to run it."""
+
+    kind = ""  # the Features.server name
+    label = ""  # for progress lines
+    binary = ""  # the executable's path
+    package = ""  # the Debian package that ships it
+    version_argv: tuple[str, ...] = ("--version",)
+
+    def __init__(self) -> None:
+        # our children, by pid, so stop() can reap them (no zombie, no stray server)
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def installed(self) -> str | None:
+        if shutil.which(self.binary) or os.access(self.binary, os.X_OK):
+            return None
+        return (
+            f"{self.label} is not installed ({self.binary} not found): "
+            f"sudo apt-get install {self.package}"
+        )
+
+    def launch(self, state_dir: Path) -> Launch:
+        raise NotImplementedError
+
+    def version(self) -> str | None:
+        try:
+            out = subprocess.run(
+                [self.binary, *self.version_argv], capture_output=True, text=True, timeout=5
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        found = re.search(r"v?=?(\d+\.\d+\.\d+)", out.stdout + out.stderr)
+        return found.group(1) if found else None
+
+    def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
+        """One node whatever ``nodes`` says: mqlab clusters RabbitMQ only (said in the label)."""
+        state_dir.mkdir(parents=True, exist_ok=True)
+        how = self.launch(state_dir)
+        log = (state_dir / "server.log").open("ab")
+        try:
+            proc = subprocess.Popen(
+                how.argv,
+                cwd=state_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C to mqlab must not kill it mid-run
+            )
+        finally:
+            log.close()
+        self._children[proc.pid] = proc
+        deadline = time.monotonic() + READY_WITHIN
+        while not _accepts(how.port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self._terminate(proc)
+                tail = _tail(state_dir / "server.log")
+                raise BrokerError(
+                    f"the private {self.label} server did not start on port {how.port}"
+                    f" (log {state_dir / 'server.log'}){': ' + tail if tail else ''}"
+                )
+            time.sleep(0.05)
+        facts = {"product": self.label, "version": self.version() or "?", "port": how.port}
+        single = "" if nodes == 1 else " (one node: mqlab clusters RabbitMQ only)"
+        return ServerHandle(
+            self.kind,
+            f"{self.label} server on 127.0.0.1:{how.port}{single}",
+            (how.url,),
+            (proc.pid,),
+            state_dir,
+            facts,
+        )
+
+    def stop(self, handle: ServerHandle) -> None:
+        for pid in handle.pids:
+            proc = self._children.pop(pid, None)
+            if proc is not None and not self._terminate(proc):
+                raise BrokerError(f"{self.label} (pid {pid}) did not exit after SIGKILL")
+
+    def _terminate(self, proc: subprocess.Popen[bytes]) -> bool:
+        if not terminate(proc):
+            return False
+        self._children.pop(proc.pid, None)
+        return True
+
+    def probe(self, url: str) -> tuple[dict[str, Any] | None, int | None]:
+        # a server mqlab did not start: say what it is meant to be, no CPU sampling
+        return {"product": self.label}, None
+
+
+def terminate(proc: subprocess.Popen[Any]) -> bool:
+    """SIGTERM, then SIGKILL after STOP_WITHIN; True once it has exited."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_WITHIN)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            try:
+                proc.wait(STOP_WITHIN)
+            except subprocess.TimeoutExpired:
+                return False
+    return True
+
+
+def _tail(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+class NatsServer(Daemon):
+    """nats-server with JetStream (its store in the state dir) and 8 MB payloads."""
+
+    kind, label, binary, package = "nats", "NATS", "/usr/sbin/nats-server", "nats-server"
+
+    def launch(self, state_dir: Path) -> Launch:
+        port, http = free_port(), free_port()
+        # the default max_payload (1 MB) would refuse the kit's 1 MiB bodies plus framing
+        conf = state_dir / "nats.conf"
+        conf.write_text(
+            f'listen: "127.0.0.1:{port}"\nhttp: "127.0.0.1:{http}"\nmax_payload: 8MB\n'
+            f'jetstream {{ store_dir: "{state_dir / "jetstream"}" }}\n'
+        )
+        return Launch([self.binary, "-c", str(conf)], port, f"nats://127.0.0.1:{port}")
+
+    def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
+        handle = super().start(state_dir, nodes)
+        http = re.search(r'http: "127\.0\.0\.1:(\d+)"', (state_dir / "nats.conf").read_text())
+        monitor = f"http://127.0.0.1:{http.group(1)}" if http else None
+        return ServerHandle(
+            handle.kind, handle.label, handle.urls, handle.pids, handle.state_dir,
+            {**handle.facts, "monitor": monitor}, None,
+        )  # fmt: skip
+
+
+class RedisServer(Daemon):
+    """redis-server without persistence: the run's streams live in memory only."""
+
+    kind, label, binary, package = "redis", "Redis", "/usr/bin/redis-server", "redis-server"
+
+    def launch(self, state_dir: Path) -> Launch:
+        port = free_port()
+        argv = [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(state_dir)]
+        argv += ["--save", "", "--appendonly", "no", "--protected-mode", "yes"]
+        return Launch(argv, port, f"redis://127.0.0.1:{port}/0")
+
+
+class Mosquitto(Daemon):
+    """mosquitto (MQTT 3.1.1 and 5) on one loopback listener, anonymous clients allowed,
+    without persistence: sessions and queued messages live in memory only."""
+
+    kind, label, binary, package = "mosquitto", "Mosquitto", "/usr/sbin/mosquitto", "mosquitto"
+    version_argv = ("-h",)
+
+    def launch(self, state_dir: Path) -> Launch:
+        port = free_port()
+        conf = state_dir / "mosquitto.conf"
+        # No persistence, as for Redis: mqlab never restarts a managed mosquitto within a
+        # run, so its file could only be read by the next run in the same state dir, which
+        # would get the sessions and queued messages of this one (same client ids); nor
+        # does a long run pause for a snapshot every autosave_interval (30 min). Started
+        # as root, mosquitto also runs as the user "mosquitto", which cannot write a state
+        # dir root made: it logged "Error saving in-memory database" at every stop.
+        conf.write_text(
+            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+            "max_queued_messages 0\n"
+            # Nagle's algorithm with delayed ACKs adds ~40 ms to every small reply
+            "set_tcp_nodelay true\n"
+        )
+        return Launch([self.binary, "-c", str(conf)], port, f"mqtt://127.0.0.1:{port}")

@@ -1,0 +1,216 @@
+"""Worker processes seen from the controller: spawn them, hear from them, reap them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from mqlab.config.plan import WorkerSpec
+from mqlab.errors import MqlabError
+from mqlab.measure.figures import WorkerFigures
+from mqlab.transport import START_LIMIT
+from mqlab.worker import protocol
+from mqlab.worker.process import spec_to_dict
+
+#: a worker must connect, start its transport and serve within this many seconds
+START_TIMEOUT = START_LIMIT
+
+
+class StepFailed(MqlabError):
+    """A step could not run (a worker refused to start); the message says why."""
+
+
+class Interrupted(MqlabError):
+    """The user asked twice to stop: stop now."""
+
+
+def process(pid: int | None) -> psutil.Process | None:
+    """A process to sample CPU from, primed so its first reading covers from now."""
+    if pid is None:
+        return None
+    try:
+        ps = psutil.Process(pid)
+        ps.cpu_percent(None)
+        return ps
+    except psutil.Error:
+        return None
+
+
+@dataclass
+class Worker:
+    """One worker process of a step, seen from the controller."""
+
+    spec: WorkerSpec
+    proc: asyncio.subprocess.Process | None = None
+    stderr_path: str = ""
+    ready: asyncio.Future[dict[str, Any]] | None = None
+    writer: asyncio.StreamWriter | None = None
+    last: WorkerFigures = field(default_factory=WorkerFigures)
+    version: int = 0  # bumped with every new snapshot: the live view's cache key
+    final: WorkerFigures | None = None
+    done: bool = False
+    gone: bool = False  # its control connection closed
+    old_closed: bool = False  # a dual-listening server closed its old driver's transport
+    cpu: list[float] = field(default_factory=list)
+    peak_rss: int = 0
+    rss: int = 0  # at the last sample
+    ps: psutil.Process | None = None
+
+    async def send(self, msg: dict[str, Any]) -> None:
+        if self.writer is not None and not self.gone:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await protocol.send(self.writer, msg)
+
+
+class WorkerPool:
+    """Worker processes and their control channel: spawn, ready, figures in, reap.
+
+    Each worker connects back to a loopback control server, receives its spec,
+    reports ready (or the one-line error that stopped it), then sends its figures
+    every second and on request. No worker outlives the pool.
+    """
+
+    def __init__(self, force: asyncio.Event) -> None:
+        self.force = force  # a second Ctrl-C: stop waiting at once
+        self._workers: dict[str, Worker] = {}
+        self._server: asyncio.Server | None = None
+        self._port = 0
+
+    async def open(self) -> None:
+        self._server = await asyncio.start_server(self._on_connect, "127.0.0.1", 0)
+        self._port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        await self.reap(list(self._workers.values()))
+        if self._server is not None:
+            self._server.close()
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        w: Worker | None = None
+        try:
+            hello = await protocol.recv(reader)
+            w = self._workers.get(hello.get("worker", ""))
+            if w is None or w.ready is None:
+                writer.close()
+                return
+            w.writer = writer
+            await protocol.send(writer, {"type": "spec", "spec": spec_to_dict(w.spec)})
+            while True:
+                msg = await protocol.recv(reader)
+                kind = msg.pop("type")
+                if kind in ("ready", "error") and not w.ready.done():
+                    w.ready.set_result({"type": kind, **msg})
+                elif kind == "snapshot":
+                    w.last = WorkerFigures.from_wire(msg)
+                    w.version += 1
+                elif kind == "done":
+                    w.done = True
+                elif kind == "closed-old":
+                    w.old_closed = True
+                elif kind == "final":
+                    w.last = w.final = WorkerFigures.from_wire(msg)
+                    w.version += 1
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        finally:
+            if w is not None:
+                w.gone = True
+                if w.ready is not None and not w.ready.done():
+                    w.ready.set_result(
+                        {"type": "error", "kind": "WorkerDied", "message": self._stderr_tail(w)}
+                    )
+            writer.close()
+
+    @staticmethod
+    def _stderr_tail(w: Worker) -> str:
+        try:
+            with open(w.stderr_path, encoding="utf-8", errors="replace") as f:
+                lines = [ln.strip() for ln in f if ln.strip()]
+        except OSError:
+            lines = []
+        return lines[-1] if lines else f"worker {w.spec.worker} exited before it was ready"
+
+    async def spawn(self, specs: tuple[WorkerSpec, ...], tmp: str) -> list[Worker]:
+        started = []
+        loop = asyncio.get_running_loop()
+        for spec in specs:
+            w = Worker(spec, ready=loop.create_future())
+            w.stderr_path = os.path.join(tmp, f"{spec.worker}.stderr")
+            self._workers[spec.worker] = w
+            with open(w.stderr_path, "wb") as err:
+                # its own session: a Ctrl-C reaches the controller only, which
+                # then stops the workers in order and keeps what they measured
+                w.proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "mqlab.worker.process",
+                    "--control", f"127.0.0.1:{self._port}", "--name", spec.worker,
+                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                    stderr=err, start_new_session=True,
+                )  # fmt: skip
+            w.ps = process(w.proc.pid)
+            started.append(w)
+        return started
+
+    async def await_ready(self, workers: list[Worker]) -> None:
+        futures = [w.ready for w in workers if w.ready is not None]
+        waiter = asyncio.ensure_future(asyncio.gather(*futures))
+        force = asyncio.ensure_future(self.force.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {waiter, force}, timeout=START_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            force.cancel()
+        if force in done or self.force.is_set():
+            waiter.cancel()
+            raise Interrupted("stopped by the user")
+        if waiter not in done:
+            waiter.cancel()
+            late = [w.spec.worker for w in workers if w.ready is not None and not w.ready.done()]
+            raise StepFailed(f"worker(s) {', '.join(late)} did not start within {START_TIMEOUT:g}s")
+        for w, answer in zip(workers, waiter.result(), strict=True):
+            if answer["type"] == "error":
+                raise StepFailed(answer.get("message") or f"worker {w.spec.worker} failed")
+
+    async def finish(self, workers: list[Worker], timeout: float) -> None:
+        """Ask every worker for its final figures; wait up to ``timeout`` (or a second Ctrl-C)."""
+        for w in workers:
+            await w.send({"type": "finish"})
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(w.final is None and not w.gone for w in workers):
+            if asyncio.get_running_loop().time() > deadline or self.force.is_set():
+                break
+            await asyncio.sleep(0.05)
+
+    async def reap(self, workers: list[Worker], grace: float = 0.0) -> None:
+        """Wait up to ``grace`` for each worker to exit, then kill it; no child is left."""
+        for w in workers:
+            if w.proc is None or w.proc.returncode is not None:
+                continue
+            try:
+                await asyncio.wait_for(w.proc.wait(), grace)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    w.proc.kill()
+                await w.proc.wait()
+        for w in workers:
+            self._workers.pop(w.spec.worker, None)
+
+    def sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
+        """One CPU sample per worker: its share of a core since the previous call."""
+        for w in workers:
+            if w.ps is None:
+                continue
+            try:
+                cpu = w.ps.cpu_percent(None)
+                w.rss = w.ps.memory_info().rss
+                w.peak_rss = max(w.peak_rss, w.rss)
+            except psutil.Error:
+                continue
+            if measuring:
+                w.cpu.append(cpu)

@@ -1,0 +1,225 @@
+"""A worker: one OS process running the servers and/or clients of one step.
+
+Started by the runner as ``python -m mqlab.worker.process --control HOST:PORT --name N``
+on its own uvloop loop. It connects back, receives its spec, starts its
+transport, reports ready, runs when told, sends a snapshot every second, and
+exits when the controller says finish or goes away. It never draws on screen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import os
+import sys
+from typing import Any
+
+from mqlab import registry
+from mqlab.codec import Codec
+from mqlab.config.plan import ClientRole, ServerRole, WorkerSpec
+from mqlab.config.sizes import SizeSampler, SizeSpec
+from mqlab.errors import MqlabError, TransportError
+from mqlab.eventloop import run
+from mqlab.transport import CLOSE_LIMIT, Target, Transport
+from mqlab.worker import protocol
+from mqlab.worker.recorder import Recorder
+from mqlab.worker.workload import ClientLoad, server_handler
+
+
+def spec_from_dict(d: dict[str, Any]) -> WorkerSpec:
+    d = dict(d)
+    d["urls"] = tuple(d["urls"])
+    d["dual_urls"] = tuple(d.get("dual_urls", ()))
+    d["size_bins"] = tuple(tuple(b) for b in d["size_bins"])
+    d["servers"] = tuple(ServerRole(**s) for s in d["servers"])
+    d["clients"] = tuple(
+        ClientRole(
+            **{**c, "topics": tuple(c["topics"]), "pairs": tuple(tuple(p) for p in c["pairs"])}
+        )
+        for c in d["clients"]
+    )
+    return WorkerSpec(**d)
+
+
+def spec_to_dict(spec: WorkerSpec) -> dict[str, Any]:
+    return dataclasses.asdict(spec)
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    kind = exc.kind if isinstance(exc, TransportError) else type(exc).__name__
+    return {"type": "error", "kind": kind, "message": str(exc) or kind}
+
+
+async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = False) -> Transport:
+    """The worker's transport with its servers listening; ``dual``: the old driver's."""
+    name = spec.dual_plugin if dual else spec.plugin
+    plugin = registry.get(name)
+    if spec.pattern not in plugin.cls.patterns():
+        raise MqlabError(f"plugin {name!r} does not support the {spec.pattern} pattern")
+    transport = plugin.build(
+        spec.dual_urls if dual else spec.urls,
+        spec.dual_options if dual else spec.options,
+        spec.worker,
+    )
+    # what the driver reports from the background (a dropped connection) is counted
+    # as an error of the step, like one a send raised, but fails no message
+    transport.on_report = lambda exc: rec.on_error(exc.kind, None, str(exc))
+    await transport.start()
+    try:
+        for srv in spec.servers:
+            target = Target(
+                spec.exchange, srv.topic, srv.name, False, spec.durable, queue_type=spec.queue_type
+            )
+            handler = server_handler(codec, rec, srv.group, spec.pattern == "call")
+            if spec.pattern == "notify":
+                await transport.serve_notifications(target, srv.pool, handler)
+            else:
+                await transport.serve_rpc(target, handler)
+    except BaseException:
+        await _close(transport)
+        raise
+    return transport
+
+
+async def _close(transport: Transport) -> None:
+    with contextlib.suppress(Exception, asyncio.TimeoutError):
+        await asyncio.wait_for(transport.aclose(), CLOSE_LIMIT)
+
+
+def _client_targets(spec: WorkerSpec, role: ClientRole) -> list[Target]:
+    if spec.targeted and role.pairs:
+        return [
+            Target(spec.exchange, t, s, False, spec.durable, queue_type=spec.queue_type)
+            for t, s in role.pairs
+        ]
+    return [
+        Target(spec.exchange, t, None, spec.fanout, spec.durable, queue_type=spec.queue_type)
+        for t in role.topics
+    ]
+
+
+async def serve(host: str, port: int, name: str) -> int:
+    reader, writer = await asyncio.open_connection(host, port)
+    await protocol.send(writer, {"type": "hello", "worker": name, "pid": os.getpid()})
+    spec = spec_from_dict((await protocol.recv(reader))["spec"])
+    rec = Recorder(spec.ledger_dir, spec.worker)
+    codec = Codec(spec.serializer, spec.envelope)
+    old: Transport | None = None
+    try:
+        transport = await _start(spec, rec, codec)
+        if spec.dual_plugin:
+            # the same servers, recorder and ledger on the old driver's transport too:
+            # each client is answered on the transport its request came in on, and a
+            # message counts once whichever transport delivered it
+            try:
+                old = await _start(spec, rec, codec, dual=True)
+            except BaseException:
+                await _close(transport)
+                raise
+    except Exception as exc:  # noqa: BLE001 - reported as one line, never a traceback
+        await protocol.send(writer, _error(exc))
+        writer.close()
+        return 1
+    await protocol.send(writer, {"type": "ready"})
+    loads = [
+        ClientLoad(
+            transport,
+            spec.pattern,
+            _client_targets(spec, role),
+            codec,
+            SizeSampler(SizeSpec("", spec.size_bins), spec.seed + role.client_id),
+            rec,
+            role.client_id,
+            spec.timeout,
+        )
+        for role in spec.clients
+    ]
+    try:
+        msg = await protocol.recv(reader)
+        if msg["type"] != "go":
+            return 0
+        rec.open(msg["t0"], msg["window_start"], msg["window_end"])
+        async with asyncio.TaskGroup() as tg:
+            runs = [
+                tg.create_task(
+                    load.closed_loop(role.concurrency, msg["start"], msg["window_end"])
+                    if role.concurrency
+                    else load.open_loop(role.rate, msg["start"], msg["window_end"])
+                )
+                for load, role in zip(loads, spec.clients, strict=True)
+            ]
+            ticker = tg.create_task(_snapshots(writer, rec))
+            if runs:
+                tg.create_task(_report_done(writer, runs))
+            while True:
+                msg = await protocol.recv(reader)
+                if msg["type"] == "stop":
+                    for load in loads:
+                        load.stop.set()
+                elif msg["type"] == "snap":
+                    figures = rec.figures()
+                    await protocol.send(writer, {"type": "snapshot", **figures.to_wire()})
+                elif msg["type"] == "finish":
+                    break
+                elif msg["type"] == "close-old" and old is not None:
+                    # the last old-driver client has moved: stop listening on its transport
+                    await _close(old)
+                    old = None
+                    await protocol.send(writer, {"type": "closed-old"})
+                elif msg["type"] == "retire":
+                    # a graceful stop, as a service restart does it: stop sending and
+                    # consuming, let what is in hand finish, close, then report
+                    for load in loads:
+                        load.stop.set()
+                    await asyncio.gather(*runs, return_exceptions=True)
+                    await _close(transport)
+                    if old is not None:
+                        await _close(old)
+                        old = None
+                    break
+            ticker.cancel()
+            for t in runs:
+                t.cancel()
+        await protocol.send(writer, {"type": "final", **rec.figures().to_wire()})
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass  # the controller went away: nothing to report to, just clean up
+    finally:
+        await _close(transport)
+        if old is not None:
+            await _close(old)
+        rec.ledger.close()
+        writer.close()
+    return 0
+
+
+async def _snapshots(writer: asyncio.StreamWriter, rec: Recorder) -> None:
+    # every snapshot carries the per-second histograms: the live monitor's timeline
+    # draws them, and a worker killed on purpose (a rolling update's abrupt stop)
+    # never sends its final figures
+    while True:
+        await asyncio.sleep(1.0)
+        figures = rec.figures()
+        await protocol.send(writer, {"type": "snapshot", **figures.to_wire()})
+
+
+async def _report_done(writer: asyncio.StreamWriter, runs: list[asyncio.Task[None]]) -> None:
+    await asyncio.gather(*runs, return_exceptions=True)
+    await protocol.send(writer, {"type": "done"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mqlab-worker", description="mqlab worker process")
+    parser.add_argument("--control", required=True, help="controller HOST:PORT")
+    parser.add_argument("--name", required=True)
+    args = parser.parse_args(argv)
+    host, _, port = args.control.rpartition(":")
+    try:
+        return run(lambda: serve(host, int(port), args.name))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""What a worker records during a step: counts, per-second series, ledger, histograms.
+
+Every event is binned into 1 s intervals from the step's ``t0`` by the worker's
+own clock (CLOCK_MONOTONIC is one clock for every process on the host), so a
+busy worker that reports late still reports *when* things happened. Latency is
+counted only for unique deliveries and replies whose intended send time falls in
+the window; one-way (server receipt) and round trip (caller's reply) each have
+their own histogram. The recorder hands out :class:`~mqlab.measure.figures.WorkerFigures`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from hdrh.histogram import HdrHistogram
+
+from mqlab.measure import latency
+from mqlab.measure.figures import SERIES, OpenLoop, WorkerFigures
+from mqlab.measure.ledger import Ledger
+
+_NS = 1_000_000_000
+#: a pending latency is one int: (second << 33) | (microseconds << 1) | in_window;
+#: microseconds are clamped to [0, _US_MAX], above latency.HIGHEST_US so the fold
+#: still counts them as over the range
+_US_BITS = 32
+_US_MAX = (1 << _US_BITS) - 1
+_SEC_SHIFT = _US_BITS + 1
+#: the series each kind of latency also counts: one pending latency per unique receipt
+_COUNTED_IN = {"one_way": "received", "round_trip": "round_trip"}
+_clock = time.monotonic_ns
+
+
+class Recorder:
+    def __init__(self, ledger_dir: str, worker: str) -> None:
+        self.t0 = 0
+        self.window_start = 0
+        self.window_end = 1 << 62
+        self.round_trip = 0
+        self.failed = 0  # in-window messages that never completed
+        self.over_range = 0
+        self.last_rx = 0
+        self.errors: dict[str, int] = {}
+        self.error_messages: dict[str, str] = {}
+        # client id -> how many it has sent: each client counts its own (ClientLoad.seq)
+        self._senders: dict[int, Callable[[], int]] = {}
+        self.open_loop: OpenLoop | None = None
+        self.ledger = Ledger(ledger_dir, worker)
+        # receipts before ``go`` (a server started mid-step finds a backlog waiting):
+        # (arrival, send time), binned once the step's t0 is known
+        self._early: list[tuple[int, int]] = []
+        self.series: dict[str, list[int]] = {name: [] for name in SERIES}
+        self._s_sent = self.series["sent"]
+        self._s_err = self.series["errors"]
+        self.hist = {kind: latency.new_histogram() for kind in latency.KINDS}
+        self.per_second: dict[str, dict[int, HdrHistogram]] = {k: {} for k in latency.KINDS}
+        # each second's histogram, encoded: a snapshot re-encodes only the seconds its
+        # fold changed, so its cost does not grow with the step's length
+        self._encoded: dict[str, dict[int, str]] = {k: {} for k in latency.KINDS}
+        # latencies wait here, packed in one int each (_US_BITS), until a snapshot folds
+        # them in: hdrh's record_value costs microseconds in Python, a list append does
+        # not. The fold also counts them into the received and round_trip series: one
+        # pending latency per unique receipt and per reply, binned by its second
+        self._pending: dict[str, list[int]] = {k: [] for k in latency.KINDS}
+        self._pending_ow = self._pending["one_way"]
+        self._pending_rt = self._pending["round_trip"]
+        self._record = self.ledger.record
+
+    def open(self, t0: int, window_start: int, window_end: int) -> None:
+        self.t0, self.window_start, self.window_end = t0, window_start, window_end
+        for now, ts in self._early:
+            self._pending_ow.append(self._pack(now, ts))
+        self._early.clear()
+
+    def in_window(self, intended: int) -> bool:
+        return self.window_start <= intended < self.window_end
+
+    def _bin(self, series: list[int], now: int) -> int:
+        # before open() (an error a driver reports while starting) there is no t0 yet:
+        # second 0, as for anything before t0
+        i = (now - self.t0) // _NS if self.t0 else 0
+        if i < 0:
+            i = 0
+        while len(series) <= i:
+            series.append(0)
+        series[i] += 1
+        return i
+
+    def count_sends(self, client: int, sent: Callable[[], int]) -> None:
+        """Report ``client``'s sends as ``sent()``: one counter per client, not a dict per send."""
+        self._senders[client] = sent
+
+    def on_sent(self, now: int) -> None:
+        """A client hands one message to its driver at ``now`` (monotonic ns)."""
+        series = self._s_sent
+        i = (now - self.t0) // _NS
+        if 0 <= i < len(series):
+            series[i] += 1
+        else:
+            self._bin(series, now)
+
+    def _pack(self, now: int, ts: int) -> int:
+        us = (now - ts) // 1000
+        if us < 0:
+            us = 0
+        elif us > _US_MAX:
+            us = _US_MAX
+        sec = (now - self.t0) // _NS  # below 0 (before t0): the fold bins it in second 0
+        return (sec << _SEC_SHIFT) | (us << 1) | (self.window_start <= ts < self.window_end)
+
+    def on_received(self, group: int, client: int, seq: int, ts: int) -> None:
+        """A server got a message; only the first delivery of it counts in series and latency."""
+        now = _clock()
+        if not self._record(group, client, seq):
+            return
+        self.last_rx = now
+        if not self.t0:
+            self._early.append((now, ts))
+            return
+        # _pack, inline: this runs once per delivery
+        us = (now - ts) // 1000
+        if us >> _US_BITS:  # one test for both ends: negative, or above the range
+            us = 0 if us < 0 else _US_MAX
+        self._pending_ow.append(
+            (((now - self.t0) // _NS) << _SEC_SHIFT)
+            | (us << 1)
+            | (self.window_start <= ts < self.window_end)
+        )
+
+    def on_reply(self, ts: int) -> None:
+        """A call's own reply arrived: round-trip latency from its intended send."""
+        now = _clock()
+        self.round_trip += 1
+        self.last_rx = now
+        self._pending_rt.append(self._pack(now, ts))
+
+    def on_error(self, kind: str, intended: int | None = None, message: str = "") -> None:
+        """An error; a send whose intended time is in the window also counts as failed."""
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        if message:  # the latest of each kind, for the live monitor's errors view
+            self.error_messages[kind] = message[:200]
+        self._bin(self._s_err, time.monotonic_ns())
+        if intended is not None and self.in_window(intended):
+            self.failed += 1
+
+    def on_open_loop(self, figures: OpenLoop, not_sent_in_window: int) -> None:
+        """The open-loop generator's account: what it meant to send and what it managed."""
+        self.open_loop = figures
+        # the messages never sent are the ones with the worst latency
+        self.failed += not_sent_in_window
+
+    def fold(self) -> None:
+        for kind, pending in self._pending.items():
+            if not pending:
+                continue
+            packed = Counter(pending)
+            pending.clear()  # the same list: on_received appends to it by a bound name
+            # plain dicts: a Counter's missing-key hook is a Python call per new value
+            by_sec: dict[int, dict[int, int]] = {}
+            window: dict[int, int] = {}
+            # each value goes to its bucket of the 3-digit histogram at once: spread
+            # latencies (a backlog) have nearly as many distinct values as messages, but
+            # a few thousand buckets, and every histogram here records by bucket anyway
+            mask, top = latency.bucket_shape(self.hist[kind])
+            for key, count in packed.items():
+                us = (key >> 1) & _US_MAX
+                if us <= latency.HIGHEST_US:  # above: record() counts it as over the range
+                    shift = (us | mask).bit_length() - top
+                    us = us >> shift << shift
+                sec = key >> _SEC_SHIFT
+                if sec < 0:
+                    sec = 0  # arrived before t0: second 0, as every series bins it
+                counts = by_sec.get(sec)
+                if counts is None:
+                    counts = by_sec[sec] = {}
+                counts[us] = counts.get(us, 0) + count
+                if key & 1:
+                    window[us] = window.get(us, 0) + count
+            per_second = self.per_second[kind]
+            encoded = self._encoded[kind]
+            series = self.series[_COUNTED_IN[kind]]
+            for sec, counts in by_sec.items():
+                while len(series) <= sec:
+                    series.append(0)
+                series[sec] += sum(counts.values())
+                hist = per_second.get(sec)
+                if hist is None:
+                    hist = per_second[sec] = latency.new_histogram(latency.SECOND_DIGITS)
+                latency.record(hist, counts)
+                encoded.pop(sec, None)
+            self.over_range += latency.record(self.hist[kind], window)
+
+    def figures(self) -> WorkerFigures:
+        """What this worker has measured so far, per-second histograms included: every
+        snapshot carries them, for the live monitor's p99 over time (a few small
+        2-digit histograms a second)."""
+        self.fold()
+        self.ledger.look_for_siblings()
+        errors = dict(self.errors)
+        if self.ledger.overflow:
+            errors["LedgerOverflow"] = self.ledger.overflow
+        per_second: dict[str, list[str]] = {}
+        for kind, by_sec in self.per_second.items():
+            if by_sec:
+                encoded = self._encoded[kind]
+                for i, hist in by_sec.items():
+                    if i not in encoded:
+                        encoded[i] = latency.encode(hist)
+                per_second[kind] = [encoded.get(i, "") for i in range(max(by_sec) + 1)]
+        return WorkerFigures(
+            at=time.monotonic_ns(),
+            sent=sum(self._s_sent),
+            sent_by_client={c: n for c, sent in self._senders.items() if (n := sent())},
+            received=self.ledger.unique,
+            duplicates=self.ledger.duplicates,
+            out_of_order=self.ledger.out_of_order,
+            round_trip=self.round_trip,
+            failed=self.failed,
+            over_range=self.over_range,
+            last_rx=self.last_rx,
+            errors=errors,
+            error_messages=dict(self.error_messages),
+            series={k: list(v) for k, v in self.series.items()},
+            hist={k: latency.encode(h) for k, h in self.hist.items() if h.get_total_count()},
+            per_second=per_second,
+            open_loop=self.open_loop,
+        )

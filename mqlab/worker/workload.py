@@ -1,0 +1,249 @@
+"""Workloads: what a client sends and how a server answers.
+
+Closed loop: N concurrent senders, each waiting for its call/cast/notify to
+complete before the next (the simulator's "threads"). Open loop: a fixed rate;
+each message has an intended send time on a fixed schedule and latency is
+counted from it, so a stalled driver cannot hide its stall (coordinated
+omission corrected).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import types
+from asyncio import FIRST_COMPLETED
+from collections.abc import Coroutine, Generator
+from typing import Any
+
+from mqlab.codec import Codec
+from mqlab.config.sizes import SizeSampler
+from mqlab.errors import TransportError
+from mqlab.measure.figures import OpenLoop
+from mqlab.transport import Handler, Target, Transport, cast_starter
+from mqlab.worker.pacer import Pacer
+from mqlab.worker.recorder import Recorder
+
+#: open loop: most messages in flight at once before the schedule falls behind
+MAX_IN_FLIGHT = 10_000
+#: a closed-loop sender yields to the loop at least this often, in case a
+#: transport completes sends without ever suspending
+_YIELD_EVERY = 64
+
+
+def server_handler(codec: Codec, rec: Recorder, group: int, reply: bool) -> Handler:
+    """The core's handler: decode, record receipt (and latency), answer a call."""
+    decode = codec.decode
+    record = rec.on_received
+    answer = codec.reply
+
+    def handle(body: bytes) -> bytes | None:
+        try:
+            client, seq, ts = decode(body)
+        except Exception:  # noqa: BLE001 - a foreign or corrupt message is counted, not fatal
+            rec.on_error("BadMessage")
+            return None
+        record(group, client, seq, ts)
+        return answer(client, seq, ts) if reply else None
+
+    return handle
+
+
+class ClientLoad:
+    """One client's sends: numbering, encoding, the transport call, the bookkeeping."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        pattern: str,
+        targets: list[Target],
+        codec: Codec,
+        sizes: SizeSampler,
+        rec: Recorder,
+        client_id: int,
+        timeout: float,
+    ) -> None:
+        self.transport = transport
+        self.pattern = pattern
+        self.targets = targets
+        self.codec = codec
+        self.sizes = sizes
+        self.rec = rec
+        self.client_id = client_id
+        self.timeout = timeout
+        self.seq = 0  # the next message's number: also how many this client has sent
+        rec.count_sends(client_id, lambda: self.seq)
+        self._encode = codec.encoder(client_id)
+        self._size = sizes.next
+        # one target and one size, the usual case: nothing to choose per message
+        self._only = targets[0] if len(targets) == 1 else None
+        self._fixed = sizes.fixed
+        # a cast or a notification is one call, looked up once, not per message; it
+        # returns what is left to await, if anything (a cast that went out at once: nothing)
+        self._call = pattern == "call"
+        self._send = cast_starter(transport) if pattern == "cast" else transport.notify
+        self.stop = asyncio.Event()
+        self.paced = 0  # open loop: messages handed to the driver
+        self.behind = 0  # open loop: the latest hand-off after its intended time (ns)
+
+    async def one(self, intended: int, deadline: int = 0) -> None:
+        """Send one message meant to leave at ``intended`` (open loop; a closed loop's call)."""
+        now = intended
+        if deadline:
+            # open loop: a message that falls due before the window's end but whose
+            # turn comes after it is not sent late; the schedule accounts for it
+            now = time.monotonic_ns()
+            if now >= deadline:
+                return
+            self.behind = max(self.behind, now - intended)
+            self.paced += 1
+        seq, target, body = self._next(now, intended)
+        try:
+            if self._call:
+                reply = await self.transport.call(target, body, self.timeout)
+                client, rseq, ts = self.codec.decode(reply)
+                if client != self.client_id or rseq != seq:
+                    # an answer to another call is not this call's answer
+                    self.rec.on_error(
+                        "ReplyMismatch", intended, f"reply {client}/{rseq} to call {seq}"
+                    )
+                    return
+                self.rec.on_reply(ts)
+            else:
+                waiting = self._send(target, body)
+                if waiting is not None:
+                    await waiting
+        except Exception as exc:  # noqa: BLE001 - an unmapped library error is still counted
+            self._failed(exc, intended)
+
+    def _next(self, now: int, intended: int) -> tuple[int, Target, bytes]:
+        """Number, count and encode the next message: (its number, target, body)."""
+        seq = self.seq
+        self.seq = seq + 1  # counted as sent (count_sends) with its second binned, together
+        self.rec.on_sent(now)
+        target = self._only or self.targets[seq % len(self.targets)]
+        return seq, target, self._encode(seq, intended, self._fixed or self._size())
+
+    def _failed(self, exc: Exception, intended: int) -> None:
+        """A send that raised, counted by its kind; an error the driver did not map, too."""
+        if isinstance(exc, TransportError):
+            self.rec.on_error(exc.kind, intended, str(exc))
+        else:
+            self.rec.on_error(f"Unmapped:{type(exc).__name__}", intended, str(exc))
+
+    async def closed_loop(self, concurrency: int, start: int, end: int) -> None:
+        await _sleep_until(start)
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(concurrency):
+                tg.create_task(self._sender(end))
+
+    async def _sender(self, end: int) -> None:
+        clock = time.monotonic_ns
+        stopped = self.stop.is_set
+        one = self.one
+        # a cast or notification is sent from this loop: at most one coroutine per
+        # message (the driver's; none for a cast that goes out at once); a call goes
+        # through one()
+        send = None if self._call else self._send
+        take = self._next
+        n = 0
+        while not stopped():
+            now = clock()
+            if now >= end:
+                return
+            if send is None:
+                await one(now)
+            else:
+                _, target, body = take(now, now)
+                try:
+                    waiting = send(target, body)
+                    if waiting is not None:
+                        await waiting
+                except Exception as exc:  # noqa: BLE001 - counted, as in one()
+                    self._failed(exc, now)
+            n += 1
+            if n == _YIELD_EVERY:
+                n = 0
+                await asyncio.sleep(0)
+
+    async def open_loop(self, rate: float, start: int, end: int) -> None:
+        """Send on a fixed schedule in [start, end); never after ``end``; account for the rest."""
+        interval = 1e9 / rate
+        total = max(0, math.ceil((end - start) / interval))
+        in_flight: set[asyncio.Task[None]] = set()
+        clock = time.monotonic_ns
+        k = 0
+        pacer = Pacer(start, interval, end)
+        try:
+            while k < total and not self.stop.is_set():
+                if len(in_flight) >= MAX_IN_FLIGHT:
+                    # no room: the schedule falls behind, and that shows in latency
+                    await asyncio.wait(in_flight, timeout=0.05, return_when=FIRST_COMPLETED)
+                else:
+                    await pacer.wait()
+                now = clock()
+                if now >= end:
+                    break
+                while k < total and len(in_flight) < MAX_IN_FLIGHT:
+                    intended = start + int(k * interval)
+                    if intended > now:
+                        break
+                    k += 1
+                    task = _start_eagerly(self.one(intended, end))
+                    if task is not None:
+                        in_flight.add(task)
+                        task.add_done_callback(in_flight.discard)
+        finally:
+            pacer.close()
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
+        # a stop from the user ends the schedule where it stood, not at the window's end
+        until = min(end, clock()) if self.stop.is_set() else end
+        due = min(total, max(k, math.ceil((until - start) / interval)))
+        sent = self.paced
+        rec = self.rec
+        # unsent ones are the schedule's last: created too late, or never created
+        first_in = math.ceil((rec.window_start - start) / interval)
+        end_in = math.ceil((rec.window_end - start) / interval)
+        in_window = max(0, min(due, end_in) - max(sent, first_in))
+        rec.on_open_loop(OpenLoop(due, sent, due - sent, self.behind, end - start), in_window)
+
+
+def _start_eagerly(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
+    """Run ``coro`` now; a Task only if it suspends (what Python 3.12's eager tasks do).
+
+    The open loop starts one send per message: most casts complete without
+    suspending, and a Task for each would cost more than the send. A send that
+    does suspend carries on in a Task, which resumes it exactly where it stopped.
+    """
+    try:
+        yielded = coro.send(None)
+    except StopIteration:
+        return None
+    return asyncio.ensure_future(_resume(coro, yielded))
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, None], yielded: Any) -> Generator[Any, Any, None]:
+    # hands the Task what the coroutine awaits, and the Task's answers (a result, a
+    # cancellation) back to the coroutine: the Task drives it as if it had started it
+    while True:
+        try:
+            value = yield yielded
+        except BaseException as exc:  # noqa: BLE001 - thrown into the coroutine, as a Task would
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                yielded = coro.send(value)
+            except StopIteration:
+                return
+
+
+async def _sleep_until(t: int) -> None:
+    delay = (t - time.monotonic_ns()) / 1e9
+    if delay > 0:
+        await asyncio.sleep(delay)

@@ -1,0 +1,209 @@
+"""The house's shape, checked from the code's own imports: no circles, imports that flow one
+way between subpackages, few floors, few flat modules; docs/architecture.md true to the tree.
+
+Every import counts, including those under ``TYPE_CHECKING`` and inside functions: they are
+still two modules that must know each other.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "mqlab"
+DOC = ROOT / "docs" / "architecture.md"
+MAX_FLOORS = 9
+MAX_FLAT = 20
+# the one-way order of the subpackages, lowest first; a unit may import only units before it
+# (and itself). Flat modules of mqlab/ are units of their own, named "mqlab.X".
+ORDER = (
+    "mqlab.errors",
+    "mqlab.transport",
+    "mqlab",  # __init__: the contract re-exported
+    "mqlab.codec",
+    "mqlab.terminal",
+    "mqlab.eventloop",
+    "mqlab.sdk",
+    "mqlab.redact",
+    "mqlab.registry",
+    "mqlab.loopback",
+    "mqlab.measure",
+    "mqlab.rabbitmq",
+    "mqlab.live",
+    "mqlab.config",
+    "mqlab.results",
+    "mqlab.worker",
+    "mqlab.ceiling",
+    "mqlab.faults",
+    "mqlab.run",
+    "mqlab.servers",
+    "mqlab.report",
+    "mqlab.testing",
+    "mqlab.console",
+)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PKG.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+@cache
+def graph() -> dict[str, set[str]]:
+    """module -> the mqlab modules it imports (anywhere in its body)."""
+    mods = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names
+                ]
+            for t in targets:
+                while t and t not in mods:
+                    t = t.rpartition(".")[0]
+                if t.startswith("mqlab") and t != name:
+                    edges[name].add(t)
+    return edges
+
+
+def unit(module: str) -> str:
+    """The subpackage a module belongs to, or the flat module itself."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "mqlab"
+    if (PKG / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return ".".join(parts[:2])
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(edges.get(n, ())):
+            if state.get(m) == 1:
+                return [*stack[stack.index(m) :], m]
+            if m not in state and (found := visit(m)):
+                return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(edges):
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def unit_graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for a, targets in graph().items():
+        edges.setdefault(unit(a), set()).update(unit(b) for b in targets if unit(b) != unit(a))
+    return edges
+
+
+def test_no_module_imports_another_that_imports_it_back() -> None:
+    assert _cycle(graph()) is None, "import circle: " + " -> ".join(_cycle(graph()) or [])
+
+
+def test_subpackages_import_one_way() -> None:
+    edges = unit_graph()
+    assert set(edges) <= set(ORDER), (
+        f"a new unit needs its place in ORDER: {set(edges) - set(ORDER)}"
+    )
+
+    def via(a: str, b: str) -> str:
+        return ", ".join(
+            m for m, ts in sorted(graph().items()) if unit(m) == a and any(unit(t) == b for t in ts)
+        )
+
+    upward = [
+        f"{a} -> {b} (via {via(a, b)})"
+        for a, targets in edges.items()
+        for b in targets
+        if ORDER.index(b) > ORDER.index(a)
+    ]
+    assert not upward, "imports that run back up:\n" + "\n".join(upward)
+
+
+def _floors(edges: dict[str, set[str]]) -> dict[str, int]:
+    floors: dict[str, int] = {}
+
+    def floor(n: str) -> int:
+        if n not in floors:
+            floors[n] = 1 + max((floor(m) for m in edges.get(n, ())), default=0)
+        return floors[n]
+
+    for n in edges:
+        floor(n)
+    return floors
+
+
+def test_the_house_has_at_most_nine_floors_and_few_flat_modules() -> None:
+    floors = _floors(unit_graph())
+    assert max(floors.values()) <= MAX_FLOORS, sorted(floors.items(), key=lambda kv: kv[1])
+    flat = [p.name for p in PKG.glob("*.py") if p.name != "__init__.py"]
+    assert len(flat) <= MAX_FLAT, flat
+
+
+def test_every_subpackage_says_what_it_holds() -> None:
+    for init in PKG.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc) > 80, f"{init.parent.name}/__init__.py needs a paragraph"
+
+
+def _doc_modules() -> Iterator[str]:
+    for line in DOC.read_text().splitlines():
+        if line.startswith("| `mqlab"):
+            first = line.split("|")[1]
+            yield from re.findall(r"`(mqlab[\w/.]*\.py)`", first)
+
+
+def test_the_architecture_page_names_every_module_and_only_those() -> None:
+    named = list(_doc_modules())
+    assert len(named) == len(set(named)), "a module is listed twice"
+    real = {str(p.relative_to(ROOT)) for p in PKG.rglob("*.py")}
+    assert set(named) <= real, f"listed but missing: {sorted(set(named) - real)}"
+    assert real <= set(named), f"not listed: {sorted(real - set(named))}"
+
+
+def _frame_types_in_code() -> set[str]:
+    found: set[str] = set()
+    for path in [*PKG.glob("worker/*.py"), *PKG.glob("run/*.py"), *PKG.glob("faults/*.py")]:
+        text = path.read_text()
+        found |= set(re.findall(r'"type": "([\w-]+)"', text))
+        found |= set(re.findall(r'\["type"\] [!=]= "([\w-]+)"', text))
+    return found
+
+
+def test_the_control_frame_tables_list_every_frame_the_code_sends() -> None:
+    in_code = _frame_types_in_code()
+    assert {"hello", "go", "close-old", "closed-old"} <= in_code  # the scan sees them
+    protocol = (PKG / "worker" / "protocol.py").read_text()
+    for where, text in (
+        ("worker/protocol.py", protocol),
+        ("docs/architecture.md", DOC.read_text()),
+    ):
+        listed = set(re.findall(r"^\| \w+ \| ``?([\w-]+)``?", text, re.M))
+        listed |= set(re.findall(r"^\| \w+ \| ``?[\w-]+``? / ``?([\w-]+)``?", text, re.M))
+        assert in_code <= listed, f"{where} lacks frames {sorted(in_code - listed)}"
