@@ -179,8 +179,8 @@ async def test_a_durability_mismatch_fails_serve_with_the_broker_reason(
 async def test_connect_errors_name_the_problem_without_the_password(broker: Any) -> None:
     host = f"127.0.0.1:{broker.port}"
     cases = [
-        (f"amqp://guest:s3cret-pw@{host}/", f"login refused by {host} for user 'guest'"),
-        (f"amqp://guest:guest@{host}/nope", f"virtual host 'nope' does not exist on {host}"),
+        (f"amqp://guest:s3cret-pw@{host}/", f"amqp://guest:***@{host}/: login refused for user"),
+        (f"amqp://guest:guest@{host}/nope", "virtual host 'nope' does not exist or user 'guest'"),
         (
             "amqp://guest:s3cret-pw@127.0.0.1:5999/",
             "cannot connect to amqp://guest:***@127.0.0.1:5999/: connection refused",

@@ -235,7 +235,7 @@ async def test_bad_login_is_connect_failed_without_the_password(broker: Any) -> 
 
 async def test_unknown_vhost_is_connect_failed(broker: Any) -> None:
     vhost = f"no-such-vhost-{uid()}"
-    with pytest.raises(ConnectFailed, match=f"vhost '{vhost}'"):
+    with pytest.raises(ConnectFailed, match=f"virtual host '{vhost}' does not exist"):
         async with pika(broker, None, broker.url.rstrip("/") + f"/{vhost}"):
             pass
 

@@ -28,6 +28,7 @@ from pika.adapters.asyncio_connection import AsyncioConnection
 from pika.frame import Method
 
 from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
+from mqlab.sdk import amqp
 from mqlab.sdk.amqp import ExchangeDecl
 from mqlab.sdk.connect import connect_first, no_url
 from mqlab.sdk.urls import hide_secret, mask
@@ -104,7 +105,7 @@ class Link:
         except TimeoutError as exc:
             raise ConnectionLost(
                 f"no broker connection for {wait:g}s: {self.down_reason} "
-                f"(tried {', '.join(mask(u) for u in self.urls)}; {urls.BROKER_HINT})"
+                f"(tried {', '.join(mask(u) for u in self.urls)}; {amqp.BROKER_HINT})"
             ) from exc
         assert self.pub is not None
         return self.pub
