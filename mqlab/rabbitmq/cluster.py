@@ -261,6 +261,8 @@ def _plan(state_dir: Path, port: int | None, nodes: int) -> list[BrokerNode]:
         taken.add(management)
         dist = host.pick_port(amqp + 20000, taken)
         taken.add(dist)
+        prometheus = host.pick_port(amqp + 10020, taken)
+        taken.add(prometheus)
         planned.append(
             BrokerNode(
                 name=f"mqlab-{amqp}@localhost",
@@ -272,6 +274,7 @@ def _plan(state_dir: Path, port: int | None, nodes: int) -> list[BrokerNode]:
                 pid=0,
                 state_dir=state_dir,
                 version="",
+                prometheus_port=prometheus,
             )
         )
     return planned

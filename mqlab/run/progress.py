@@ -98,6 +98,7 @@ class Progress:
                 ),
                 workers=(*worker_rows(workers), *extra_rows, *self._nodes),
                 errors=self.errors.rows(running),
+                record=running[0] if running else None,
             )
         )
 
