@@ -23,6 +23,7 @@ from rich.text import Text
 from mqlab import __version__, redact, registry
 from mqlab.config.plan import make_plan
 from mqlab.config.profile import parse_duration
+from mqlab.console import metrics
 from mqlab.console.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -227,6 +228,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                    help="use this broker (comma-separated URLs for a cluster) instead of the "
                    "profile's, and do not start a managed one")  # fmt: skip
     p.add_argument("--state-dir", help=argparse.SUPPRESS)
+    metrics.add_arguments(p, _duration_arg)
 
 
 def build_parser() -> _Parser:

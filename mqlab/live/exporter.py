@@ -26,8 +26,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from mqlab import latency
-from mqlab.snapshot import RunSnapshot, WorkerRow
+from mqlab.live.snapshot import RunSnapshot, WorkerRow
+from mqlab.measure import latency
 
 __all__ = ["BUCKETS_S", "STEP_LABELS", "Exporter", "MetricsServer", "serve"]
 
@@ -214,9 +214,9 @@ def step_figures(run: str, record: Mapping[str, Any], finished: bool) -> _StepFi
 class Exporter(Collector):
     """The run's figures as Prometheus metrics; fed by the runner's callbacks, read by scrapes."""
 
-    def __init__(self, run: str, run_id: str, results: str, steps_total: int) -> None:
+    def __init__(self, run: str, results: str, steps_total: int) -> None:
         self.run = run
-        self._info = {"run": run, "run_id": run_id, "results": results}
+        self._info = {"run": run, "results": results}
         self._steps_total = steps_total
         self._lock = threading.Lock()
         self._finished: dict[int, _StepFigures] = {}
@@ -255,7 +255,7 @@ class Exporter(Collector):
         rate_now: float | None = None
         current: _StepFigures | None = None
         if running is not None and running[0] not in finished:
-            index, record, rate_now = running
+            _index, record, rate_now = running
             cached = self._running_figures
             if cached is not None and cached[0] == id(record):
                 current = cached[1]
@@ -293,7 +293,7 @@ class Exporter(Collector):
 
     def _run_families(self, finished: int, workers: Sequence[WorkerRow]) -> Iterator[Metric]:
         info = GaugeMetricFamily(
-            "mqlab_run_info", "the run: its name, id and results file", labels=list(self._info)
+            "mqlab_run_info", "the run: its name and its results file", labels=list(self._info)
         )
         info.add_metric(list(self._info.values()), 1.0)
         yield info
