@@ -8,10 +8,10 @@ RabbitMQ node's own endpoint, so one Prometheus can scrape both.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
+import signal
 import socket
-import time
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -100,5 +100,12 @@ def linger(server: MetricsServer, seconds: float, say: Callable[[str], None]) ->
     if seconds <= 0:
         return
     say(f"metrics: serving the final figures for {seconds:g} s more at {server.url} (Ctrl-C stops)")
-    with contextlib.suppress(KeyboardInterrupt):
-        time.sleep(seconds)
+    done = threading.Event()
+    # the run's event loop is closed: its signal handlers are gone with it
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, lambda *_: done.set()) for sig in stops}
+    try:
+        done.wait(seconds)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
