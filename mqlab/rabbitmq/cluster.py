@@ -92,6 +92,10 @@ class Cluster:
     def version(self) -> str:
         return self.nodes[0].version
 
+    @property
+    def prometheus_url(self) -> str | None:
+        return self.nodes[0].prometheus_url
+
 
 @dataclass(frozen=True)
 class Member:
