@@ -205,3 +205,15 @@ def test_a_metrics_port_out_of_range_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "metrics_port" in proc.stderr, proc.stderr
     proc = mqlab("run", str(bad), "-o", str(tmp_path / "r.json"), "--metrics-port", "65536")
     assert proc.returncode == 2 and "--metrics-port" in proc.stderr, proc.stderr
+
+
+def test_the_latency_histogram_puts_each_hdr_value_in_its_bucket() -> None:
+    from mqlab.live.exporter import buckets
+    from tests.results_fixtures import histogram
+
+    # 150 µs x10, 2 ms x5, 40 s x1 (µs, HdrHistogram's 3 significant digits)
+    cumulative, total_s, count = buckets(histogram({150: 10, 2000: 5, 40_000_000: 1}))
+    le = dict(cumulative)
+    assert (le["0.0001"], le["0.00025"], le["0.001"], le["0.0025"]) == (0, 10, 10, 15)
+    assert (le["30"], le["60"], le["+Inf"], count) == (15, 16, 16, 16)
+    assert abs(total_s - (10 * 150e-6 + 5 * 2e-3 + 40.0)) < 0.05  # within HDR's precision

@@ -193,7 +193,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
             for i, node in enumerate(cluster.nodes, start=1):
                 print(
                     f"  node{i} {node.name}: {mask(node.url)} (management "
-                    f"{node.management_url}, distribution {node.dist_port}, pid {node.pid})"
+                    f"{node.management_url}, metrics {node.prometheus_url or '-'}, "
+                    f"distribution {node.dist_port}, pid {node.pid})"
                 )
         elif args.action == "stop":
             stopped = rabbitmq.stop(state)

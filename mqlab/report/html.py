@@ -233,9 +233,13 @@ def _summary(run: Run) -> str:
     findings = "".join(f"<li>{escape(f)}</li>" for f in summary.findings(run))
     return (
         _table(head, rows, left=1).replace("<table>", '<table class="summary">', 1)
-        + '<p class="note">ratios to the first driver; ≈ within noise, ? noise unknown '
-        "(the rule: see Comparison)</p>"
-        f'<h3>Findings</h3><ul class="findings">{findings}</ul>'
+        + (
+            '<p class="note">ratios to the first driver; ≈ within noise, ? noise unknown '
+            "(the rule: see Comparison)</p>"
+            if len(names) > 1
+            else ""
+        )
+        + f'<h3>Findings</h3><ul class="findings">{findings}</ul>'
     )
 
 
