@@ -217,3 +217,47 @@ def test_the_latency_histogram_puts_each_hdr_value_in_its_bucket() -> None:
     assert (le["0.0001"], le["0.00025"], le["0.001"], le["0.0025"]) == (0, 10, 10, 15)
     assert (le["30"], le["60"], le["+Inf"], count) == (15, 16, 16, 16)
     assert abs(total_s - (10 * 150e-6 + 5 * 2e-3 + 40.0)) < 0.05  # within HDR's precision
+
+
+def test_a_step_keeps_its_series_from_running_to_finished_and_gets_its_loss_at_the_end() -> None:
+    from prometheus_client import generate_latest
+    from prometheus_client.registry import CollectorRegistry
+
+    from mqlab.live.exporter import Exporter
+    from mqlab.live.snapshot import RunSnapshot, StepRow
+    from tests.results_fixtures import step
+
+    exporter = Exporter("r", "r.json", 1)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(exporter)
+
+    def samples() -> dict[str, float]:
+        text = generate_latest(registry).decode()
+        return {
+            line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line and not line.startswith("#") and 'step="1"' in line and "_bucket" not in line
+        }
+
+    live = step(0, "pika", lost=40)  # in flight while it runs, not lost
+    row = StepRow(index=0, driver="pika", pattern="call", load="c=5", phase="measuring",
+                  rate_now=900.0)  # fmt: skip
+    exporter.snapshot(RunSnapshot("r", 1, 1, 1.0, 10.0, "none", current=row, record=live))
+    during = samples()
+    assert during["mqlab_sent_messages_total"] == live["sent"]
+    assert (
+        during["mqlab_step_running"] == 1 and during["mqlab_throughput_messages_per_second"] == 900
+    )
+    assert "mqlab_lost_messages_total" not in during
+    # the step is over but its final record is not there yet: its series stay
+    exporter.snapshot(RunSnapshot("r", 1, 1, 2.0, 10.0, "none"))
+    between = samples()
+    assert (
+        between["mqlab_sent_messages_total"] == live["sent"] and between["mqlab_step_running"] == 0
+    )
+    assert "mqlab_throughput_messages_per_second" not in between
+    final = step(0, "pika", lost=3)
+    exporter.step(final)
+    after = samples()
+    assert after["mqlab_lost_messages_total"] == 3
+    assert after["mqlab_throughput_mean_messages_per_second"] == final["throughput"]["mean"]

@@ -220,20 +220,24 @@ class Exporter(Collector):
         self._steps_total = steps_total
         self._lock = threading.Lock()
         self._finished: dict[int, _StepFigures] = {}
-        self._running: tuple[int, Mapping[str, Any], float] | None = None
-        self._running_figures: tuple[int, _StepFigures] | None = None  # (id(record), figures)
+        #: the running (or last running) step's record: (index, record)
+        self._live: tuple[int, Mapping[str, Any]] | None = None
+        self._rate_now: float | None = None  # None: no step is running now
+        self._live_figures: tuple[Mapping[str, Any], _StepFigures] | None = None
         self._workers: tuple[WorkerRow, ...] = ()
 
     # -- fed on the run's event loop ------------------------------------------
 
     def snapshot(self, snap: RunSnapshot) -> None:
         """A live-view snapshot: the running step's record and the worker rows."""
-        running = None
-        if snap.record is not None and snap.current is not None:
-            rate = snap.current.rate_now
-            running = (int(snap.record["step"]), snap.record, rate)
         with self._lock:
-            self._running = running
+            if snap.record is not None and snap.current is not None:
+                self._live = (int(snap.record["step"]), snap.record)
+                self._rate_now = snap.current.rate_now
+            else:
+                # between steps (or while `mqlab ceiling` measures after one) the last live
+                # record stays until its final one comes: its series must not vanish
+                self._rate_now = None
             self._workers = snap.workers
 
     def step(self, record: Mapping[str, Any]) -> None:
@@ -241,29 +245,27 @@ class Exporter(Collector):
         figures = step_figures(self.run, record, finished=True)
         with self._lock:
             self._finished[int(record["step"])] = figures
-            if self._running is not None and self._running[0] == int(record["step"]):
-                self._running = None
 
     # -- read by the HTTP server's thread -------------------------------------
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:
             finished = dict(self._finished)
-            running = self._running
+            live = self._live
+            rate_now = self._rate_now
             workers = self._workers
         steps = list(finished.values())
-        rate_now: float | None = None
         current: _StepFigures | None = None
-        if running is not None and running[0] not in finished:
-            _index, record, rate_now = running
-            cached = self._running_figures
-            if cached is not None and cached[0] == id(record):
+        if live is not None and live[0] not in finished:
+            record = live[1]
+            cached = self._live_figures
+            if cached is not None and cached[0] is record:
                 current = cached[1]
             else:
                 current = step_figures(self.run, record, finished=False)
-                self._running_figures = (id(record), current)
+                self._live_figures = (record, current)
             steps.append(current)
-        yield from self._step_families(steps, current, rate_now)
+        yield from self._step_families(steps, current if rate_now is not None else None, rate_now)
         yield from self._run_families(len(finished), workers)
 
     def _step_families(
