@@ -198,13 +198,17 @@ def test_a_taken_metrics_port_is_one_line_and_exit_2_before_anything_runs(tmp_pa
     assert not out.exists()  # nothing started, nothing written
 
 
-def test_a_metrics_port_out_of_range_is_refused(tmp_path: Path) -> None:
+def test_a_metrics_port_out_of_range_or_a_host_without_a_port_is_refused(tmp_path: Path) -> None:
     bad = write_profile(tmp_path / "bad.toml", LOOPBACK + "")
     bad.write_text(LOOPBACK.replace('warmup = "200ms"', 'warmup = "200ms"\nmetrics_port = 70000'))
     proc = mqlab("run", str(bad), "-o", str(tmp_path / "r.json"))
     assert proc.returncode == 2 and "metrics_port" in proc.stderr, proc.stderr
     proc = mqlab("run", str(bad), "-o", str(tmp_path / "r.json"), "--metrics-port", "65536")
     assert proc.returncode == 2 and "--metrics-port" in proc.stderr, proc.stderr
+    good = write_profile(tmp_path / "good.toml", LOOPBACK)
+    proc = mqlab("run", str(good), "-o", str(tmp_path / "r.json"), "--metrics-host", "0.0.0.0")
+    assert proc.returncode == 2 and "--metrics-host needs a port" in proc.stderr, proc.stderr
+    assert not (tmp_path / "r.json").exists()
 
 
 def test_the_latency_histogram_puts_each_hdr_value_in_its_bucket() -> None:
