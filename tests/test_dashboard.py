@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import promql_parser
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
@@ -21,6 +22,8 @@ from mqlab.live.exporter import Exporter
 from tests import results_fixtures as fx
 from tests.conftest import BrokerHandle
 from tests.helpers import ROOT
+
+pytestmark = pytest.mark.broker
 
 DASHBOARD = ROOT / "dashboards" / "mqlab.json"
 # Grafana's variables, given values a parser accepts

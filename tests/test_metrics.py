@@ -104,6 +104,7 @@ def _status(path: Path) -> dict[str, Any] | None:
         return None
 
 
+@pytest.mark.broker
 def test_counters_during_and_after_a_real_run_agree_with_the_results_file(tmp_path: Path) -> None:
     profile = write_profile(tmp_path / "p.toml", PROFILE)
     out = tmp_path / "run.json"
