@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             code = _run(
                 args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics
             )
-            if metrics is not None:
+            if metrics is not None and code != EXIT_INTERRUPTED:  # Ctrl-C means: stop now
                 metrics_cli.linger(metrics, args.metrics_linger, say)
             return code
     except BrokerError as exc:
