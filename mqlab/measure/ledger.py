@@ -201,3 +201,17 @@ def count_ledgers(directory: str, sent_by_client: dict[int, int]) -> tuple[int, 
         unique += u
         dup += total - u
     return unique, dup
+
+
+def receipts(directory: str, sent_by_client: dict[int, int]) -> dict[tuple[int, int], int]:
+    """(group, client) -> the OR of its receipt bitmaps over every worker, as one int
+    (bit N: message N arrived), cut to the first ``sent`` bits of that client."""
+    out: dict[tuple[int, int], int] = {}
+    for key, paths in _ledger_files(directory).items():
+        sent = sent_by_client.get(key[1], 0)
+        acc = 0
+        for path in paths:
+            with open(path, "rb") as f:
+                acc |= int.from_bytes(f.read((sent + 7) // 8), "little")
+        out[key] = acc & ((1 << sent) - 1)
+    return out
