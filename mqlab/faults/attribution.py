@@ -13,8 +13,9 @@ Which clients an event concerns, and how its mark is read:
 - a spontaneous event on a client's own worker (its connection lost, a send
   refused): that worker's clients, marks noted at the instant (exact);
 - a spontaneous event on a server worker (its connection lost while messages sat
-  in its consumer's prefetch, a consumer cancelled) and an injected event (a node
-  killed, a link cut, a server killed, a rolling update's stop): every client, its
+  in its consumer's prefetch, a consumer cancelled) and an injected event that can
+  drop messages (a node killed, a link cut, a server killed, a rolling update's
+  stop; not a memory alarm, a delay or a bandwidth cap): every client, its
   mark the first send count it reported at or after the event (reports come once
   a second, so up to a second's sends after the event count as sent before it).
 
@@ -36,8 +37,14 @@ from mqlab.measure.spontaneous import LOSSY
 
 #: kinds that can deliver a message twice (a redelivery after the connection went)
 REDELIVER = frozenset({"connection_lost", "consumer_cancelled", "injected"})
-#: a rolling update's and the timeline's bookkeeping: nothing is lost by these
-_NOT_LOSSY_ACTIONS = frozenset({"restore", "serving", "stopped", "closed-old"})
+#: injected actions that lose nothing by themselves: the timeline's and a rolling update's
+#: bookkeeping, and what only slows or holds traffic (a memory alarm is flow control: the
+#: circumstance of a loss, told in the note, not its event; a delay or a bandwidth cap the
+#: same). What is lost meanwhile is the event's that dropped it (a connection timing out)
+_NOT_LOSSY_ACTIONS = frozenset({
+    "restore", "serving", "stopped", "closed-old", "memory_alarm", "delay", "bandwidth",
+    "start_node",
+})  # fmt: skip
 _NS = 1_000_000_000
 
 
