@@ -32,13 +32,16 @@ NOTHING_COMPARABLE = {
 }
 
 
-def _server_of(plugin: str) -> str | None:
+def _plugin_facts(plugin: str, raw: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The plugin's server kind and the driver's options with the plugin's defaults filled
+    (the note names a default, such as pika's 0.25 s TCP_USER_TIMEOUT, as the driver ran it)."""
     from mqlab import registry
 
     try:
-        return registry.get(plugin).cls.features.server
+        loaded = registry.get(plugin)
+        return loaded.cls.features.server, loaded.check(raw)
     except Exception:  # noqa: BLE001 - a plugin that will not load fails the step elsewhere
-        return None
+        return None, dict(raw)
 
 
 class StepLosses:
@@ -46,7 +49,7 @@ class StepLosses:
 
     def __init__(self, step: Step, broker_steps: BrokerSteps | None, broker_pid: int | None):
         self.step = step
-        self.server = _server_of(step.driver.plugin)
+        self.server, self.options = _plugin_facts(step.driver.plugin, step.driver.options_dict)
         self.broker_steps = broker_steps
         self.broker_pid = broker_pid
         self.ticks: list[FlowTick] = []
@@ -124,7 +127,7 @@ class StepLosses:
         step = self.step
         told = {**record, **out}
         found = explain.explain(
-            told, cands, causes, lost, none, dups, dup_none, flow, step.driver.options_dict,
+            told, cands, causes, lost, none, dups, dup_none, flow, self.options,
             step.driver.plugin, first_s, window_start,
         )  # fmt: skip
         flag = found.pop("flag", None)
