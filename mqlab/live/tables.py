@@ -42,6 +42,9 @@ _FLAG_LABEL = {
     "could_not_keep_up": "behind schedule",
     "backlog_growing": "backlog growing",
     "unaccounted": "still queued",
+    # a repeats row has flag codes only: each step's verdict says it in words
+    "verdict": "events: see each step",
+    "unexplained": "unexplained loss: see each step",
 }
 #: flags whose message is the step's verdict in words: the note shows the words
 _VERDICT_FLAGS = ("verdict", "unexplained")
@@ -284,8 +287,8 @@ def _cells(s: dict[str, Any], base: dict[str, Any], first: bool) -> list[str]:
         rate_ratio,
         p99_ratio,
         "; ".join(
-            (f.get("message", "") if isinstance(f, dict) else f)
-            if c in _VERDICT_FLAGS
+            f.get("message", "")
+            if c in _VERDICT_FLAGS and isinstance(f, dict)
             else _FLAG_LABEL.get(c, c)
             for c, f in zip(codes, flags, strict=True)
         ),
@@ -297,7 +300,9 @@ def comparison(steps: list[dict[str, Any]], title: str = "") -> Table:
     table = Table(title=title or "comparison (ratios to the first row of each group)",
                   title_justify="left")  # fmt: skip
     for name, justify in _COLUMNS:
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        # the note (a verdict in words) wraps under itself; every figure stays whole
+        table.add_column(name, justify=justify, no_wrap=name != "note",  # type: ignore[arg-type]
+                         min_width=24 if name == "note" else None)  # fmt: skip
     groups = _groups(steps)
     for i, members in enumerate(groups.values()):
         one_driver = len({s["driver"] for s in members}) == 1 and len(members) > 1
