@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from mqlab.faults.attribution import Candidate, attribute
 from mqlab.faults.explain import explain
@@ -106,7 +107,7 @@ def test_each_loss_goes_to_the_first_event_after_its_send_and_the_rest_to_none(
     assert attribute(other, str(tmp_path), 1, {1: 100}, 0, 0)[:2] == ([0], 20)
 
 
-def _record(lost: int, duplicates: int = 0) -> dict[str, object]:
+def _record(lost: int, duplicates: int = 0) -> dict[str, Any]:
     return {"lost": lost, "duplicates": duplicates, "series": {"sent": [], "received": []},
             "spontaneous": [
                 {"t_s": 2.0, "kind": "blocked", "worker": "c1", "connection": "conn",
@@ -119,7 +120,7 @@ def _record(lost: int, duplicates: int = 0) -> dict[str, object]:
 def test_the_note_names_the_timeout_the_flow_control_and_the_promise() -> None:
     ev = Candidate("connection_lost c1", "connection_lost", 6_100_000_000, "c1", "conn", {1: 9})
     cause = "TimeoutError(110, 'Connection timed out')"
-    at_most_once = {"retry": 0, "tcp_user_timeout": 0.25}
+    at_most_once: dict[str, object] = {"retry": 0, "tcp_user_timeout": 0.25}
 
     def judge(options: dict[str, object], lost: int, dups: int = 0) -> dict[str, object]:
         out = explain(_record(lost, dups), [ev], [cause], [lost], 0, [dups], 0, None,
@@ -139,3 +140,9 @@ def test_the_note_names_the_timeout_the_flow_control_and_the_promise() -> None:
     assert judge({"retry": 3}, 12)["verdict"] == "broken"
     assert judge({"retry": 3}, 0, 7)["verdict"] == "kept"
     assert judge({}, 12)["verdict"] == "no promise"
+    # one phrase for the same cause, counted
+    twice = explain(_record(30), [ev, ev], [cause, cause], [10, 20], 0, [0, 0], 0, None,
+                    at_most_once, "pika", 1, 0)  # fmt: skip
+    assert twice["verdict"]["note"].startswith(
+        "30 lost when pika's connection timed out 2 times (TCP_USER_TIMEOUT 0.25 s) during"
+    )

@@ -146,9 +146,11 @@ def explain(
     during = flow_words(flow, spontaneous) if (coincide or not by_phrase) else ""
     parts = []
     for phrase, (n, d, k) in by_phrase.items():
-        times = f" ({k} times)" if k > 1 and "connection" in phrase else ""
+        if k > 1 and "connection" in phrase:  # "timed out 6 times (TCP_USER_TIMEOUT 0.25 s)"
+            head, paren, tail = phrase.partition(" (")
+            phrase = f"{head} {k} times{paren}{tail}"
         what = [f"{n:,} lost" if n else "", f"{d:,} duplicated" if d else ""]
-        parts.append(f"{' and '.join(w for w in what if w)} {phrase}{times}")
+        parts.append(f"{' and '.join(w for w in what if w)} {phrase}")
     if parts:
         parts[-1] += during
     if lost_none or dups_none:
