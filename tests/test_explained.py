@@ -17,6 +17,7 @@ from typing import Any
 
 from mqlab.faults.attribution import Candidate, attribute
 from mqlab.faults.explain import explain
+from mqlab.faults.losses import not_measured
 from mqlab.measure.ledger import Ledger
 from tests.helpers import ROOT, write_profile
 
@@ -146,3 +147,10 @@ def test_the_note_names_the_timeout_the_flow_control_and_the_promise() -> None:
     assert twice["verdict"]["note"].startswith(
         "30 lost when pika's connection timed out 2 times (TCP_USER_TIMEOUT 0.25 s) during"
     )
+
+
+def test_a_broker_with_no_flow_control_state_says_so_instead_of_a_blank() -> None:
+    for server, name in (("nats", "NATS"), ("redis", "Redis"), ("mosquitto", "Mosquitto")):
+        flow = not_measured(server)
+        assert flow["available"] is False and flow["why"].startswith(f"{name} has no flow")
+        assert "ticks" not in flow and "longest_spell" not in flow  # nothing that reads as 0

@@ -32,6 +32,19 @@ NOTHING_COMPARABLE = {
 }
 
 
+def not_measured(server: str | None) -> dict[str, Any]:
+    """A step's ``broker_flow`` when there is nothing to read: why, never a blank."""
+    if server is None:
+        why = "no broker: this driver is brokerless or in-process"
+    elif server in NOTHING_COMPARABLE:
+        why = NOTHING_COMPARABLE[server]
+    elif server == "rabbitmq":
+        why = "the RabbitMQ management API of this broker could not be reached"
+    else:
+        why = f"mqlab reads no flow-control state from {server}"
+    return {"available": False, "why": why}
+
+
 def _plugin_facts(plugin: str, raw: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The plugin's server kind and the driver's options with the plugin's defaults filled
     (the note names a default, such as pika's 0.25 s TCP_USER_TIMEOUT, as the driver ran it)."""
@@ -78,15 +91,7 @@ class StepLosses:
             from mqlab.rabbitmq.flow import figures
 
             return figures(list(self.ticks), window_start)
-        if self.server is None:
-            why = "no broker: this driver is brokerless or in-process"
-        elif self.server in NOTHING_COMPARABLE:
-            why = NOTHING_COMPARABLE[self.server]
-        elif self.server == "rabbitmq":
-            why = "the RabbitMQ management API of this broker could not be reached"
-        else:
-            why = f"mqlab reads no flow-control state from {self.server}"
-        return {"available": False, "why": why}
+        return not_measured(self.server)
 
     @staticmethod
     def live(workers: list[Worker], window_start: int) -> list[dict[str, Any]]:
