@@ -77,6 +77,16 @@ def test_a_loss_no_event_explains_is_unexplained_in_red_and_fails_the_verdict(
     assert step["broker_flow"]["available"] is False
     assert "no broker" in step["broker_flow"]["why"]
     assert "with no event: unexplained" in proc.stdout  # the step's line and its events table
+    # the report says it too, in red
+    page = tmp_path / "r.html"
+    shown = subprocess.run(
+        [sys.executable, "-m", "mqlab.console.cli", "report", str(out), "-o", str(page)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    html = page.read_text()
+    assert '<span class="bad">no event</span>' in html
+    assert f'<span class="bad">{step["lost"]:,}</span>' in html
 
 
 def _ledger(tmp: Path, received: list[int], client: int = 1) -> None:
