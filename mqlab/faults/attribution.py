@@ -32,7 +32,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqlab.measure.ledger import receipts
+from mqlab.measure.ledger import arrived, receipts
 from mqlab.measure.spontaneous import LOSSY
 
 #: kinds that can deliver a message twice (a redelivery after the connection went)
@@ -136,10 +136,8 @@ def attribute(
     missing: list[int] = []
     for c, lo, hi, _ in spans:
         width = hi - lo
-        arrived = sum(
-            ((got.get((g, c), 0) >> lo) & ((1 << width) - 1)).bit_count() for g in range(groups)
-        )
-        missing.append(width * groups - arrived)
+        held = sum(arrived(got.get((g, c), b""), lo, hi) for g in range(groups))
+        missing.append(width * groups - held)
     # still queued: the highest numbers of every client, no-event spans first
     left = unaccounted
     for k in sorted(range(len(spans)), key=lambda k: (spans[k][3] is not None, -spans[k][1])):

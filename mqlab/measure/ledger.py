@@ -203,15 +203,25 @@ def count_ledgers(directory: str, sent_by_client: dict[int, int]) -> tuple[int, 
     return unique, dup
 
 
-def receipts(directory: str, sent_by_client: dict[int, int]) -> dict[tuple[int, int], int]:
-    """(group, client) -> the OR of its receipt bitmaps over every worker, as one int
-    (bit N: message N arrived), cut to the first ``sent`` bits of that client."""
-    out: dict[tuple[int, int], int] = {}
+def receipts(directory: str, sent_by_client: dict[int, int]) -> dict[tuple[int, int], bytes]:
+    """(group, client) -> the OR of its receipt bitmaps over every worker (bit N, little
+    endian: message N arrived), cut to the first ``sent`` bits of that client."""
+    out: dict[tuple[int, int], bytes] = {}
     for key, paths in _ledger_files(directory).items():
         sent = sent_by_client.get(key[1], 0)
+        size = (sent + 7) // 8
         acc = 0
         for path in paths:
             with open(path, "rb") as f:
-                acc |= int.from_bytes(f.read((sent + 7) // 8), "little")
-        out[key] = acc & ((1 << sent) - 1)
+                acc |= int.from_bytes(f.read(size), "little")
+        out[key] = (acc & ((1 << sent) - 1)).to_bytes(size, "little")
     return out
+
+
+def arrived(bits: bytes, lo: int, hi: int) -> int:
+    """How many of messages ``lo`` .. ``hi - 1`` a :func:`receipts` bitmap holds (reads only
+    those bytes: a step's many spans cost the bitmap's size once, not once per span)."""
+    if hi <= lo:
+        return 0
+    chunk = int.from_bytes(bits[lo // 8 : (hi + 7) // 8], "little") >> (lo % 8)
+    return (chunk & ((1 << (hi - lo)) - 1)).bit_count()

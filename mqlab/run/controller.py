@@ -210,10 +210,13 @@ class Runner:
                 await self._faults.close()
             record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted))
             # every loss explained: events, the broker's side, attribution, verdict
-            record.update(self._losses.fields(
-                record, workers, tmp, lay.groups, self._sent_by_client, self._window[0],
-                math.ceil(run.warmup),
-            ))  # fmt: skip
+            try:
+                record.update(self._losses.fields(
+                    record, workers, tmp, lay.groups, self._sent_by_client, self._window[0],
+                    math.ceil(run.warmup),
+                ))  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - the step's measured figures stand
+                record["explain_error"] = f"{type(exc).__name__}: {exc}"
             if bg is not None:
                 record["background"] = bg.figures(self._window, math.ceil(run.warmup), interrupted)
         except BaseException:
