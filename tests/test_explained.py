@@ -118,6 +118,18 @@ def test_each_loss_goes_to_the_first_event_after_its_send_and_the_rest_to_none(
     assert attribute(other, str(tmp_path), 1, {1: 100}, 0, 0)[:2] == ([0], 20)
 
 
+def test_a_duplicate_goes_to_the_event_after_its_send_whichever_worker_repeated_it(
+    tmp_path: Path,
+) -> None:
+    _ledger(tmp_path, [*range(100), 5, 5])  # s0: every message, then 5 twice more
+    other = Ledger(str(tmp_path), "s1")  # a second server got 60 too (a redelivery)
+    other.record(0, 1, 60)
+    other.close()
+    evs = [_lost("timed out", 1, {1: 50})]
+    # 5 (sent before the event) repeated twice, 60 (after it) once: 3 duplicates in all
+    assert attribute(evs, str(tmp_path), 1, {1: 100}, 0, 3) == ([0], 0, [2], 1)
+
+
 def _record(lost: int, duplicates: int = 0) -> dict[str, Any]:
     return {"lost": lost, "duplicates": duplicates, "series": {"sent": [], "received": []},
             "spontaneous": [

@@ -20,10 +20,13 @@ Which clients an event concerns, and how its mark is read:
   a second, so up to a second's sends after the event count as sent before it).
 
 Messages still queued when the drain ended (``unaccounted``) are the last sent:
-they are taken off the highest numbers first. Duplicates have no place in the
-ledger (a repeat within one worker is counted, not kept), so they are attributed
-per step: to the step's events that can redeliver (a lost connection, a cancelled
-consumer, an injected fault), or to none.
+they are taken off the highest numbers first. Duplicates are dated the same way:
+the ledger marks each message received more than once (by two workers, or twice
+by one: a ``.dups`` bitmap beside the receipts), so a repeated message belongs to
+the first event after it was sent; repeats beyond the second of one message go
+with the span holding the most repeated messages. Without those marks (none
+placed) the step's duplicates go to its first event that can redeliver (a lost
+connection, a cancelled consumer, an injected fault), or to none.
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ def attribute(
     Lost counts add up to ``expected - received - unaccounted``, as the step's ``lost``.
     """
     got = receipts(ledger_dir, sent_by_client)
+    nothing = (b"", b"")
     per_event = [0] * len(events)
     # (client, lo, hi, owner): owner None = no event; kept to take `unaccounted` off the top
     spans: list[tuple[int, int, int, int | None]] = []
@@ -134,10 +138,11 @@ def attribute(
         if sent > lo:
             spans.append((c, lo, sent, None))
     missing: list[int] = []
+    repeated: list[int] = []
     for c, lo, hi, _ in spans:
-        width = hi - lo
-        held = sum(arrived(got.get((g, c), b""), lo, hi) for g in range(groups))
-        missing.append(width * groups - held)
+        books = [got.get((g, c), nothing) for g in range(groups)]
+        missing.append((hi - lo) * groups - sum(arrived(b[0], lo, hi) for b in books))
+        repeated.append(sum(arrived(b[1], lo, hi) for b in books))
     # still queued: the highest numbers of every client, no-event spans first
     left = unaccounted
     for k in sorted(range(len(spans)), key=lambda k: (spans[k][3] is not None, -spans[k][1])):
@@ -145,14 +150,27 @@ def attribute(
         missing[k] -= take
         left -= take
     none = 0
+    dups = [0] * len(events)
+    dup_none = 0
     for (_, _, _, owner), n in zip(spans, missing, strict=True):
         if owner is None:
             none += n
         else:
             per_event[owner] += n
+    placed = sum(repeated)
+    if duplicates and placed:
+        # each repeated message dated by its number; repeats beyond the first of one message
+        # (the ledger counts them, its bitmap marks the message once) go with the most
+        k_most = max(range(len(spans)), key=lambda k: repeated[k])
+        repeated[k_most] += duplicates - placed
+        for (_, _, _, owner), d in zip(spans, repeated, strict=True):
+            if owner is None:
+                dup_none += d
+            else:
+                dups[owner] += d
+        return per_event, none, dups, dup_none
     dup_events = [i for i, e in enumerate(events) if e.kind in REDELIVER]
-    dups = [0] * len(events)
-    if duplicates and dup_events:
-        dups[dup_events[0]] = duplicates  # per step: the first event that can redeliver
+    if duplicates and dup_events:  # counted but not marked (no ledger dir): per step
+        dups[dup_events[0]] = duplicates
         return per_event, none, dups, 0
     return per_event, none, dups, duplicates
