@@ -10,8 +10,10 @@ losses and duplicates (:mod:`mqlab.faults.attribution`) and explains them
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from mqlab import redact
 from mqlab.faults import attribution, explain
 from mqlab.measure.spontaneous import to_step
 
@@ -96,7 +98,7 @@ class StepLosses:
     @staticmethod
     def live(workers: list[Worker], window_start: int) -> list[dict[str, Any]]:
         """The spontaneous events the workers reported so far, for the live monitor."""
-        evs = [ev for w in workers for ev in w.last.spontaneous]
+        evs = _scrubbed(ev for w in workers for ev in w.last.spontaneous)
         return to_step(evs, window_start) if window_start else []
 
     def fields(
@@ -111,7 +113,7 @@ class StepLosses:
     ) -> dict[str, Any]:
         """``spontaneous``, ``broker_flow``, ``attribution``, ``verdict``, ``at_loss``."""
         figs = [w.final or w.last for w in workers]
-        evs = [ev for f in figs for ev in f.spontaneous]
+        evs = _scrubbed(ev for f in figs for ev in f.spontaneous)
         dropped = sum(f.spontaneous_dropped for f in figs)
         out: dict[str, Any] = {"spontaneous": to_step(evs, window_start, dropped)}
         flow = self.flow(window_start)
@@ -140,6 +142,11 @@ class StepLosses:
         if flag is not None:
             out["flags"] = [*record.get("flags", []), flag]
         return out
+
+
+def _scrubbed(evs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events with their causes scrubbed of the profile's passwords (a driver's words)."""
+    return [{**ev, "cause": redact.scrub(str(ev["cause"]))} for ev in evs]
 
 
 def _cause(c: attribution.Candidate, evs: list[dict[str, Any]]) -> str:
