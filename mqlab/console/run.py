@@ -246,6 +246,8 @@ def _run(
                     console.print(tables.phase_table(s))
                 if s.get("faults"):  # each event: detection, recovery, the promise
                     console.print(tables.fault_table(s))
+                if s.get("verdict"):  # what nobody injected, what it lost, the verdict
+                    console.print(tables.spontaneous_table(s))
             if ceilings is not None:
                 show_ceilings(console, steps)
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())

@@ -37,6 +37,9 @@ class StepRow:
     cpu_nodes: tuple[tuple[str, float | None], ...] = ()
     queue_type: str = "classic"  # classic | mirrored | quorum
     flags: tuple[str, ...] = ()  # could_not_keep_up | backlog_growing | unaccounted
+    #: the step's verdict in words (mqlab.faults.explain), "" when nothing was lost
+    note: str = ""
+    note_failed: bool = False  # the verdict failed (unexplained loss, promise broken): red
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,6 +121,9 @@ def prepare(node: BrokerNode, cookie: str) -> None:
         # guest may log in over loopback only by default; ours listens on loopback only anyway.
         "loopback_users = none\n"
         f"cluster_partition_handling = {PARTITION_HANDLING}\n"
+        # the management API's figures (a connection's flow state, alarms) every second,
+        # not every 5 s: mqlab reads them on each step's one-second timeline
+        "collect_statistics_interval = 1000\n"
     )
     (node_dir / "enabled_plugins").write_text(_PLUGINS)
     # rabbitmq-env sources this file; an empty one keeps /etc/rabbitmq/rabbitmq-env.conf out.

@@ -97,6 +97,24 @@ def _faults(s: Step) -> str:
     return _table(head, rows, left=1)
 
 
+def _spontaneous(s: Step) -> str:
+    """What nobody injected, what each event lost, the no-event share in red; the broker's side."""
+    rows: list[tuple[str, ...]] = [
+        (_num(e.t_s, "{:.2f}"), escape(e.kind), escape(e.worker), escape(e.connection),
+         _num(e.count), _num(e.lost), _num(e.duplicates), escape(e.cause[:200]))
+        for e in s.spontaneous
+    ]  # fmt: skip
+    none = s.unexplained or {}
+    if none.get("lost") or none.get("duplicates"):
+        bad = '<span class="bad">{}</span>'
+        rows.append(("", bad.format("no event"), "", "", "", bad.format(_num(none.get("lost"))),
+                     _num(none.get("duplicates")), bad.format("unexplained")))  # fmt: skip
+    head = ("at s", "event", "worker", "connection", "count", "lost", "dup", "cause")
+    table = _table(head, rows, left=4) if rows else ""
+    line = tables.broker_flow_line({"broker_flow": s.broker_flow, "at_loss": list(s.at_loss)})
+    return table + (f'<p class="note">{escape(line)}</p>' if line else "")
+
+
 def _value(v: Any) -> str:
     if v is None:
         return "-"
@@ -335,7 +353,11 @@ def _spectra(run: Run, ch: _Charts) -> str:
 def _step_section(run: Run, s: Step, ch: _Charts) -> str:
     parts = [f'<h3 id="step-{s.index + 1}">{escape(s.label)}</h3>']
     for f in s.flags:
-        parts.append(f'<div class="flag"><b>{escape(f.code)}</b>: {escape(f.message)}</div>')
+        # an unexplained loss (a failed verdict) in red: a finding in its own right
+        text = escape(f.message)
+        if f.code == "unexplained" or (f.code == "verdict" and (s.verdict or {}).get("failed")):
+            text = f'<span class="bad">{text}</span>'
+        parts.append(f'<div class="flag"><b>{escape(f.code)}</b>: {text}</div>')
     if s.lost or s.duplicates or s.unaccounted:
         parts.append(
             f'<div class="flag">lost {_num(s.lost)}, duplicates {_num(s.duplicates)}, '
@@ -369,6 +391,8 @@ def _step_section(run: Run, s: Step, ch: _Charts) -> str:
         )
     if s.faults:
         parts.append(_faults(s))
+    if s.verdict or s.spontaneous:
+        parts.append(_spontaneous(s))
     if s.cpu.workers:
         parts.append(
             _table(

@@ -264,6 +264,8 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
     reported: list[TransportError] = []
     async with pika(broker, worker, broker.url, broker.url) as server, pika(broker) as client:
         server.on_report = reported.append  # what a worker counts in the step's errors
+        noticed: list[tuple[str, str]] = []  # the step's timeline: (kind, connection)
+        server.on_notice = lambda kind, _cause, conn: noticed.append((kind, conn))
         await server.serve_rpc(Target(ex, topic, "s"), rpc)
         assert await client.call(Target(ex, topic), b"before", 5) == b"re:before"
         conn = await eventually(lambda: connection_of(broker, worker))
@@ -285,6 +287,9 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
     assert isinstance(lost, ConnectionLost), lost
     assert "lost" in str(lost) and str(lost).endswith("reconnecting"), lost
     assert ":***@" in str(lost) and "guest:guest" not in str(lost), lost
+    # and on the step's timeline: the loss and the reconnection, on the named connection
+    assert noticed[:2] == [("connection_lost", f"mqlab-pika {worker}"),
+                           ("reconnected", f"mqlab-pika {worker}")]  # fmt: skip
 
 
 async def test_retry_zero_fails_waiting_calls_when_the_connection_dies(broker: Any) -> None:
