@@ -96,7 +96,7 @@ async def dropped_connection(
             await kit.settle(lambda: len(pair.handled), len(before))
             for proxy in proxies.proxies.values():
                 await proxy.command({"action": "reset"})
-            sent, failed = await _cast_through_the_drop(kit, pair)
+            sent, failed, last_failure_after = await _cast_through_the_drop(kit, pair)
             await kit.settle(lambda: len(set(pair.handled.bodies) & set(sent)), 1)
     finally:
         await proxies.stop()
@@ -109,18 +109,24 @@ async def dropped_connection(
         f"{subject.name} said nothing when its connections were reset: no report(), "
         "no error from a send"
     )
-    arrived = [b for b in sent if counts[b]]
-    if sent and not arrived:
+    # what it accepted once it stopped failing: none of it arriving is a dead connection
+    # reused (accepted casts among failing ones may be lost at most once: it said so)
+    last = sent[sent.index(last_failure_after) :] if last_failure_after in sent else []
+    if last and not any(counts[b] for b in last):
         raise AssertionError(
-            f"{len(sent)} cast(s) after the drop were accepted and none arrived within "
+            f"{len(last)} cast(s) after the drop were accepted and none arrived within "
             f"{subject.arrival:g} s: the transport kept a dead connection"
         )
 
 
-async def _cast_through_the_drop(kit: Kit, pair: Pair) -> tuple[list[bytes], list[str]]:
-    """Cast every 50 ms until one accepted cast arrives or ``arrival`` runs out."""
+async def _cast_through_the_drop(
+    kit: Kit, pair: Pair
+) -> tuple[list[bytes], list[str], bytes | None]:
+    """Cast every 50 ms until one accepted cast arrives or ``arrival`` runs out: what was
+    accepted, what failed, and the first cast accepted after the last failure."""
     sent: list[bytes] = []
     failed: list[str] = []
+    after_last_failure: bytes | None = None
     deadline = time.monotonic() + kit.subject.arrival
     i = 0
     while time.monotonic() < deadline:
@@ -130,14 +136,17 @@ async def _cast_through_the_drop(kit: Kit, pair: Pair) -> tuple[list[bytes], lis
             await asyncio.wait_for(pair.client.cast(kit.rpc(), body), kit.subject.arrival)
         except TransportError as exc:
             failed.append(f"{type(exc).__name__}: {exc}")
+            after_last_failure = None
         except TimeoutError:
             failed.append("a cast waited longer than Subject.arrival")
+            after_last_failure = None
         else:
             sent.append(body)
+            after_last_failure = after_last_failure or body
         if any(b in sent for b in pair.handled.bodies[-20:]):
             break
         await asyncio.sleep(0.05)
-    return sent, failed
+    return sent, failed, after_last_failure
 
 
 async def _no_queue_node() -> str:

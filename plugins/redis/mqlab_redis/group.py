@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,11 @@ from mqlab.transport import Handler
 from mqlab_redis import keys
 
 LOG = logging.getLogger(__name__)
+
+#: what a lost connection raises in redis-py (its own ConnectionError is not the builtin)
+LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+#: seconds between a lost connection and the next read (redis-py connects again for it)
+RETRY_S = 0.2
 
 #: milliseconds one XREADGROUP blocks; bounds how late a claim check runs
 BLOCK_MS = 1000
@@ -59,8 +64,10 @@ class GroupReader:
         consumer: str,
         handler: Handler,
         reading: Reading,
+        on_lost: Callable[[BaseException], object] = lambda exc: None,
     ) -> None:
         self.conn = conn
+        self.on_lost = on_lost
         self.key = key
         self.group = group
         self.consumer = consumer
@@ -80,31 +87,41 @@ class GroupReader:
         self._task = asyncio.create_task(self._run(), name=f"mqlab-redis {self.key}")
 
     async def _run(self) -> None:
-        try:
-            if self.reading.ack_after:
-                await self._own_backlog()
-                await self._claim()
-            next_claim = time.monotonic() + self.reading.claim_idle
-            while True:
-                found = await done(
-                    self.conn.xreadgroup(
-                        self.group,
-                        self.consumer,
-                        {self.key: ">"},
-                        count=self.reading.batch,
-                        block=BLOCK_MS,
-                        noack=not self.reading.ack_after,
-                    )
+        """Read until stopped; a lost connection is reported and reading starts again (what
+        this consumer read and did not ack is read again first, at least once)."""
+        while True:
+            try:
+                await self._read()
+            except LOST as exc:
+                self.on_lost(exc)
+                await asyncio.sleep(RETRY_S)
+                with contextlib.suppress(*LOST, redis.exceptions.ResponseError):
+                    await self.declare()  # the server may have restarted without the group
+            except Exception as exc:  # noqa: BLE001 - a dead reader shows as lost messages
+                LOG.error("redis-streams: reader of %s stopped: %r", self.key, exc)
+                return
+
+    async def _read(self) -> None:
+        if self.reading.ack_after:
+            await self._own_backlog()
+            await self._claim()
+        next_claim = time.monotonic() + self.reading.claim_idle
+        while True:
+            found = await done(
+                self.conn.xreadgroup(
+                    self.group,
+                    self.consumer,
+                    {self.key: ">"},
+                    count=self.reading.batch,
+                    block=BLOCK_MS,
+                    noack=not self.reading.ack_after,
                 )
-                for _key, entries in found or []:
-                    await self._handle(entries)
-                if self.reading.ack_after and time.monotonic() >= next_claim:
-                    await self._claim()
-                    next_claim = time.monotonic() + self.reading.claim_idle
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a dead reader shows as lost messages
-            LOG.error("redis-streams: reader of %s stopped: %r", self.key, exc)
+            )
+            for _key, entries in found or []:
+                await self._handle(entries)
+            if self.reading.ack_after and time.monotonic() >= next_claim:
+                await self._claim()
+                next_claim = time.monotonic() + self.reading.claim_idle
 
     async def _own_backlog(self) -> None:
         """Entries this consumer read before a restart and never acked."""

@@ -28,6 +28,7 @@ import redis.exceptions
 
 from mqlab.errors import ConnectionLost, ErrorRule, Undeliverable, map_errors
 from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.lifecycle import connection_lost
 from mqlab.sdk.pending import PendingCalls
 from mqlab.transport import (
     CONNECT_TIMEOUT,
@@ -97,16 +98,18 @@ class RedisStreamsTransport(Transport):
         self._ids = itertools.count()
         self._replies = keys.replies(config.worker, uuid.uuid4().hex[:8])
         self._reply_task: asyncio.Task[None] | None = None
+        self._url = ""  # the URL connected to, for reports
 
     # -- connection --------------------------------------------------------------
 
     async def start(self) -> None:
-        _, (self.conn, self.blocking) = await connect_first(
+        index, (self.conn, self.blocking) = await connect_first(
             self.urls,
             self._open,
             _explain,
             per_url=float(self.options["connect_timeout"]),
         )
+        self._url = self.urls[index]
 
     async def _open(self, url: str, timeout: float) -> tuple[aioredis.Redis, aioredis.Redis]:
         name = f"mqlab-{self.config.worker}"
@@ -166,8 +169,9 @@ class RedisStreamsTransport(Transport):
 
     async def _consume(self, key: str, group: str, handler: Handler) -> None:
         reader = GroupReader(
-            self._conn(blocking=True), key, group, self.config.worker, handler, self.reading
-        )
+            self._conn(blocking=True), key, group, self.config.worker, handler, self.reading,
+            on_lost=lambda exc: connection_lost(self, self._url, exc, f"reader of {key}"),
+        )  # fmt: skip
         with map_errors(RULES):
             await reader.declare()
         reader.start()
