@@ -26,6 +26,7 @@ from mqlab.rabbitmq.backlog import QueueDepth, rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
 from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
 from mqlab.servers.handle import ManagedServer, ServerHandle
+from mqlab.servers.kafka import KafkaServer
 
 if TYPE_CHECKING:
     from mqlab.rabbitmq.faults import NodeControl
@@ -82,6 +83,7 @@ STARTERS: dict[str, ManagedServer] = {
     "nats": NatsServer(),
     "redis": RedisServer(),
     "mosquitto": Mosquitto(),
+    "kafka": KafkaServer(),
 }
 
 

@@ -2,7 +2,7 @@
 
 Its jars are ``org.apache.kafka:kafka_2.13`` and what it loads at run time
 (:data:`JARS`, cached under ``~/.cache/mqlab/kafka-<version>``; fetched on
-first use, or by ``python -m mqlab.kafkaserver`` from ``scripts/setup.sh``),
+first use, or by ``python -m mqlab.servers.kafka`` from ``scripts/setup.sh``),
 plus reload4j so that what the broker logs, its reason for not starting
 included, reaches ``server.log`` in the state dir. Each start takes two free
 loopback ports (clients, controller), wipes the data directory an earlier run
@@ -25,14 +25,12 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mqlab import mavenjars
-from mqlab.daemons import free_port, terminate
 from mqlab.errors import BrokerError
-
-if TYPE_CHECKING:
-    from mqlab.servers import ServerHandle
+from mqlab.servers import mavenjars
+from mqlab.servers.daemons import free_port, terminate
+from mqlab.servers.handle import ServerHandle
 
 VERSION = "3.9.2"
 
@@ -180,7 +178,7 @@ def cause(text: str) -> str:
 
 
 class KafkaServer:
-    """Private single-node Kafka brokers (KRaft), as :mod:`mqlab.servers` starts them."""
+    """Private single-node Kafka brokers (KRaft), as :mod:`mqlab.servers.managed` starts them."""
 
     kind = "kafka"
     label = "Kafka"
@@ -233,8 +231,6 @@ class KafkaServer:
             log.close()
         self._children[proc.pid] = proc
         self._wait_ready(proc, log_path, start, port)
-        from mqlab.servers import ServerHandle
-
         facts = {"product": "Kafka", "version": VERSION, "port": port, "mode": "KRaft"}
         single = "" if nodes == 1 else " (one node: mqlab clusters RabbitMQ only)"
         return ServerHandle(
@@ -306,6 +302,6 @@ if __name__ == "__main__":  # scripts/setup.sh: fetch once, where Java is
     try:
         JARS.fetch(lambda line: print(line, file=sys.stderr))
     except (OSError, ValueError) as exc:
-        print(f"mqlab.kafkaserver: {exc}", file=sys.stderr)
+        print(f"mqlab.servers.kafka: {exc}", file=sys.stderr)
         sys.exit(1)
     print(f"Kafka {VERSION}: {JARS.cache_dir}")
