@@ -188,7 +188,10 @@ class KafkaServer:
 
     def installed(self) -> str | None:
         if shutil.which("java") is None:
-            return "Kafka needs Java, and there is none on PATH: sudo apt-get install default-jre-headless"
+            return (
+                "Kafka needs Java, and there is none on PATH: "
+                "sudo apt-get install default-jre-headless"
+            )
         return None
 
     def _java(self) -> str:
