@@ -37,8 +37,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from confluent_kafka import KafkaError, KafkaException, NewTopic
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from mqlab.errors import ConnectionLost, DriverError, map_errors
 from mqlab.sdk.connect import connect_first
