@@ -19,7 +19,12 @@ What oslo does, and mqlab measures as it is:
   (``auto.offset.reset = latest``): what was sent before the group had its
   partitions is not delivered to it;
 - each listener's start polls once for up to 5 s (oslo's own work-around so
-  that its topics exist), so starting a listener takes about 5 s.
+  that its topics exist), so starting a listener takes about 5 s; that poll
+  returns whether or not the group gave the listener its partitions (on a
+  broker just started, creating the offsets topic takes longer), so this driver
+  then waits until the pool's group is stable with every partition of its topic
+  assigned, as a service that has run for a while would find it: a notification
+  sent before that would skip the group.
 
 oslo relies on the broker to create topics on first use (one partition, by
 the broker's ``num.partitions``): a group of one partition has one busy
@@ -34,10 +39,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -62,6 +68,8 @@ KAFKA = "oslo_messaging_kafka"
 
 #: seconds topic creation and group deletion may take
 ADMIN_TIMEOUT = 10.0
+#: seconds a listener's group may take to assign it its partitions
+JOIN_WITHIN = 30.0
 
 _ERRORS = [
     (KafkaException, lambda e: ConnectionLost(f"kafka: {e}")),
@@ -208,6 +216,8 @@ class OsloKafkaTransport(Transport):
                 self._oslo_transport(), [where], [endpoint], pool=pool or None
             )
             listener.start()  # subscribes, and polls once for up to 5 s
+            group = pool or self._oslo_transport().conf.oslo_messaging_kafka.consumer_group
+            _wait_assigned(self._hosts, group, topic, self.options["partitions"])
             return listener
 
         with map_errors(_ERRORS):
@@ -251,6 +261,30 @@ def _create_topic(hosts: str, topic: str, partitions: int) -> None:
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+
+
+def _wait_assigned(hosts: str, group: str, topic: str, partitions: int) -> None:
+    """Return once ``group`` is stable with ``partitions`` partitions of ``topic`` assigned;
+    ConnectionLost after JOIN_WITHIN seconds."""
+    admin = AdminClient({"bootstrap.servers": hosts})
+    deadline = time.monotonic() + JOIN_WITHIN
+    while True:
+        described = admin.describe_consumer_groups([group], request_timeout=ADMIN_TIMEOUT)
+        found = described[group].result(ADMIN_TIMEOUT)
+        assigned = sum(
+            1
+            for member in found.members
+            for tp in (member.assignment.topic_partitions if member.assignment else [])
+            if tp.topic == topic
+        )
+        if found.state == ConsumerGroupState.STABLE and assigned >= partitions:
+            return
+        if time.monotonic() > deadline:
+            raise ConnectionLost(
+                f"oslo's consumer group {group!r} had {assigned} of {partitions} partitions "
+                f"of {topic!r} assigned after {JOIN_WITHIN:g}s"
+            )
+        time.sleep(0.1)
 
 
 def _explain(url: str, exc: BaseException, timeout: float) -> str:
