@@ -122,6 +122,15 @@ class OsloKafkaTransport(Transport):
             (str,), "none", "oslo's compression_codec",
             choices=("none", "gzip", "snappy", "lz4", "zstd"),
         ),
+        "consumer_timeout": Option(
+            (int, float), 1.0,
+            "oslo's kafka_consumer_timeout: seconds a listener's fetch waits to fill a batch",
+            minimum=0.01, maximum=60,
+        ),
+        "max_poll_records": Option(
+            (int,), 500, "oslo's max_poll_records: records a listener's fetch waits for at most",
+            minimum=1, maximum=100_000,
+        ),
         "partitions": Option(
             (int,), 8, "partitions of the topic a listener creates: a pool's busy members at most",
             minimum=1, maximum=1000,
@@ -195,6 +204,8 @@ class OsloKafkaTransport(Transport):
                     "producer_batch_timeout": self.options["linger_ms"] / 1000,
                     "producer_batch_size": self.options["batch_size"],
                     "compression_codec": self.options["compression"],
+                    "kafka_consumer_timeout": float(self.options["consumer_timeout"]),
+                    "max_poll_records": self.options["max_poll_records"],
                 }
                 for name, value in kafka.items():
                     conf.set_override(name, value, group=KAFKA)
