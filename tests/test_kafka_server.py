@@ -105,3 +105,24 @@ def test_no_java_is_one_line_naming_the_package(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(BrokerError) as caught, managed.managed(["kafka"]):
         pass
     assert "apt-get install default-jre-headless" in _one_line(caught)
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        (
+            'Exception in thread "main" java.lang.RuntimeException: Invalid cluster.id in: '
+            "/d/meta.properties. Expected a, but read b\n\tat org.apache.kafka.F.run(F.java:1)",
+            "Invalid cluster.id in: /d/meta.properties. Expected a, but read b",
+        ),
+        (
+            "[2026-11-25 08:00:00,000] ERROR [KafkaRaftServer nodeId=1] Fatal error during broker "
+            "startup. (kafka.server.BrokerServer)\norg.apache.kafka.common.KafkaException: Socket "
+            "server failed to bind to 127.0.0.1:9: Address already in use.\n\tat kafka.Kafka.main",
+            "Socket server failed to bind to 127.0.0.1:9: Address already in use.",
+        ),
+        ("[x] INFO starting\n[x] ERROR it broke (k)\n[x] INFO stopped", "[x] ERROR it broke (k)"),
+    ],
+)
+def test_the_cause_is_kafkas_own_words(log: str, said: str) -> None:
+    assert kafka.cause(log) == said
