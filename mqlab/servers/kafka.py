@@ -114,7 +114,7 @@ JVM = [*HEAP, "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true"]
 TOOL_JVM = ["-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 READY_LINE = "Kafka Server started"
-_CAUSE = re.compile(r"^(?:[\w$]+\.)*[\w$]*(?:Exception|Error): (.+)$")
+_CAUSE = re.compile(r"(?:^|\s)(?:[\w$]+\.)+[\w$]*(?:Exception|Error): (.+)$")
 
 LOG4J = """\
 log4j.rootLogger=INFO, stdout
@@ -169,7 +169,7 @@ def cause(text: str) -> str:
     else its first ERROR line, else its last line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for line in lines:
-        found = _CAUSE.match(line)
+        found = _CAUSE.search(line)
         if found:
             return found.group(1)[:300]
     errors = [ln for ln in lines if " ERROR " in ln or " FATAL " in ln]
