@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 from mqlab_oslo.kafka import OsloKafkaTransport
 
 from mqlab.servers.handle import ServerHandle
-from mqlab.testing import Kit, Recorder, Subject, delivery, lifecycle
+from mqlab.testing import Kit, Recorder, Subject, delivery, lifecycle, resilience
 from mqlab.testing.kit import Check, run
 from mqlab.transport import PATTERNS
 
@@ -51,11 +51,12 @@ def test_it_declares_notify_alone() -> None:
         delivery.notify,
         delivery.every_pool_gets_every_notification,
         lambda subject: delivery.concurrent_senders(subject, {}),
+        resilience.idle_then_send,
         lifecycle.clean_close,
         lifecycle.connect_failure,
         lifecycle.refused_options,
     ],
-    ids=["notify", "pools", "100-senders", "clean-close", "connect-failure", "options"],
+    ids=["notify", "pools", "100-senders", "idle", "clean-close", "connect-failure", "options"],
 )
 def test_the_kit(subject: Subject, check: Check) -> None:
     run(check, subject, limit=90.0)
