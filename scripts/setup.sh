@@ -30,7 +30,7 @@ packages=(rabbitmq-server redis-server nats-server mosquitto gcc pkg-config libs
 # tmux (test only): the live monitor's tests run `mqlab run` in a tmux pane and press keys
 if [[ $mode == test ]]; then packages+=(chromium tmux); fi
 # a Java runtime (test only, when there is none): RabbitMQ PerfTest, the broker's ceiling
-# that `mqlab ceiling` shows; its test never skips
+# that `mqlab ceiling` shows, and the managed Kafka broker; their tests never skip
 if [[ $mode == test ]] && ! command -v java >/dev/null; then packages+=(default-jre-headless); fi
 missing=()
 for p in "${packages[@]}"; do
@@ -86,6 +86,20 @@ if command -v java >/dev/null; then
   .venv/bin/python -m mqlab.ceiling.perftest >/dev/null 2>&1 || say "RabbitMQ PerfTest could not be fetched; mqlab ceiling will try again"
 else
   say "no Java: mqlab ceiling will run without RabbitMQ PerfTest (apt-get install default-jre-headless to add it)"
+fi
+
+# Kafka (the kafka and oslo-kafka drivers' managed broker): its jars come from Maven Central
+# into ~/.cache/mqlab/kafka-<version> (46 MB, once). The tests start it: there, a jar that
+# cannot be fetched stops the set-up; otherwise the first managed Kafka run fetches them.
+if command -v java >/dev/null; then
+  if ! .venv/bin/python -m mqlab.servers.kafka >/dev/null 2>.venv/setup-kafka.log; then
+    if [[ $mode == test ]]; then
+      say "the Kafka jars could not be fetched from Maven Central:"
+      cat .venv/setup-kafka.log >&2
+      exit 1
+    fi
+    say "the Kafka jars could not be fetched; a managed Kafka run will try again"
+  fi
 fi
 
 if [[ $mode == run ]]; then

@@ -105,7 +105,7 @@ def test_managed_starts_each_kind_once_and_stops_it_even_when_the_run_fails(
         pass
     assert fake.events[-2:] == ["start True", "stop"]  # the one started is stopped again
     with (
-        pytest.raises(BrokerError, match=r"cannot start a 'kafka' server.*manages: "),
-        managed.managed(["kafka"]),
+        pytest.raises(BrokerError, match=r"cannot start a 'pulsar' server.*manages: "),
+        managed.managed(["pulsar"]),
     ):
         pass

@@ -43,7 +43,8 @@ def cpu_model() -> str:
 #: the libraries mqlab's figures depend on: the drivers compared and the harness's own
 LIBRARIES = (
     "pika", "aio-pika", "aiormq", "pamqp", "python-qpid-proton", "pyngus", "pyzmq", "kombu",
-    "amqp", "oslo.messaging", "nats-py", "aiomqtt", "redis", "msgpack", "uvloop",
+    "amqp", "oslo.messaging", "nats-py", "aiomqtt", "redis", "aiokafka", "confluent-kafka",
+    "msgpack", "uvloop",
     "hdrhistogram", "rich", "psutil",
 )  # fmt: skip
 

@@ -20,6 +20,7 @@ class BrokerProcess:
     """CPU shares of one process over a step's window, and its last memory reading."""
 
     def __init__(self, pid: int | None) -> None:
+        self.pid = pid
         self.ps = process(pid)
         self.cpu: list[float] = []  # one share per second of the current step's window
         self._rss_mb: float | None = None

@@ -65,6 +65,7 @@ class Runner:
         broker_steps: BrokerSteps | None = None,
         node_control: NodeControl | None = None,
         after_step: Callable[[Step, dict[str, Any]], Awaitable[None]] | None = None,
+        broker_pid_of: Mapping[str, int | None] | None = None,
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -74,6 +75,9 @@ class Runner:
         #: awaited with each finished step's record before it is recorded (`mqlab ceiling`)
         self.after_step = after_step
         self.broker = BrokerProcess(broker_pid)
+        #: driver name -> the pid of its own server, when a run has several (RabbitMQ and
+        #: Kafka): each step samples the broker its driver talks to, not the run's first
+        self._broker_pid_of = dict(broker_pid_of or {})
         # every URL once, in driver order: what the live view names as the broker
         shown = dict.fromkeys(u for driver_urls in urls.values() for u in driver_urls)
         label = broker_label or ", ".join(mask(u) for u in shown)
@@ -172,6 +176,9 @@ class Runner:
         )  # fmt: skip
         if self._faults is not None:
             self._faults.marker = lay.marker
+        pid = self._broker_pid_of.get(step.driver.name, self.broker.pid)
+        if pid != self.broker.pid:
+            self.broker = BrokerProcess(pid)
         self.broker.cpu = []
         self._drain = {}
         self._roll = None

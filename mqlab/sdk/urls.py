@@ -22,6 +22,7 @@ DEFAULT_PORTS: dict[str, int] = {
     "mqtt": 1883,
     "mqtts": 8883,
     "tcp": 5672,
+    "kafka": 9092,
 }
 #: the port of a URL without a scheme mqlab knows
 FALLBACK_PORT = 5672

@@ -26,6 +26,7 @@ from mqlab.rabbitmq.backlog import QueueDepth, rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
 from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
 from mqlab.servers.handle import ManagedServer, ServerHandle
+from mqlab.servers.kafka import KafkaServer
 
 if TYPE_CHECKING:
     from mqlab.rabbitmq.faults import NodeControl
@@ -82,6 +83,7 @@ STARTERS: dict[str, ManagedServer] = {
     "nats": NatsServer(),
     "redis": RedisServer(),
     "mosquitto": Mosquitto(),
+    "kafka": KafkaServer(),
 }
 
 
@@ -261,3 +263,16 @@ def facts(
             info, pid = STARTERS[kind].probe(urls[name][0])
             return ({"managed": False, **info} if info else None), pid
     return None, None
+
+
+def pid_of(
+    server_of: Mapping[str, str | None], handles: Mapping[str, ServerHandle]
+) -> dict[str, int | None]:
+    """Driver name -> the pid of the managed server it talks to (its first node's), for
+    the drivers whose server mqlab started: a run with RabbitMQ and Kafka samples each."""
+    out: dict[str, int | None] = {}
+    for name, kind in server_of.items():
+        handle = handles.get(kind) if kind is not None else None
+        if handle is not None and handle.pids:
+            out[name] = handle.pids[0]
+    return out

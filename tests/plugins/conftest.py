@@ -40,3 +40,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHan
 @pytest.fixture(scope="session")
 def mosquitto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
     yield from _managed("mosquitto", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def kafka_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
+    yield from _managed("kafka", tmp_path_factory)

@@ -75,15 +75,20 @@ def transport_url(urls: Sequence[str]) -> str:
     return f"rabbit://{','.join(hosts)}/{vhost}"
 
 
-def make_conf(options: Mapping[str, Any], exchange: str) -> cfg.ConfigOpts:
-    """A private ConfigOpts with every oslo.messaging option registered and ours set."""
+def make_conf(
+    options: Mapping[str, Any],
+    exchange: str,
+    passed: Mapping[str, tuple[str | None, str]] = PASSED_THROUGH,
+) -> cfg.ConfigOpts:
+    """A private ConfigOpts with every oslo.messaging option registered and ours set
+    (``passed``: mqlab option -> (oslo group, oslo option), the rabbit driver's by default)."""
     conf = cfg.ConfigOpts()
     conf([], project="mqlab", default_config_files=[], default_config_dirs=[])
     for group, opts in oslo_messaging.opts.list_opts():
         conf.register_opts(opts, group=group)
     for module, attr, group in _OPTION_LISTS:
         conf.register_opts(getattr(importlib.import_module(module), attr), group=group)
-    for name, (group, oslo_name) in PASSED_THROUGH.items():
+    for name, (group, oslo_name) in passed.items():
         conf.set_override(oslo_name, options[name], group=group)
     # RPC targets name their exchange; notifications go to the control exchange
     conf.set_override("control_exchange", exchange)

@@ -1,0 +1,110 @@
+"""aiokafka's own ceiling for cast: a producer sending without waiting, one group member reading.
+
+The thinnest use of aiokafka for what the plugin's cast does, with the plugin's
+options: the producer is configured as the plugin's (``acks``, ``linger_ms``,
+``batch_size``, ``compression``) and sends records to one topic of
+``partitions`` partitions, keeping up to ``WINDOW`` sends unacknowledged (the
+plugin's senders each wait for their record's acknowledgement, many at once);
+the consumer is one member of a consumer group fetching up to ``batch``
+records at a time and committing each batch after it (``commit = "after"``)
+or before counting it (``"before"``), as the plugin's servers do.
+
+The consumer creates the topic and deletes it, with its group, when it stops;
+the publisher creates nothing (it waits for the topic to exist).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.protocol.admin import DeleteGroupsRequest
+
+from mqlab.sdk.reference import AsyncReferenceLoop, Tally
+from mqlab_kafka import topics
+from mqlab_kafka.group import consumer
+from mqlab_kafka.transport import MAX_REQUEST, bootstrap
+
+#: sends the publisher keeps unacknowledged at most (its backpressure)
+WINDOW = 1000
+#: milliseconds a fetch of an empty topic waits before it looks at ``tally.stop``
+TICK_MS = 100
+
+
+class KafkaReference(AsyncReferenceLoop):
+    library: ClassVar[str] = "aiokafka"
+
+    @classmethod
+    def auto_ack(cls, options: Mapping[str, Any]) -> bool:
+        return bool(options["commit"] == "before")
+
+    @classmethod
+    def describe(cls, options: Mapping[str, Any]) -> str:
+        when = "before" if cls.auto_ack(options) else "after"
+        return f"acks={options['acks']}, commit {when} each fetch of up to {options['batch']}"
+
+    async def aconsume(self, tally: Tally, ready: Callable[[str], None]) -> None:
+        where = [bootstrap(self.spec.urls[0])]
+        options = self.spec.options
+        topic, group = self.spec.name, topics.servers_group(self.spec.name)
+        admin = AIOKafkaAdminClient(bootstrap_servers=where)
+        await admin.start()
+        reader = consumer(where, "mqlab-ref", group, int(options["batch"]))
+        try:
+            await admin.create_topics([NewTopic(topic, int(options["partitions"]), 1)])
+            reader.subscribe([topic])
+            await reader.start()
+            while not reader.assignment():
+                await reader.getmany(timeout_ms=TICK_MS)
+            ready("")
+            after = options["commit"] == "after"
+            while not tally.stop:
+                batches = await reader.getmany(
+                    timeout_ms=TICK_MS, max_records=int(options["batch"])
+                )
+                if not batches:
+                    continue
+                if not after:
+                    await reader.commit()
+                for records in batches.values():
+                    tally.n += len(records)
+                if after:
+                    await reader.commit()
+        finally:
+            with contextlib.suppress(Exception):
+                await reader.stop()
+            with contextlib.suppress(Exception):
+                node = await admin.find_coordinator(group)
+                await admin._send_request(DeleteGroupsRequest([group]), node)
+            with contextlib.suppress(Exception):
+                await admin.delete_topics([topic])
+            await admin.close()
+
+    async def apublish(self, tally: Tally) -> None:
+        options = self.spec.options
+        compression = options["compression"]
+        producer = AIOKafkaProducer(
+            bootstrap_servers=[bootstrap(self.spec.urls[0])],
+            acks=options["acks"],
+            linger_ms=options["linger_ms"],
+            max_batch_size=options["batch_size"],
+            compression_type=None if compression == "none" else compression,
+            max_request_size=MAX_REQUEST,
+        )
+        await producer.start()
+        send, topic, body = producer.send, self.spec.name, self.spec.body
+        window: list[asyncio.Future[Any]] = []
+        try:
+            while not tally.stop:
+                window.append(await send(topic, body))
+                tally.n += 1
+                if len(window) >= WINDOW:
+                    await asyncio.gather(*window)
+                    window.clear()
+        finally:
+            with contextlib.suppress(Exception):
+                await producer.stop()
