@@ -26,7 +26,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mqlab.config.cores import Cores
 from mqlab.sdk.reference import ReferenceSpec, Tally, load
+from mqlab.worker.affinity import pin
 
 #: seconds a consumer may take to declare and start consuming
 READY_LIMIT = 30.0
@@ -50,18 +52,28 @@ class LoopFailed(Exception):
 # -- the controller ------------------------------------------------------------
 
 
-async def measure(plugin: str, spec: ReferenceSpec, warmup: float, duration: float) -> Measured:
-    """Run ``plugin``'s reference loop once; LoopFailed with one line if it cannot."""
+async def measure(
+    plugin: str,
+    spec: ReferenceSpec,
+    warmup: float,
+    duration: float,
+    placement: Cores | None = None,
+) -> Measured:
+    """Run ``plugin``'s reference loop once; LoopFailed with one line if it cannot.
+
+    With a ``placement``, the consumer runs on the servers' CPUs and the publisher on
+    the clients', as the plugin's own workers did.
+    """
     procs: list[asyncio.subprocess.Process] = []
     try:
-        consumer = await _spawn(procs, "consume", plugin, spec)
+        consumer = await _spawn(procs, "consume", plugin, spec, placement)
         ready = await _line(consumer, READY_LIMIT, "the consumer did not start")
         t0 = time.monotonic() + warmup
         window = {"t0": t0, "t1": t0 + duration}
         _write(consumer, window)
         publisher = await _spawn(procs, "publish", plugin, ReferenceSpec(**{
             **asdict(spec), "peer": str(ready.get("ready", ""))
-        }))  # fmt: skip
+        }), placement)  # fmt: skip
         _write(publisher, window)
         budget = warmup + duration + STOP_LIMIT
         got, sent = await asyncio.gather(
@@ -79,7 +91,11 @@ async def measure(plugin: str, spec: ReferenceSpec, warmup: float, duration: flo
 
 
 async def _spawn(
-    procs: list[asyncio.subprocess.Process], role: str, plugin: str, spec: ReferenceSpec
+    procs: list[asyncio.subprocess.Process],
+    role: str,
+    plugin: str,
+    spec: ReferenceSpec,
+    placement: Cores | None = None,
 ) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "mqlab.ceiling.refloop", role,
@@ -87,6 +103,9 @@ async def _spawn(
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     procs.append(proc)
+    cpus = placement.of("server" if role == "consume" else "client") if placement else ()
+    if cpus:
+        pin(proc.pid, cpus)
     _write(proc, {"plugin": plugin, **asdict(spec)})
     return proc
 

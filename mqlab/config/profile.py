@@ -17,6 +17,7 @@ from typing import Any
 from mqlab.codec import SERIALIZERS
 from mqlab.config import limits
 from mqlab.config.background import Background, parse_background
+from mqlab.config.cores import Cores, parse_cores
 from mqlab.config.events import FaultEvent, parse_events
 from mqlab.config.fields import FieldReader
 from mqlab.config.limits import parse_duration as parse_duration  # part of this module's interface
@@ -119,6 +120,8 @@ class Profile:
     drivers: tuple[DriverSpec, ...]
     scenarios: tuple[Scenario, ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    #: ``[placement]``: the CPU sets of the broker, the servers and the clients
+    placement: Cores | None = None
 
     def urls_of(self, driver: DriverSpec) -> tuple[str, ...]:
         """The URLs ``driver`` connects to: its own, else the profile's [broker] url."""
@@ -146,6 +149,11 @@ class Profile:
             except ValueError as exc:
                 raise ProfileError("--broker", "", str(exc)) from None
             brk = BrokerSettings(urls, managed=False)
+            if self.placement is not None and self.placement.broker:
+                raise ProfileError(
+                    "--broker", "", "the profile pins a managed broker's processes "
+                    "(placement.broker); a given broker is not pinned: remove placement.broker",
+                )  # fmt: skip
         profile = replace(self, run=run, broker=brk)
         check_plan(profile, "command line: ")
         return profile
@@ -166,7 +174,7 @@ _SCENARIO_KEYS = {
     "notify_queue_type", "mirror_replicas", "clients_on", "servers_on", "roles", "rolling",
     "event", "background",
 } | _DEFAULT_KEYS  # fmt: skip
-_TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event"}
+_TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event", "placement"}
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -278,7 +286,14 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         )
         for i, raw in enumerate(raw_scenarios)
     )
-    profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults)
+    placement = parse_cores(top.table.get("placement"), path)
+    if placement is not None and placement.broker and not managed:
+        raise ProfileError(
+            path, "placement.broker",
+            "pins the processes of a broker mqlab starts; set [broker] managed = true "
+            "or remove placement.broker",
+        )  # fmt: skip
+    profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults, placement)
     check_plan(profile)
     return profile
 

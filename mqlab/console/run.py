@@ -154,7 +154,7 @@ def _run(
 
         ceilings = Ceilings(
             urls, {d.name: plugins[d.name].check(d.options_dict) for d in profile.drivers},
-            server_of, profile.run.warmup, profile.run.duration,
+            server_of, profile.run.warmup, profile.run.duration, profile.placement,
         )  # fmt: skip
     runner = Runner(
         plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
@@ -164,6 +164,7 @@ def _run(
         broker_steps=managed.broker_steps(urls, server_of, handles),
         node_control=managed.node_control(handles),
         after_step=ceilings,
+        broker_pids=lambda: managed.broker_pids(handles),
     )  # fmt: skip
     status, message, code = "done", "", 0
 

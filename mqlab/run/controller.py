@@ -26,9 +26,11 @@ from mqlab.run import background, collect, stepresult
 from mqlab.run.background import BackgroundLoad
 from mqlab.run.brokerprocess import BrokerProcess
 from mqlab.run.drain import drain, in_flight
+from mqlab.run.hostload import HostLoad
 from mqlab.run.progress import Progress, worker_rows
 from mqlab.run.rolling import RollingUpdate
 from mqlab.sdk.urls import mask
+from mqlab.worker import affinity
 from mqlab.worker.pool import Interrupted, StepFailed, Worker, WorkerPool
 
 if TYPE_CHECKING:
@@ -64,6 +66,7 @@ class Runner:
         broker_steps: BrokerSteps | None = None,
         node_control: NodeControl | None = None,
         after_step: Callable[[Step, dict[str, Any]], Awaitable[None]] | None = None,
+        broker_pids: Callable[[], tuple[int, ...]] = tuple,
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -82,7 +85,12 @@ class Runner:
         self._interrupted_at: float | None = None
         self.skip = asyncio.Event()  # the monitor's `n`: end this step's window now, go on
         self.stop_after = asyncio.Event()  # the monitor's `q`: no step after this one
-        self.pool = WorkerPool(self.force)
+        self.placement = plan.profile.placement
+        self.pool = WorkerPool(self.force, self.placement)
+        #: the broker's processes now (a restarted node has a new PID): pinned, read back
+        self.broker_pids = broker_pids
+        self.host_load = HostLoad()
+        self._affinity: list[dict[str, Any]] = []
         self.queue_depth = queue_depth
         #: queue types, queue homes and per-node figures (a RabbitMQ broker), if any
         self.broker_steps = broker_steps
@@ -179,6 +187,10 @@ class Runner:
         bg = self._bg = background.load(step, urls, placement, tmp, self.run_id, run.processes,
                                         self.in_process)  # fmt: skip
         bg_workers = bg.workers if bg is not None else []  # the same list, filled as they start
+        self._affinity = []
+        if self.placement is not None and self.placement.broker:
+            for pid in self.broker_pids():
+                affinity.pin_tree(pid, self.placement.broker)
         try:
             self._show(step, "starting")
             if bsteps is not None:
@@ -205,6 +217,11 @@ class Runner:
             if self._faults is not None:  # the next step starts on a whole cluster
                 await self._faults.close()
             record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted))
+            record["cores"] = {
+                "asked": self.placement.asked() if self.placement is not None else None,
+                "processes": self._affinity,
+            }
+            record["host_load"] = self.host_load.figures(record.get("cpu"))
             if bg is not None:
                 record["background"] = bg.figures(self._window, math.ceil(run.warmup), interrupted)
         except BaseException:
@@ -254,8 +271,16 @@ class Runner:
             nodes = asyncio.create_task(sample_from(sampler, window_start, self._node_ticks))
         if self._faults is not None:
             self._faults.start(window_start)  # each event at its time in the window
+        self.host_load.start()
         try:
             interrupted = await self._window_loop(step, lay, workers, clients, t0, next_cpu, go)
+            self.host_load.stop()
+            # read while every process still runs: the CPUs each really had
+            everyone = workers + (self._bg.workers if self._bg is not None else [])
+            self._affinity = affinity.readback(
+                ((w.spec.worker, w.spec.role, w.proc.pid if w.proc else None) for w in everyone),
+                self.broker_pids(),
+            )
         finally:
             if self._faults is not None:
                 await self._faults.stop()  # none after the window; one under way finishes

@@ -11,11 +11,12 @@ from typing import Any
 
 import psutil
 
+from mqlab.config import cores
 from mqlab.config.plan import WorkerSpec
 from mqlab.errors import MqlabError
 from mqlab.measure.figures import WorkerFigures
 from mqlab.transport import START_LIMIT
-from mqlab.worker import protocol
+from mqlab.worker import affinity, protocol
 from mqlab.worker.process import spec_to_dict
 
 #: a worker must connect, start its transport and serve within this many seconds
@@ -76,8 +77,10 @@ class WorkerPool:
     every second and on request. No worker outlives the pool.
     """
 
-    def __init__(self, force: asyncio.Event) -> None:
+    def __init__(self, force: asyncio.Event, placement: cores.Cores | None = None) -> None:
         self.force = force  # a second Ctrl-C: stop waiting at once
+        #: each worker is pinned to its role's CPUs as it starts (successors too)
+        self.placement = placement
         self._workers: dict[str, Worker] = {}
         self._server: asyncio.Server | None = None
         self._port = 0
@@ -152,6 +155,9 @@ class WorkerPool:
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                     stderr=err, start_new_session=True,
                 )  # fmt: skip
+            cpus = self.placement.of(spec.role) if self.placement is not None else ()
+            if cpus:  # before it starts a thread: every later one inherits the mask
+                affinity.pin(w.proc.pid, cpus)
             w.ps = process(w.proc.pid)
             started.append(w)
         return started
