@@ -54,7 +54,7 @@ def _observe(run: subprocess.Popen[str], until: float) -> dict[int, tuple[str, l
         for p in kids:
             try:
                 cmd = p.cmdline()
-                name = "worker" if "mqlab.worker" in cmd else p.name()
+                name = "worker" if any(c.startswith("mqlab.worker") for c in cmd) else p.name()
                 seen[p.pid] = (name, sorted(p.cpu_affinity() or []))
             except psutil.Error:
                 continue
@@ -73,7 +73,7 @@ def test_a_pinned_run_records_the_cpus_its_processes_really_had(tmp_path: Path) 
     )
     out = tmp_path / "r.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mqlab.cli", "run", str(profile), "-o", str(out), "--quiet"],
+        [sys.executable, "-m", "mqlab.console.cli", "run", str(profile), "-o", str(out), "--quiet"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
