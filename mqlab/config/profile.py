@@ -20,6 +20,7 @@ from mqlab.config.background import Background, parse_background
 from mqlab.config.cores import Cores, parse_cores
 from mqlab.config.events import FaultEvent, parse_events
 from mqlab.config.fields import FieldReader
+from mqlab.config.hosts import Hosts, parse_hosts
 from mqlab.config.limits import parse_duration as parse_duration  # part of this module's interface
 from mqlab.config.roles import Roles, Rolling, parse_roles, parse_rolling
 from mqlab.config.sizes import SizeSpec, parse_size
@@ -122,6 +123,8 @@ class Profile:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     #: ``[placement]``: the CPU sets of the broker, the servers and the clients
     placement: Cores | None = None
+    #: ``[hosts]``: the Dask scheduler and the hosts the load runs on
+    hosts: Hosts | None = None
 
     def urls_of(self, driver: DriverSpec) -> tuple[str, ...]:
         """The URLs ``driver`` connects to: its own, else the profile's [broker] url."""
@@ -174,7 +177,7 @@ _SCENARIO_KEYS = {
     "notify_queue_type", "mirror_replicas", "clients_on", "servers_on", "roles", "rolling",
     "event", "background",
 } | _DEFAULT_KEYS  # fmt: skip
-_TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event", "placement"}
+_TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event", "placement", "hosts"}
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -293,7 +296,8 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
             "pins the processes of a broker mqlab starts; set [broker] managed = true "
             "or remove placement.broker",
         )  # fmt: skip
-    profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults, placement)
+    hosts = parse_hosts(top.table.get("hosts"), path)
+    profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults, placement, hosts)
     check_plan(profile)
     return profile
 

@@ -65,6 +65,13 @@ def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> di
 def cmd_run(args: argparse.Namespace) -> int:
     """The pipeline: profile, check, plan, servers, run, record."""
     profile = load(args.profile, args)
+    if profile.hosts is not None:
+        # never a silent local run of a profile that asked for other hosts
+        raise CliError(
+            f"{profile.path}: [hosts]: running the workers on other hosts is not built yet; "
+            "`mqlab hosts check` reaches the hosts and measures their clocks",
+            EXIT_BAD_INPUT,
+        )
     plugins = check(profile)
     plan = make_plan(profile)
     console = _console()

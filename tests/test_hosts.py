@@ -1,0 +1,191 @@
+"""Other hosts through Dask: a TLS scheduler and two workers, each in its own network namespace
+with its own monotonic clock (``unshare --time``), as two load hosts on this machine.
+
+Everything made here (namespaces, veths, certificates, processes) is removed afterwards, by
+name prefix and by PID; traffic stays on the namespaces' own link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mqlab import netns
+from mqlab.hosts import certs
+
+from .helpers import mqlab, write_profile
+
+BIN = Path(sys.executable).parent
+#: the load hosts' clocks, seconds ahead of this one's (the second behind: no more than
+#: this machine's uptime allows, a monotonic clock never reads below zero)
+OFFSETS = {"w1": 3000, "w2": -min(600, int(time.monotonic() * 0.5))}
+
+
+@dataclass
+class Cluster:
+    net: netns.Network
+    scheduler: str
+    certs: Path
+    procs: dict[str, subprocess.Popen[bytes]]
+    logs: Path
+
+    def profile(self, tmp: Path, certs_dir: Path | None = None, extra: str = "") -> Path:
+        return write_profile(
+            tmp / "hosts.toml",
+            f"""
+[hosts]
+scheduler = "{self.scheduler}"
+certs = "{certs_dir or self.certs}"
+servers = ["w1"]
+clients = ["w2"]
+worker_ttl = "5s"
+no_workers_timeout = "5s"
+{extra}
+
+[drivers.lb]
+plugin = "loopback"
+
+[[scenario]]
+pattern = "cast"
+concurrency = [1]
+""",
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """The process and what it started (unshare forks the worker), each by its PID."""
+    try:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        kids = []
+    for p in (*kids, proc):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGKILL)
+    proc.wait(10)
+    psutil.wait_procs(kids, timeout=10)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    problem = netns.missing()
+    assert not problem, f"these tests build network namespaces and need {problem}"
+    tmp = tmp_path_factory.mktemp("hosts")
+    certs.make(tmp / "certs")
+    c = tmp / "certs"
+    prefix = netns.prefix_for("mq31")
+    netns.sweep("mq31")  # what a killed earlier run of this test left
+    net = netns.Network.create(prefix, ["broker", "w1", "w2"])
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    env = {
+        **os.environ,
+        "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
+        "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
+        "DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": "5s",
+    }
+    try:
+        port = _free_port()
+        address = f"tls://{net.root_address}:{port}"
+        tls = ["--tls-ca-file", str(c / "ca.pem")]
+        with open(tmp / "scheduler.log", "wb") as log:
+            procs["scheduler"] = subprocess.Popen(
+                [str(BIN / "dask"), "scheduler", "--protocol", "tls", "--host", net.root_address,
+                 "--port", str(port), "--no-dashboard", *tls,
+                 "--tls-cert", str(c / "scheduler.pem"), "--tls-key", str(c / "scheduler-key.pem")],
+                stdout=log, stderr=log, env=env,
+            )  # fmt: skip
+        for name, offset in OFFSETS.items():
+            with open(tmp / f"{name}.log", "wb") as log:
+                procs[name] = subprocess.Popen(
+                    [*net.exec_prefix(name), "unshare", "--time", "--monotonic", str(offset),
+                     str(BIN / "dask"), "worker", address, "--name", name, "--no-nanny",
+                     "--nthreads", "2", "--host", net.address(name), "--no-dashboard", *tls,
+                     "--tls-cert", str(c / "worker.pem"), "--tls-key", str(c / "worker-key.pem")],
+                    stdout=log, stderr=log, env=env,
+                )  # fmt: skip
+        yield Cluster(net, address, c, procs, tmp)
+    finally:
+        for proc in procs.values():
+            _stop(proc)
+        net.destroy()
+        assert not netns.namespaces(prefix), "a namespace was left behind"
+
+
+def _offsets(stdout: str) -> dict[str, tuple[float, float]]:
+    """name -> (offset s, bound s) from `mqlab hosts check`'s lines."""
+    out = {}
+    for m in re.finditer(
+        r"^(\w+) \(.*?monotonic clock ([-+][\d.]+) s .*?within ([\d.]+) µs", stdout, re.M
+    ):
+        out[m.group(1)] = (float(m.group(2)), float(m.group(3)) / 1e6)
+    return out
+
+
+def test_check_finds_each_host_and_its_clock_offset_within_the_bound(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    proc = mqlab("hosts", "check", str(cluster.profile(tmp_path)), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    got = _offsets(proc.stdout)
+    assert set(got) == {"w1", "w2"}, proc.stdout
+    for name, (offset, bound) in got.items():
+        # NTP's promise: the true offset lies within half the best round trip
+        assert abs(offset - OFFSETS[name]) <= bound, (name, offset, bound, OFFSETS[name])
+        assert bound < 0.05  # a link on one machine: well under the 50 ms a bound would flag
+    # the scheduler was reached on the namespaces' link, not on loopback
+    assert cluster.scheduler.startswith(f"tls://{cluster.net.root_address}:")
+
+
+def test_a_certificate_from_another_ca_is_one_line_not_a_hang(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    certs.make(other)  # a CA the scheduler does not trust
+    t = time.monotonic()
+    proc = mqlab("hosts", "check", str(cluster.profile(tmp_path, other)), timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert "cannot reach the Dask scheduler" in lines[0] and "certs" in lines[0]
+    assert time.monotonic() - t < 30
+
+
+def test_a_profile_without_tls_is_refused(tmp_path: Path) -> None:
+    for line, says in [
+        ('scheduler = "tcp://10.0.0.5:8786"', "use tls://"),
+        ('scheduler = "tcp://10.0.0.5:8786"\ninsecure = true', "loopback address only"),
+    ]:
+        profile = write_profile(
+            tmp_path / "p.toml",
+            f'[hosts]\n{line}\nservers = ["a"]\nclients = ["b"]\n\n[drivers.lb]\n'
+            'plugin = "loopback"\n\n[[scenario]]\npattern = "cast"\nconcurrency = [1]\n',
+        )
+        proc = mqlab("validate", str(profile))
+        assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_lost_host_is_named_within_the_timeout(cluster: Cluster, tmp_path: Path) -> None:
+    # last: it kills w2's Dask worker by its PID
+    _stop(cluster.procs["w2"])
+    t = time.monotonic()
+    proc = mqlab("hosts", "check", str(cluster.profile(tmp_path)), timeout=60)
+    assert proc.returncode == 1, proc.stdout
+    assert "Dask worker(s) w2 not connected" in proc.stderr, proc.stderr
+    assert time.monotonic() - t < 30
