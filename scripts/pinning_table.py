@@ -61,8 +61,10 @@ def main(d: Path) -> None:
             mean = statistics.fmean(vals)
             cv = statistics.pstdev(vals) / mean * 100 if mean else float("nan")
             shown = " / ".join(_fmt(v) for v in vals)
-            print(f"| {key} | {m} | {shown} | {_fmt(mean)} | {_fmt(max(vals) - min(vals))} "
-                  f"| {cv:.0f} % |")
+            print(
+                f"| {key} | {m} | {shown} | {_fmt(mean)} | {_fmt(max(vals) - min(vals))} "
+                f"| {cv:.0f} % |"
+            )
 
 
 if __name__ == "__main__":

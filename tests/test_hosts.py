@@ -25,7 +25,7 @@ import pytest
 from mqlab import netns
 from mqlab.hosts import certs
 
-from .helpers import mqlab, write_profile
+from .helpers import mqlab, results, write_profile
 
 BIN = Path(sys.executable).parent
 #: the load hosts' clocks, seconds ahead of this one's (the second behind: no more than
@@ -120,12 +120,85 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                      "--tls-cert", str(c / "worker.pem"), "--tls-key", str(c / "worker-key.pem")],
                     stdout=log, stderr=log, env=env,
                 )  # fmt: skip
+        # the broker: nats-server on the broker namespace's address only
+        with open(tmp / "nats.log", "wb") as log:
+            procs["broker"] = subprocess.Popen(
+                [*net.exec_prefix("broker"), "nats-server", "-a", net.address("broker"),
+                 "-p", "4222"], stdout=log, stderr=log,
+            )  # fmt: skip
         yield Cluster(net, address, c, procs, tmp)
     finally:
         for proc in procs.values():
             _stop(proc)
         net.destroy()
         assert not netns.namespaces(prefix), "a namespace was left behind"
+
+
+RUN = """
+[run]
+name = "hosts"
+duration = "3s"
+warmup = "1s"
+drain = "5s"
+
+[drivers.nats]
+plugin = "nats"
+url = "nats://{broker}:4222"
+
+[defaults]
+serializer = "msgpack"
+envelope = false
+message_size = 200
+
+[[scenario]]
+pattern = "call"
+concurrency = [4]
+
+[[scenario]]
+pattern = "cast"
+concurrency = [4]
+
+[[scenario]]
+pattern = "notify"
+concurrency = [4]
+"""
+
+
+def _run_profile(cluster: Cluster, tmp: Path) -> Path:
+    hosts = cluster.profile(tmp).read_text().split("[drivers.lb]")[0]
+    return write_profile(tmp / "run.toml", hosts + RUN.format(broker=cluster.net.address("broker")))
+
+
+def test_call_cast_notify_with_servers_on_one_host_and_clients_on_the_other(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "r.json"
+    proc = mqlab(
+        "run", str(_run_profile(cluster, tmp_path)), "-o", str(out), "--quiet", timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr
+    steps = results(out)["steps"]
+    assert [s["pattern"] for s in steps] == ["call", "cast", "notify"]
+    for s in steps:
+        assert s["sent"] > 0 and s["lost"] == 0 and s["duplicates"] == 0, s
+        hosts = {h["host"]: h for h in s["hosts"]["hosts"]}
+        assert hosts["w1"]["roles"] == ["servers"] and hosts["w2"]["roles"] == ["clients"]
+        for name, h in hosts.items():
+            for when in ("clock_before", "clock_after"):
+                c = h[when]
+                # the offset each host's workers were shifted by is its injected one, within
+                # the bound the step states
+                assert abs(c["offset_s"] - OFFSETS[name]) <= c["bound_us"] / 1e6, (name, c)
+        assert not s["hosts"]["events"]
+    cast = steps[1]
+    bound_ms = cast["hosts"]["latency_bound_us"] / 1000
+    lat = cast["latency_ms"]
+    # sent on w2 (clock 3000 s ahead ... behind) and received on w1: uncorrected, every
+    # one-way latency would be off by the hosts' offsets (thousands of seconds)
+    assert lat["kind"] == "one_way" and 0 <= lat["p50"] <= lat["max"] < 5_000, lat
+    assert bound_ms < 1.0  # one machine's link: the clocks are known to well under a millisecond
+    codes = {f["code"] for f in cast["flags"]}
+    assert ("clock_bound" in codes) == (bound_ms > lat["p50"] / 10)
 
 
 def _offsets(stdout: str) -> dict[str, tuple[float, float]]:
@@ -181,11 +254,66 @@ def test_a_profile_without_tls_is_refused(tmp_path: Path) -> None:
         assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_a_lost_host_is_named_within_the_timeout(cluster: Cluster, tmp_path: Path) -> None:
-    # last: it kills w2's Dask worker by its PID
-    _stop(cluster.procs["w2"])
-    t = time.monotonic()
+CAST = """
+[run]
+name = "host-lost"
+duration = "8s"
+warmup = "1s"
+drain = "3s"
+
+[drivers.nats]
+plugin = "nats"
+url = "nats://{broker}:4222"
+
+[[scenario]]
+pattern = "cast"
+concurrency = [4]
+"""
+
+
+def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # last: it kills the servers' host (w1's Dask worker and every process under it, by PID)
+    hosts = cluster.profile(tmp_path).read_text().split("[drivers.lb]")[0]
+    profile = write_profile(
+        tmp_path / "cast.toml", hosts + CAST.format(broker=cluster.net.address("broker"))
+    )
+    out = tmp_path / "r.json"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "mqlab.console.cli", "run", str(profile), "-o", str(out), "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        w1 = psutil.Process(cluster.procs["w1"].pid)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and run.poll() is None:
+            workers = [
+                p for p in w1.children(recursive=True)
+                if any("mqlab.worker" in a for a in p.cmdline())
+            ]  # fmt: skip
+            if workers:
+                break
+            time.sleep(0.2)
+        assert workers, "the servers' worker never started on w1"
+        time.sleep(4)  # into the window
+        killed_at = time.monotonic()
+        _stop(cluster.procs["w1"])
+        _, err = run.communicate(timeout=90)  # no hang: the run ends on its own
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, err
+    assert time.monotonic() - killed_at < 60
+    step = results(out)["steps"][0]
+    [event] = step["hosts"]["events"]
+    assert event["host"] == "w1" and event["action"] == "host lost"
+    assert 0 < event["t_s"] < 8  # inside the window, when it happened
+    assert {h["host"]: h["lost"] for h in step["hosts"]["hosts"]} == {"w1": True, "w2": False}
+    assert "host_lost" in {f["code"] for f in step["flags"]}
+    assert "lost" in step["incomplete"] and "duplicates" in step["incomplete"]
+    assert "s0" in step["workers_lost"]
+    # and the lost host is named, within the profile's timeout, by the check
     proc = mqlab("hosts", "check", str(cluster.profile(tmp_path)), timeout=60)
-    assert proc.returncode == 1, proc.stdout
-    assert "Dask worker(s) w2 not connected" in proc.stderr, proc.stderr
-    assert time.monotonic() - t < 30
+    assert proc.returncode == 1 and "Dask worker(s) w1 not connected" in proc.stderr

@@ -297,9 +297,35 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
             "or remove placement.broker",
         )  # fmt: skip
     hosts = parse_hosts(top.table.get("hosts"), path)
+    if hosts is not None:
+        _check_hosts(path, managed, placement is not None, scenarios)
     profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults, placement, hosts)
     check_plan(profile)
     return profile
+
+
+def _check_hosts(path: str, managed: bool, pinned: bool, scenarios: tuple[Scenario, ...]) -> None:
+    """What a run on other hosts does not do (yet), refused before anything starts."""
+    if managed:
+        raise ProfileError(
+            path, "broker.managed",
+            "a managed broker listens on this host's loopback only, out of the hosts' reach; "
+            "with [hosts], give the broker's url",
+        )  # fmt: skip
+    if pinned:
+        raise ProfileError(
+            path, "placement",
+            "[placement] pins processes of this host; with [hosts] the workers run "
+            "elsewhere: remove one of the two",
+        )  # fmt: skip
+    for i, sc in enumerate(scenarios):
+        for key, present in (("event", sc.events), ("rolling", sc.rolling),
+                             ("background", sc.background)):  # fmt: skip
+            if present:
+                raise ProfileError(
+                    path, f"scenario[{i}].{key}",
+                    f"{key} is not run across hosts yet; remove [hosts] or {key}",
+                )  # fmt: skip
 
 
 def _codec_settings(

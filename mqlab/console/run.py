@@ -65,14 +65,14 @@ def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> di
 def cmd_run(args: argparse.Namespace) -> int:
     """The pipeline: profile, check, plan, servers, run, record."""
     profile = load(args.profile, args)
-    if profile.hosts is not None:
-        # never a silent local run of a profile that asked for other hosts
-        raise CliError(
-            f"{profile.path}: [hosts]: running the workers on other hosts is not built yet; "
-            "`mqlab hosts check` reaches the hosts and measures their clocks",
-            EXIT_BAD_INPUT,
-        )
     plugins = check(profile)
+    if profile.hosts is not None:
+        local = [n for n, p in plugins.items() if p.cls.features.in_process]
+        if local:  # its servers and clients share one process: there is nothing to place
+            raise CliError(
+                f"{profile.path}: [hosts]: driver {local[0]} runs in one process and cannot "
+                "be spread over hosts; remove it or [hosts]", EXIT_BAD_INPUT,
+            )  # fmt: skip
     plan = make_plan(profile)
     console = _console()
     err = _console(stderr=True)

@@ -105,6 +105,7 @@ async def worker_addresses(client: Client, hosts: Hosts, timeout: float) -> dict
     deadline = loop.time() + timeout
     while True:
         # an asynchronous client's scheduler_info() is a cache without the workers
+        assert client.scheduler is not None  # connected
         pending = cast(Awaitable[dict[str, Any]], client.scheduler.identity(n_workers=-1))
         info = await asyncio.wait_for(pending, timeout)
         by_name = {str(w.get("name")): addr for addr, w in info["workers"].items()}

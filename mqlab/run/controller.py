@@ -87,6 +87,10 @@ class Runner:
         self.stop_after = asyncio.Event()  # the monitor's `q`: no step after this one
         self.placement = plan.profile.placement
         self.pool = WorkerPool(self.force, self.placement)
+        if plan.profile.hosts is not None:  # the workers on other hosts, through Dask
+            from mqlab.hosts.pool import HostPool
+
+            self.pool = HostPool(self.force, plan.profile.hosts, run_id)
         #: the broker's processes now (a restarted node has a new PID): pinned, read back
         self.broker_pids = broker_pids
         self.host_load = HostLoad()
@@ -193,6 +197,7 @@ class Runner:
                 affinity.pin_tree(pid, self.placement.broker)
         try:
             self._show(step, "starting")
+            await self.pool.step_start()  # on other hosts: each one's clock
             if bsteps is not None:
                 for marker in (lay.marker, *((bg.marker,) if bg else ())):
                     await bsteps.prepare(marker, step.queue_type, sc.mirror_replicas)
@@ -222,6 +227,7 @@ class Runner:
                 "processes": self._affinity,
             }
             record["host_load"] = self.host_load.figures(record.get("cpu"))
+            await self.pool.step_end(record, self._window[0])  # hosts: clocks, events
             if bg is not None:
                 record["background"] = bg.figures(self._window, math.ceil(run.warmup), interrupted)
         except BaseException:

@@ -23,7 +23,7 @@ from mqlab.config.sizes import SizeSampler, SizeSpec
 from mqlab.errors import MqlabError, TransportError
 from mqlab.eventloop import run
 from mqlab.transport import CLOSE_LIMIT, Target, Transport
-from mqlab.worker import protocol
+from mqlab.worker import clock, protocol
 from mqlab.worker.recorder import Recorder
 from mqlab.worker.workload import ClientLoad, server_handler
 
@@ -104,6 +104,7 @@ async def serve(host: str, port: int, name: str) -> int:
     reader, writer = await asyncio.open_connection(host, port)
     await protocol.send(writer, {"type": "hello", "worker": name, "pid": os.getpid()})
     spec = spec_from_dict((await protocol.recv(reader))["spec"])
+    clock.set_offset(spec.clock_offset_ns)  # before any time is read: go, stamps, receipts
     rec = Recorder(spec.ledger_dir, spec.worker)
     codec = Codec(spec.serializer, spec.envelope)
     old: Transport | None = None
