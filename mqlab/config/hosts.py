@@ -18,6 +18,7 @@ every worker: keep the CA's key off the workers.
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit
 from mqlab.config import limits
 from mqlab.config.fields import FieldReader
 
-__all__ = ["Hosts", "parse_hosts"]
+__all__ = ["Hosts", "missing", "parse_hosts"]
 
 _KEYS = {
     "scheduler", "certs", "servers", "clients", "insecure", "worker_ttl", "no_workers_timeout",
@@ -50,6 +51,17 @@ class Hosts:
     def names(self) -> tuple[str, ...]:
         """Every Dask worker the profile names, once, servers' first."""
         return tuple(dict.fromkeys((*self.servers, *self.clients)))
+
+
+def missing() -> str:
+    """ "" when the hosts extra is installed, else the one line that says how to get it."""
+    absent = [m for m in ("distributed", "cryptography") if importlib.util.find_spec(m) is None]
+    if absent:
+        return (
+            f"[hosts] needs {' and '.join(absent)}, which this mqlab lacks: "
+            'pip install "mqlab[hosts]"'
+        )
+    return ""
 
 
 def _loopback(host: str) -> bool:

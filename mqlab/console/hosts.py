@@ -8,7 +8,15 @@ from collections.abc import Callable
 from mqlab.console.common import EXIT_BAD_INPUT, EXIT_FAILED, CliError, load
 
 
+def _needs_extra() -> None:
+    from mqlab.config.hosts import missing
+
+    if missing():
+        raise CliError(missing().replace("[hosts] needs", "mqlab hosts needs"), EXIT_BAD_INPUT)
+
+
 def cmd_hosts_certs(args: argparse.Namespace) -> int:
+    _needs_extra()
     from mqlab.hosts.certs import CertsError, make
 
     try:
@@ -27,6 +35,7 @@ def cmd_hosts_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_hosts_check(args: argparse.Namespace) -> int:
+    _needs_extra()
     import asyncio
 
     from mqlab.hosts.certs import CertsError

@@ -67,6 +67,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     profile = load(args.profile, args)
     plugins = check(profile)
     if profile.hosts is not None:
+        from mqlab.config.hosts import missing
+
+        if missing():
+            raise CliError(missing(), EXIT_BAD_INPUT)
         local = [n for n, p in plugins.items() if p.cls.features.in_process]
         if local:  # its servers and clients share one process: there is nothing to place
             raise CliError(
