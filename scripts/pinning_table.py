@@ -1,8 +1,12 @@
-"""Issue 31: the pinning table from scripts/pinning_spread.sh's results directory.
+"""Issue 31: the pinning table from scripts/pinning_spread.sh's results directories.
 
-Per mode (unpinned, pinned) and figure: each repeat's value in run order, the mean, and
-the spread (max - min, and the coefficient of variation). Also the host's other load
-during each step (busy CPU not the step's own, % of one core) and its steal time.
+Per mode (unpinned, pinned) and figure: each repeat's value in run order (``-`` where the
+figure was not measured, e.g. a reference loop that did not report), the mean, the spread
+(max - min) and the coefficient of variation; and the host's state during each step: the
+1-minute load average and what other processes used (busy CPU not the step's own, % of
+one core, from /proc/stat).
+
+    python scripts/pinning_table.py results/pinning/DIR [DIR ...]
 """
 
 from __future__ import annotations
@@ -14,58 +18,60 @@ from pathlib import Path
 from typing import Any
 
 
-def _load(path: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(path.read_text())
-    return doc
-
-
-def _figures(d: Path, mode: str) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for f in sorted(d.glob(f"ceiling-{mode}-*.json"), key=lambda p: int(p.stem.split("-")[-1])):
-        for s in _load(f)["steps"]:
-            drv = s["driver"]
-            c = s.get("ceiling") or {}
-            out.setdefault(f"{drv} msg/s", []).append(s["throughput"]["mean"])
-            if c.get("rate"):
-                out.setdefault(f"{drv} loop msg/s", []).append(c["rate"])
-            if c.get("percent") is not None:
-                out.setdefault(f"{drv} % of loop", []).append(c["percent"])
-            out.setdefault("other load % (ceiling)", []).append(
-                s["host_load"].get("other_percent", float("nan"))
-            )
-            out.setdefault("steal % (ceiling)", []).append(s["host_load"].get("steal_percent", 0))
-    for f in sorted(d.glob(f"backlog-{mode}-*.json"), key=lambda p: int(p.stem.split("-")[-1])):
-        for s in _load(f)["steps"]:
-            out.setdefault("backlog pika msg/s", []).append(s["throughput"]["mean"])
-            out.setdefault("backlog pika lost", []).append(s["lost"])
-            out.setdefault("backlog pika errors", []).append(sum(s["errors"].values()))
-            out.setdefault("other load % (backlog)", []).append(
-                s["host_load"].get("other_percent", float("nan"))
-            )
+def _runs(dirs: list[Path], kind: str, mode: str) -> list[dict[str, Any]]:
+    out = []
+    for d in dirs:
+        files = sorted(d.glob(f"{kind}-{mode}-*.json"), key=lambda p: int(p.stem.split("-")[-1]))
+        out += [json.loads(f.read_text()) for f in files]
     return out
 
 
-def _fmt(v: float) -> str:
+def _figures(dirs: list[Path], mode: str) -> dict[str, list[float | None]]:
+    out: dict[str, list[float | None]] = {}
+
+    def add(key: str, value: float | None) -> None:
+        out.setdefault(key, []).append(value)
+
+    for doc in _runs(dirs, "ceiling", mode):
+        for s in doc["steps"]:
+            drv, c = s["driver"], s.get("ceiling") or {}
+            add(f"{drv} msg/s", s["throughput"]["mean"])
+            add(f"{drv} loop msg/s", c.get("rate"))
+            add(f"{drv} % of loop", c.get("percent"))
+            add(f"{drv} step: load avg", s["host_load"]["load_avg_1m"][0])
+            add(f"{drv} step: others' CPU %", s["host_load"].get("other_percent"))
+    for doc in _runs(dirs, "backlog", mode):
+        for s in doc["steps"]:
+            add("backlog pika msg/s", s["throughput"]["mean"])
+            add("backlog pika lost", s["lost"])
+            add("backlog pika errors", sum(s["errors"].values()))
+            add("backlog step: load avg", s["host_load"]["load_avg_1m"][0])
+            add("backlog step: others' CPU %", s["host_load"].get("other_percent"))
+    return out
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}"
 
 
-def main(d: Path) -> None:
-    modes = {m: _figures(d, m) for m in ("unpinned", "pinned")}
+def main(dirs: list[Path]) -> None:
+    modes = {m: _figures(dirs, m) for m in ("unpinned", "pinned")}
     print("| figure | mode | repeats (run order) | mean | max - min | CV |")
     print("|---|---|---|---:|---:|---:|")
     for key in modes["unpinned"]:
         for m, figs in modes.items():
             vals = figs.get(key, [])
-            if not vals:
+            known = [v for v in vals if v is not None]
+            if not known:
                 continue
-            mean = statistics.fmean(vals)
-            cv = statistics.pstdev(vals) / mean * 100 if mean else float("nan")
+            mean = statistics.fmean(known)
+            cv = f"{statistics.pstdev(known) / mean * 100:.0f} %" if mean else "-"
             shown = " / ".join(_fmt(v) for v in vals)
-            print(
-                f"| {key} | {m} | {shown} | {_fmt(mean)} | {_fmt(max(vals) - min(vals))} "
-                f"| {cv:.0f} % |"
-            )
+            spread = _fmt(max(known) - min(known))
+            print(f"| {key} | {m} | {shown} | {_fmt(mean)} | {spread} | {cv} |")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main([Path(a) for a in sys.argv[1:]])
