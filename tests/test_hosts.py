@@ -226,6 +226,18 @@ def test_check_finds_each_host_and_its_clock_offset_within_the_bound(
     assert cluster.scheduler.startswith(f"tls://{cluster.net.root_address}:")
 
 
+def test_a_scheduler_that_would_rerun_a_lost_hosts_share_or_wait_longer_is_refused(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # the profile asks for a 2 s worker-ttl; the scheduler runs with 5 s: its settings rule
+    profile = cluster.profile(tmp_path)
+    profile.write_text(profile.read_text().replace('worker_ttl = "5s"', 'worker_ttl = "2s"'))
+    proc = mqlab("hosts", "check", str(profile), timeout=60)
+    assert proc.returncode == 1, proc.stdout
+    assert "worker-ttl is 5s, longer than the profile's 2s" in proc.stderr, proc.stderr
+    assert "DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL=2s" in proc.stderr
+
+
 def test_a_certificate_from_another_ca_is_one_line_not_a_hang(
     cluster: Cluster, tmp_path: Path
 ) -> None:

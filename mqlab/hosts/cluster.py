@@ -23,7 +23,14 @@ from mqlab.config.hosts import Hosts
 from mqlab.errors import MqlabError
 from mqlab.hosts.certs import paths
 
-__all__ = ["CONNECT_TIMEOUT", "HostsError", "connect", "security", "worker_addresses"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "HostsError",
+    "check_scheduler",
+    "connect",
+    "security",
+    "worker_addresses",
+]
 
 #: seconds to reach the scheduler and finish the TLS handshake
 CONNECT_TIMEOUT = 10.0
@@ -92,6 +99,41 @@ async def connect(hosts: Hosts) -> AsyncIterator[Client]:
                 await asyncio.wait_for(client.close(), 5)
 
 
+def _scheduler_settings(dask_scheduler: Any) -> dict[str, Any]:
+    """Run on the scheduler: what decides whether a lost host's task could run again."""
+    return {
+        "allowed_failures": dask_scheduler.allowed_failures,
+        "worker_ttl": dask_scheduler.worker_ttl,
+    }
+
+
+async def check_scheduler(client: Client, hosts: Hosts, nannies: dict[str, Any]) -> None:
+    """Refuse a scheduler that would run a dead host's supervisor again (allowed-failures
+    above 0), workers kept by a nanny (it restarts a killed worker under the same name), or
+    a worker-ttl longer than the profile's: the settings are the scheduler's, not ours."""
+    asking = client.run_on_scheduler(_scheduler_settings)  # type: ignore[no-untyped-call]
+    got = await asyncio.wait_for(asking, CONNECT_TIMEOUT)
+    fix = "start it with DASK_DISTRIBUTED__SCHEDULER__{}={} (docs/hosts.md)"
+    if got["allowed_failures"] != 0:
+        raise HostsError(
+            f"the scheduler retries a task whose worker died {got['allowed_failures']} times, "
+            "so a lost host's share would silently run again; " + fix.format("ALLOWED_FAILURES", 0)
+        )
+    ttl = got["worker_ttl"]
+    if ttl is None or ttl > hosts.worker_ttl:
+        raise HostsError(
+            f"the scheduler's worker-ttl is {'off' if ttl is None else f'{ttl:g}s'}, longer "
+            f"than the profile's {hosts.worker_ttl:g}s; "
+            + fix.format("WORKER_TTL", f"{hosts.worker_ttl:g}s")
+        )
+    kept = [n for n, nanny in nannies.items() if nanny]
+    if kept:
+        raise HostsError(
+            f"Dask worker(s) {', '.join(kept)} run under a nanny, which restarts a killed "
+            "worker under the same name; start them with --no-nanny"
+        )
+
+
 def _mqlab_version() -> str:
     from mqlab import __version__ as there
 
@@ -109,6 +151,7 @@ async def worker_addresses(client: Client, hosts: Hosts, timeout: float) -> dict
         pending = cast(Awaitable[dict[str, Any]], client.scheduler.identity(n_workers=-1))
         info = await asyncio.wait_for(pending, timeout)
         by_name = {str(w.get("name")): addr for addr, w in info["workers"].items()}
+        nannies = {str(w.get("name")): w.get("nanny") for w in info["workers"].values()}
         missing = [n for n in hosts.names if n not in by_name]
         if not missing:
             break
@@ -120,6 +163,7 @@ async def worker_addresses(client: Client, hosts: Hosts, timeout: float) -> dict
             )
         await asyncio.sleep(0.2)
     addrs = {n: by_name[n] for n in hosts.names}
+    await check_scheduler(client, hosts, {n: nannies[n] for n in hosts.names})
     versions = await asyncio.wait_for(
         client.run(_mqlab_version, workers=list(addrs.values())), timeout
     )
