@@ -190,6 +190,9 @@ def test_call_cast_notify_with_servers_on_one_host_and_clients_on_the_other(
                 # the bound the step states
                 assert abs(c["offset_s"] - OFFSETS[name]) <= c["bound_us"] / 1e6, (name, c)
         assert not s["hosts"]["events"]
+        # each host's own CPU, sampled there: its workers at least
+        for h in hosts.values():
+            assert h["cpus"] == os.cpu_count() and h["cpu_percent"] > 0, h
     cast = steps[1]
     bound_ms = cast["hosts"]["latency_bound_us"] / 1000
     lat = cast["latency_ms"]
@@ -283,6 +286,15 @@ concurrency = [4]
 """
 
 
+def _mqlab_workers(parent: psutil.Process) -> list[psutil.Process]:
+    found = []
+    for p in parent.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if any("mqlab.worker" in a for a in p.cmdline()):
+                found.append(p)
+    return found
+
+
 def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -297,18 +309,16 @@ def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        w1 = psutil.Process(cluster.procs["w1"].pid)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and run.poll() is None:
-            workers = [
-                p for p in w1.children(recursive=True)
-                if any("mqlab.worker" in a for a in p.cmdline())
-            ]  # fmt: skip
-            if workers:
-                break
+        # the clients start only once the servers serve: a client worker on w2 means the
+        # step is about to go; 3 s later it is inside its window (1 s warm-up)
+        w2 = psutil.Process(cluster.procs["w2"].pid)
+        deadline = time.monotonic() + 90
+        clients: list[psutil.Process] = []
+        while time.monotonic() < deadline and run.poll() is None and not clients:
+            clients = _mqlab_workers(w2)
             time.sleep(0.2)
-        assert workers, "the servers' worker never started on w1"
-        time.sleep(4)  # into the window
+        assert clients, "the clients' worker never started on w2"
+        time.sleep(3)
         killed_at = time.monotonic()
         _stop(cluster.procs["w1"])
         _, err = run.communicate(timeout=90)  # no hang: the run ends on its own

@@ -72,6 +72,9 @@ class _HostState:
     lost_why: str = ""
     answers: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     before: clock.Offset | None = None
+    cpu_now: float | None = None  # the whole host's busy CPU, % of one core, last second
+    cpus: int | None = None
+    cpu: list[float] = field(default_factory=list)  # over the current step's window
 
 
 class HostPool(WorkerPool):
@@ -205,6 +208,7 @@ class HostPool(WorkerPool):
         elif op == "exited" and w is not None:
             self.lost(w, item.get("tail") or f"worker {w.spec.worker} exited ({item['code']})")
         elif op == "cpu":
+            state.cpu_now, state.cpus = item.get("host"), item.get("cpus")
             for name, (cpu, rss) in item["v"].items():
                 rw = self._workers.get(name)
                 if isinstance(rw, RemoteWorker):
@@ -279,6 +283,11 @@ class HostPool(WorkerPool):
             self._workers.pop(w.spec.worker, None)
 
     def sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
+        hosts = {w.host for w in workers if isinstance(w, RemoteWorker)}
+        for name in hosts:
+            state = self._state[name]
+            if measuring and state.cpu_now is not None and state.lost_at is None:
+                state.cpu.append(state.cpu_now)
         for w in workers:
             if isinstance(w, RemoteWorker) and measuring and w.cpu_now is not None and not w.gone:
                 w.cpu.append(w.cpu_now)
@@ -299,6 +308,8 @@ class HostPool(WorkerPool):
 
     async def step_start(self) -> None:
         self._events = []
+        for state in self._state.values():
+            state.cpu = []
         for name, off in (await self._offsets()).items():
             self._state[name].before = off
 
@@ -314,6 +325,8 @@ class HostPool(WorkerPool):
                 "clock_before": state.before.as_record() if state.before else None,
                 "clock_after": done.as_record() if done is not None else None,
                 "lost": state.lost_at is not None,
+                "cpus": state.cpus,
+                "cpu_percent": round(sum(state.cpu) / len(state.cpu), 1) if state.cpu else None,
             })  # fmt: skip
         events = [
             {"t_s": round((e["at_ns"] - window_start) / 1e9, 3) if window_start else None,

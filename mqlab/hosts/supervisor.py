@@ -56,6 +56,7 @@ class _Host:
         self.dirs: dict[str, str] = {}  # the controller's ledger dir -> this host's
         self.port = 0
         self.tmp = tempfile.mkdtemp(prefix="mqlab-host-")
+        psutil.cpu_percent(None)  # primed: the first reading covers from now
 
     async def on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         name = ""
@@ -153,8 +154,9 @@ class _Host:
                 out[name] = (ps.cpu_percent(None), ps.memory_info().rss)
             except psutil.Error:
                 continue
-        if out:
-            self.up.put({"op": "cpu", "v": out})
+        # the whole host too, in % of one core like every CPU figure: what else ran there
+        busy = psutil.cpu_percent(None) * (psutil.cpu_count() or 1)
+        self.up.put({"op": "cpu", "v": out, "host": busy, "cpus": psutil.cpu_count()})
 
     async def close(self) -> None:
         await self.reap(list(self.procs), 0.0)
