@@ -1,4 +1,4 @@
-"""Plugin discovery through the ``mqlab.transports`` entry-point group.
+"""Plugins through the ``mqlab.transports`` entry-point group, found by :mod:`mqlab.finder`.
 
 One construction path, in two steps (flake8's finder: ``Plugin`` -> ``LoadedPlugin``):
 
@@ -15,23 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import Any, cast
 
 from mqlab.errors import OptionError, PluginError
+from mqlab.finder import GROUP, REFERENCES, Plugin, discover, import_class
 from mqlab.transport import OptionConflict, Transport, TransportConfig, parse_options
-
-GROUP = "mqlab.transports"
-
-
-@dataclass(frozen=True, slots=True)
-class Plugin:
-    """A registered plugin, not imported yet."""
-
-    name: str
-    package: str
-    version: str
-    entry_point: EntryPoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,38 +45,10 @@ class LoadedPlugin:
         return self.cls(TransportConfig(tuple(urls), self.check(raw), worker))
 
 
-def _plugin(ep: EntryPoint) -> Plugin:
-    dist = ep.dist
-    package = dist.metadata["Name"] if dist is not None else "?"
-    version = dist.version if dist is not None else "?"
-    return Plugin(ep.name, package, version, ep)
-
-
-def discover(eps: list[EntryPoint] | None = None) -> dict[str, Plugin]:
-    """Every registered plugin by name, sorted, nothing imported."""
-    found = list(entry_points(group=GROUP)) if eps is None else eps
-    return {ep.name: _plugin(ep) for ep in sorted(found, key=lambda e: e.name)}
-
-
 def load(plugin: Plugin) -> LoadedPlugin:
     """Import one plugin; any failure is a PluginError naming the package."""
-    try:
-        obj = plugin.entry_point.load()
-    except Exception as exc:
-        raise PluginError(
-            plugin.name,
-            f"plugin {plugin.name!r} (package {plugin.package}) failed to load: "
-            f"{type(exc).__name__}: {exc}",
-            plugin.package,
-        ) from exc
-    if not (isinstance(obj, type) and issubclass(obj, Transport)):
-        raise PluginError(
-            plugin.name,
-            f"plugin {plugin.name!r} (package {plugin.package}) does not name a "
-            f"mqlab.transport.Transport subclass: {plugin.entry_point.value}",
-            plugin.package,
-        )
-    return LoadedPlugin(plugin.name, plugin.package, plugin.version, obj)
+    cls = cast("type[Transport]", import_class(plugin, Transport, "mqlab.transport.Transport"))
+    return LoadedPlugin(plugin.name, plugin.package, plugin.version, cls)
 
 
 def get(name: str, plugins: Mapping[str, Plugin] | None = None) -> LoadedPlugin:
@@ -98,3 +58,15 @@ def get(name: str, plugins: Mapping[str, Plugin] | None = None) -> LoadedPlugin:
         known = ", ".join(plugins) or "none"
         raise PluginError(name, f"unknown plugin {name!r} (installed: {known})")
     return load(plugins[name])
+
+
+__all__ = [
+    "GROUP",
+    "REFERENCES",
+    "LoadedPlugin",
+    "Plugin",
+    "discover",
+    "get",
+    "import_class",
+    "load",
+]

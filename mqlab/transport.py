@@ -21,7 +21,14 @@ with or without the oslo envelope) so every driver carries identical payloads.
 - ``report(error)`` (call it, do not override): an error no call or cast raised,
   such as a connection that dropped in the background and is being re-established;
   the core counts it under ``error.kind`` with its message, and fails no message
-  for it (the ledger counts what the drop lost).
+  for it (the ledger counts what the drop lost). A :class:`ConnectionLost` is
+  also a ``connection_lost`` event on the step's timeline.
+- ``notice(kind, cause, connection)`` (call it, do not override): something the
+  broker did to a connection that is not an error: one of :data:`SPONTANEOUS`
+  (``reconnected``, ``consumer_cancelled``, ``blocked``, ``unblocked``,
+  ``returned``, ``nacked``). Each becomes an event on the step's timeline, with
+  this worker, its time, ``connection`` (a name the driver gives it, such as the
+  connection name the broker shows) and ``cause`` in words.
 - ``begin_cast(target, body)`` (client, optional): what the core calls for every
   cast. The default returns ``cast(target, body)`` for the core to await; a
   driver whose send usually completes at once overrides it to send now and
@@ -58,7 +65,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from mqlab.errors import OptionError, TransportError
+from mqlab.errors import ConnectionLost, OptionError, TransportError
 
 _LOG = logging.getLogger("mqlab.transport")
 
@@ -71,6 +78,16 @@ CALL_TIMEOUT_SLACK = 1.0
 
 #: the three workload patterns, in the order mqlab lists them
 PATTERNS = ("call", "cast", "notify")
+
+#: what :meth:`Transport.notice` and :meth:`Transport.report` put on a step's timeline:
+#: a connection lost (``report(ConnectionLost(...))``), and re-established; a consumer
+#: the broker cancelled; ``connection.blocked`` / ``unblocked`` (the broker stopped /
+#: resumed reading a publisher's connection); a publish the broker refused
+#: (``basic.return``, ``basic.nack``)
+SPONTANEOUS = (
+    "connection_lost", "reconnected", "consumer_cancelled", "blocked", "unblocked",
+    "returned", "nacked",
+)  # fmt: skip
 
 #: A server handler: takes the request body, returns the reply body for a call
 #: and ``None`` for a cast or a notification. Synchronous on purpose: the core's
@@ -252,6 +269,8 @@ class Transport(abc.ABC):
     #: set by the core on each instance: where :meth:`report` sends an error (a
     #: worker counts it); a class default, so a plugin's own ``__init__`` cannot lose it
     on_report: Callable[[TransportError], None] | None = None
+    #: set by the core on each instance: where :meth:`notice` sends an event
+    on_notice: Callable[[str, str, str], None] | None = None
 
     def __init__(self, config: TransportConfig) -> None:
         self.config = config
@@ -271,7 +290,7 @@ class Transport(abc.ABC):
         core, before any worker starts.
         """
 
-    def report(self, error: TransportError) -> None:
+    def report(self, error: TransportError, connection: str = "") -> None:
         """Tell the core of an error that no call or cast raised.
 
         For what happens in the background: a connection lost and being
@@ -286,6 +305,25 @@ class Transport(abc.ABC):
             self.on_report(error)
         else:
             _LOG.warning("%s: %s", error.kind, error)
+        if isinstance(error, ConnectionLost) and self.on_notice is not None:
+            # a lost connection is also an event on the step's timeline (``connection``:
+            # the driver's name for it, as for :meth:`notice`)
+            self.on_notice("connection_lost", str(error), connection)
+
+    def notice(self, kind: str, cause: str, connection: str = "") -> None:
+        """Tell the core of something the broker did to a connection (see :data:`SPONTANEOUS`).
+
+        Not an error and not counted as one: an event on the step's timeline, with
+        ``connection`` (the driver's name for it; the worker's name when empty) and
+        ``cause`` in words, which the step's losses are explained by. Call it on the
+        event loop's thread, as :meth:`report`. Outside a worker it is logged.
+        """
+        if kind not in SPONTANEOUS:
+            raise ValueError(f"unknown event kind {kind!r}: expected one of {SPONTANEOUS}")
+        if self.on_notice is not None:
+            self.on_notice(kind, cause, connection)
+        else:
+            _LOG.info("%s: %s %s", kind, connection, cause)
 
     @classmethod
     def patterns(cls) -> frozenset[str]:

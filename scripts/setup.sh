@@ -102,7 +102,7 @@ say "ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 say "mypy --strict"
-typed=(mqlab examples/memory_transport.py)  # the example is a model: typed like the core
+typed=(mqlab examples/memory_transport.py examples/redis_lists.py)  # the examples are models: typed like the core
 for d in plugins/*/pyproject.toml; do
   name=$(basename "$(dirname "$d")")
   typed+=("plugins/$name/mqlab_$name")

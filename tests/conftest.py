@@ -1,6 +1,7 @@
 """Shared fixtures. Broker-backed tests use ``broker``: never skipped.
 
-``MQLAB_TEST_BROKER_URL`` (and ``MQLAB_TEST_MANAGEMENT_URL``) point the suite at
+``MQLAB_TEST_BROKER_URL`` (and ``MQLAB_TEST_MANAGEMENT_URL``, ``MQLAB_TEST_METRICS_URL``:
+its rabbitmq_prometheus endpoint) point the suite at
 an existing RabbitMQ; otherwise the session starts a private node through
 :mod:`mqlab.rabbitmq` and stops it at the end.
 """
@@ -19,6 +20,7 @@ class BrokerHandle:
     url: str  # amqp://guest:guest@127.0.0.1:PORT/
     management_url: str  # http://127.0.0.1:MPORT (guest/guest)
     port: int
+    metrics_url: str = ""  # http://127.0.0.1:PPORT/metrics (rabbitmq_prometheus)
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +29,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
     if url:
         mgmt = os.environ.get("MQLAB_TEST_MANAGEMENT_URL", "http://127.0.0.1:15672")
         port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
-        yield BrokerHandle(url, mgmt, port)
+        metrics = os.environ.get("MQLAB_TEST_METRICS_URL", "http://127.0.0.1:15692/metrics")
+        yield BrokerHandle(url, mgmt, port, metrics)
         return
     # Managed mode: a private node on free loopback ports, data in a tmp dir.
     from mqlab import rabbitmq as managed
@@ -42,6 +45,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
     except BrokerError as exc:
         pytest.fail(f"cannot start the test broker: {exc}", pytrace=False)
     try:
-        yield BrokerHandle(node.url, node.management_url, node.port)
+        yield BrokerHandle(node.url, node.management_url, node.port, node.prometheus_url or "")
     finally:
         managed.stop(state_dir)

@@ -28,9 +28,10 @@ ORDER = (
     "mqlab.terminal",
     "mqlab.eventloop",
     "mqlab.netns",
+    "mqlab.finder",
     "mqlab.sdk",
-    "mqlab.redact",
     "mqlab.registry",
+    "mqlab.redact",
     "mqlab.loopback",
     "mqlab.measure",
     "mqlab.rabbitmq",
@@ -49,22 +50,22 @@ ORDER = (
 )
 
 
-def _modules() -> dict[str, Path]:
+def _modules(package: Path = PKG) -> dict[str, Path]:
     out = {}
-    for path in PKG.rglob("*.py"):
-        parts = path.relative_to(ROOT).with_suffix("").parts
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = path
     return out
 
 
 @cache
-def graph() -> dict[str, set[str]]:
-    """module -> the mqlab modules it imports (anywhere in its body)."""
-    mods = _modules()
+def graph(package: Path = PKG) -> dict[str, set[str]]:
+    """module -> the modules of the same package it imports (anywhere in its body)."""
+    mods = _modules(package)
     edges: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        home = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             targets: list[str] = []
             if isinstance(node, ast.Import):
@@ -72,7 +73,7 @@ def graph() -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
-                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    up = home.split(".")[: len(home.split(".")) - node.level + 1]
                     base = ".".join([*up, base] if base else up)
                 targets = [
                     f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names
@@ -80,7 +81,7 @@ def graph() -> dict[str, set[str]]:
             for t in targets:
                 while t and t not in mods:
                     t = t.rpartition(".")[0]
-                if t.startswith("mqlab") and t != name:
+                if t.startswith(package.name) and t != name:
                     edges[name].add(t)
     return edges
 
@@ -126,6 +127,12 @@ def unit_graph() -> dict[str, set[str]]:
 
 def test_no_module_imports_another_that_imports_it_back() -> None:
     assert _cycle(graph()) is None, "import circle: " + " -> ".join(_cycle(graph()) or [])
+
+
+def test_no_plugin_has_an_import_circle() -> None:
+    for package in sorted((ROOT / "plugins").glob("*/mqlab_*")):
+        found = _cycle(graph(package))
+        assert found is None, f"import circle in {package.name}: " + " -> ".join(found or [])
 
 
 def test_subpackages_import_one_way() -> None:

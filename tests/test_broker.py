@@ -397,7 +397,8 @@ def test_a_node_dying_during_boot_takes_the_whole_cluster_down(
 
         def pick(preferred: int, avoid: set[int]) -> int:
             calls.append(preferred)
-            return stolen if len(calls) == 4 else real_pick(preferred, avoid)  # node2's dist
+            # each node picks management, distribution, prometheus: the 5th is node2's dist
+            return stolen if len(calls) == 5 else real_pick(preferred, avoid)
 
         monkeypatch.setattr(host, "pick_port", pick)
         message = _failed_start(tmp_path)

@@ -93,6 +93,11 @@ def test_environment_differences_come_first(tmp_path: Path) -> None:
     assert "codec" not in head
     out, _ = _compare(tmp_path, a, copy.deepcopy(a))
     assert "Same environment" in out
+    # where the figures were served (Prometheus) is not a difference in how they were measured
+    served = copy.deepcopy(a)
+    served["profile"]["run"]["metrics_port"] = 9464
+    out, _ = _compare(tmp_path, a, served)
+    assert "Same environment" in out
 
 
 def test_repeats_compare_their_aggregates_with_the_ci95(tmp_path: Path) -> None:

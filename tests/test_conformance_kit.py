@@ -21,7 +21,8 @@ from tests.helpers import ROOT
 class TestLoopback(ConformanceSuite):
     @pytest.fixture
     def subject(self) -> Subject:
-        return Subject("loopback", bad_options={"queue_size": 1.5}, ceiling=False)
+        # in one process: no socket to idle or drop, so the idle check need not wait long
+        return Subject("loopback", bad_options={"queue_size": 1.5}, ceiling=False, idle=0.2)
 
 
 class DropsAPool(LoopbackTransport):
@@ -121,6 +122,7 @@ class TestTheDocsExample(ConformanceSuite):
             options={"delay": request.param},
             bad_options={"delay": -1},
             ceiling=False,
+            idle=0.2,
         )
 
 

@@ -13,6 +13,7 @@ from mqlab.errors import BrokerError
 from mqlab.sdk.urls import host_port
 from mqlab.servers import managed
 from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
+from mqlab.servers.handle import ServerHandle
 
 
 def _alive(pid: int) -> bool:
@@ -69,7 +70,7 @@ def test_mosquitto_stops_cleanly_and_the_next_run_in_its_state_dir_starts_empty(
 
     v2 = mqtt.CallbackAPIVersion.VERSION2
 
-    def port_of(handles: dict[str, managed.ServerHandle]) -> int:
+    def port_of(handles: dict[str, ServerHandle]) -> int:
         return host_port(handles["mosquitto"].urls[0])[1]
 
     with managed.managed(["mosquitto"], tmp_path) as handles:

@@ -31,9 +31,13 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheels")
     # a copy of the tree, so a build leaves nothing (build/, *.egg-info) in the checkout
     src = tmp_path_factory.mktemp("src")
-    ignore = shutil.ignore_patterns(
-        ".venv", ".git", "*.egg-info", "build", "__pycache__", "results", ".*_cache"
-    )
+    skip = shutil.ignore_patterns(".venv", ".git", "*.egg-info", "build", "__pycache__", ".*_cache")
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        # results/ of a run beside the checkout, not the package mqlab/results
+        top = {"results"} if Path(folder) == ROOT else set()
+        return set(skip(folder, names)) | (top & set(names))
+
     shutil.copytree(ROOT, src / "mqlab", ignore=ignore)
     projects = [src / "mqlab", *(src / "mqlab" / "plugins" / p.name for p in PLUGINS)]
     _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, *projects, cwd=src)

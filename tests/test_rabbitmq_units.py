@@ -150,3 +150,28 @@ async def test_every_primes_the_sampler_then_yields_one_sample_per_tick() -> Non
             break
     assert len(calls) == 4  # the priming read (CPU needs two readings) plus one per tick
     assert time.monotonic() - began >= 0.3  # ticks are spaced, not back to back
+
+
+def test_the_longest_flow_control_spell_names_its_connections_and_an_alarm_alone_counts() -> None:
+    from mqlab.rabbitmq.flow import FlowTick, figures
+
+    s = 1_000_000_000
+    ticks = [
+        FlowTick(0 * s, {"c1": "running", "s0": "running"}, False, False, 0, 5.0, 100.0),
+        FlowTick(1 * s, {"c1": "flow", "s0": "running"}, False, False, 10, 50.0, 190.0),
+        FlowTick(2 * s, {"c1": "running", "s0": "running"}, False, False, 0, 5.0, 100.0),
+        FlowTick(3 * s, {"c1": "blocked", "s0": "blocking"}, True, False, 40, 2.0, 199.0),
+        FlowTick(4 * s, {"c1": "running", "s0": "running"}, True, False, 40, 1.0, 199.0),
+        FlowTick(5 * s, {"c1": "running", "s0": "running"}, False, False, 0, None, None),
+    ]
+    f = figures(ticks, window_start=1 * s)
+    assert f["available"] and f["ticks"] == 6 and f["memory_alarm_s"] == 2
+    # 3 s and 4 s: c1 blocked, s0 blocking, then the alarm alone (connections idle)
+    assert f["longest_spell"] == {"start_s": 2.0, "seconds": 2, "connections": ["c1", "s0"],
+                                  "states": ["blocked", "blocking"], "memory_alarm": True,
+                                  "disk_alarm": False}  # fmt: skip
+    by_conn = {c["connection"]: c for c in f["connections"]}
+    assert by_conn["c1"] == {"connection": "c1", "flow": 1, "blocking": 0, "blocked": 1,
+                             "held_s": 2}  # fmt: skip
+    assert f["series"]["t_s"][0] == -1.0 and f["series"]["held"] == [0, 1, 0, 2, 0, 0]
+    assert f["series"]["broker_cpu"][-1] is None  # a tick without a reading is no zero

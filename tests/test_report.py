@@ -110,7 +110,7 @@ def test_timeline_marks_events_and_phases(tmp_path: Path) -> None:
     assert fig is not None
     notes = {a.text for a in fig.layout.annotations}
     assert {"kill-node", "before", "after", "window"} <= notes
-    assert {t.name for t in fig.data} >= {"sent/s", "received/s", "p99 ms"}
+    assert {t.name for t in fig.data} >= {"pika sent/s", "pika received/s", "pika p99 ms"}
 
 
 def test_each_fault_event_has_its_figures_and_a_broken_promise_shows_red(

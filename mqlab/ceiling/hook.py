@@ -25,6 +25,7 @@ from mqlab.codec import Codec
 from mqlab.config.cores import Cores
 from mqlab.config.plan import Step
 from mqlab.config.sizes import SizeSpec
+from mqlab.errors import PluginError
 from mqlab.sdk import reference
 from mqlab.sdk.reference import ReferenceSpec
 
@@ -93,7 +94,7 @@ class Ceilings:
         out: dict[str, Any] = {"size": size}
         try:
             cls = reference.load(driver.plugin)
-        except LookupError as exc:
+        except PluginError as exc:
             out.update(library=None, mode=None, rate=None, percent=None, error=str(exc))
             cls = None
         if cls is not None:

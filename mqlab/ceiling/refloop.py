@@ -23,6 +23,7 @@ import json
 import sys
 import threading
 import time
+import traceback
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -43,10 +44,21 @@ class Measured:
     received_per_s: float  # the ceiling: deliveries per second at the consumer
     sent_per_s: float
     seconds: float
+    #: what the two processes wrote to stderr (tails), for a reader asking why a rate is 0
+    stderr: str = ""
 
 
 class LoopFailed(Exception):
-    """The reference loop could not run; the message is one line."""
+    """The reference loop could not run; the message is one line, and :attr:`stderr` holds
+    what its processes wrote there (a traceback's lines, for a plugin author)."""
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+
+#: lines of each process's stderr kept for a failure
+STDERR_LINES = 40
 
 
 # -- the controller ------------------------------------------------------------
@@ -65,6 +77,25 @@ async def measure(
     the clients', as the plugin's own workers did.
     """
     procs: list[asyncio.subprocess.Process] = []
+    try:
+        return await _measure(procs, plugin, spec, warmup, duration, placement)
+    except LoopFailed as exc:
+        for proc in procs:
+            await _reap(proc)
+        raise LoopFailed(str(exc), exc.stderr or await _stderr(procs)) from None
+    finally:
+        for proc in procs:
+            await _reap(proc)
+
+
+async def _measure(
+    procs: list[asyncio.subprocess.Process],
+    plugin: str,
+    spec: ReferenceSpec,
+    warmup: float,
+    duration: float,
+    placement: Cores | None = None,
+) -> Measured:
     try:
         consumer = await _spawn(procs, "consume", plugin, spec, placement)
         ready = await _line(consumer, READY_LIMIT, "the consumer did not start")
@@ -87,7 +118,24 @@ async def measure(
         received_per_s=(got["n1"] - got["n0"]) / duration,
         sent_per_s=(sent["n1"] - sent["n0"]) / duration,
         seconds=duration,
+        stderr=await _stderr(procs),
     )
+
+
+async def _stderr(procs: list[asyncio.subprocess.Process]) -> str:
+    """The tail of each finished process's stderr, headed by its role."""
+    out = []
+    for role, proc in zip(("consumer", "publisher"), procs, strict=False):
+        if proc.stderr is None:
+            continue
+        try:
+            raw = await asyncio.wait_for(proc.stderr.read(), 5)
+        except (TimeoutError, ValueError):
+            continue
+        lines = raw.decode(errors="replace").rstrip().splitlines()[-STDERR_LINES:]
+        if lines:
+            out.append(f"--- {role} stderr ---\n" + "\n".join(lines))
+    return "\n".join(out)
 
 
 async def _spawn(
@@ -126,7 +174,10 @@ async def _line(proc: asyncio.subprocess.Process, limit: float, what: str) -> di
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), 5)
         err = (await proc.stderr.read()).decode(errors="replace").strip().splitlines()
-        raise LoopFailed(f"{what}: {err[-1] if err else f'exit status {proc.returncode}'}")
+        raise LoopFailed(
+            f"{what}: {err[-1] if err else f'exit status {proc.returncode}'}",
+            "\n".join(err[-STDERR_LINES:]),
+        )
     doc: dict[str, Any] = json.loads(raw)
     if "error" in doc:
         raise LoopFailed(f"{what}: {doc['error']}")
@@ -184,6 +235,7 @@ def main(role: str) -> int:
             sampler.start()
             loop.publish(tally)
     except Exception as exc:  # noqa: BLE001 - one line for the controller, whatever the library raised
+        traceback.print_exc()  # the whole story for a plugin author, on stderr
         _emit({"error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
         return 1
     if sampler.is_alive():

@@ -40,6 +40,8 @@ class RunSettings:
     repeat: int = 1
     drain: float = 30.0  # longest wait for late messages after the window
     processes: int = 1  # client worker processes per step
+    #: serve Prometheus metrics on this port while the run lasts (0: a free one); None: don't
+    metrics_port: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +166,7 @@ class Profile:
 
 # -- parsing ---------------------------------------------------------------
 
-_RUN_KEYS = {"name", "duration", "warmup", "repeat", "drain", "processes"}
+_RUN_KEYS = {"name", "duration", "warmup", "repeat", "drain", "processes", "metrics_port"}
 _BROKER_KEYS = {"url", "managed", "nodes", "clients", "servers"}
 _QUEUE_TYPE_KEYS = ("rpc_queue_type", "notify_queue_type")
 #: keys of a [drivers.NAME] table that are not the plugin's options
@@ -216,6 +218,9 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         repeat=run_r.count("repeat", 1, 1, limits.MAX_REPEAT),
         drain=run_r.duration("drain", 30.0, limits.MAX_WAIT_S),
         processes=run_r.count("processes", 1, 1, 10**9),  # limited in limits.check_plan
+        metrics_port=run_r.count("metrics_port", 0, 0, 65535)
+        if "metrics_port" in run_r.table
+        else None,
     )
 
     broker_r = FieldReader(path, "broker", top.table.get("broker", {}), _BROKER_KEYS)

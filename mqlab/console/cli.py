@@ -23,7 +23,7 @@ from rich.text import Text
 from mqlab import __version__, redact, registry
 from mqlab.config.plan import make_plan
 from mqlab.config.profile import parse_duration
-from mqlab.console import hosts
+from mqlab.console import hosts, metrics
 from mqlab.console.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -193,7 +193,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
             for i, node in enumerate(cluster.nodes, start=1):
                 print(
                     f"  node{i} {node.name}: {mask(node.url)} (management "
-                    f"{node.management_url}, distribution {node.dist_port}, pid {node.pid})"
+                    f"{node.management_url}, metrics {node.prometheus_url or '-'}, "
+                    f"distribution {node.dist_port}, pid {node.pid})"
                 )
         elif args.action == "stop":
             stopped = rabbitmq.stop(state)
@@ -228,6 +229,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                    help="use this broker (comma-separated URLs for a cluster) instead of the "
                    "profile's, and do not start a managed one")  # fmt: skip
     p.add_argument("--state-dir", help=argparse.SUPPRESS)
+    metrics.add_arguments(p, _duration_arg)
 
 
 def build_parser() -> _Parser:

@@ -15,7 +15,7 @@ import signal
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -23,6 +23,7 @@ from rich.text import Text
 from mqlab import __version__, redact, registry
 from mqlab.config.plan import Plan, make_plan
 from mqlab.config.profile import Profile
+from mqlab.console import metrics as metrics_cli
 from mqlab.console.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -45,6 +46,9 @@ from mqlab.sdk.urls import mask
 from mqlab.servers import managed
 from mqlab.servers.handle import ServerHandle
 from mqlab.terminal import console as _console
+
+if TYPE_CHECKING:
+    from mqlab.live.exporter import MetricsServer
 
 
 def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
@@ -94,16 +98,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         lock = paths.claim(args.output, profile.run.name, profile.path)
     except paths.OutputRefused as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    metrics: MetricsServer | None = None
     try:
+        # before any server starts too: a taken metrics port costs nothing
+        metrics = metrics_cli.start(
+            args, profile.run.metrics_port, profile.run.name, str(lock.path), len(plan.steps)
+        )
         with managed.managed(kinds, state, say, nodes=profile.broker.nodes) as handles:
             urls = managed.endpoints(profile, server_of, handles)
             problem = managed.unreachable(urls, server_of)
             if problem:
                 raise CliError(problem, EXIT_FAILED)
-            return _run(args, profile, plan, plugins, urls, handles, console, err, lock.path)
+            if metrics is not None:
+                say(metrics_cli.endpoints(metrics, handles))
+            code = _run(
+                args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics
+            )
+            if metrics is not None and code != EXIT_INTERRUPTED:  # Ctrl-C means: stop now
+                metrics_cli.linger(metrics, args.metrics_linger, say)
+            return code
     except BrokerError as exc:
         raise CliError(f"managed broker: {exc}", EXIT_FAILED) from None
     finally:
+        if metrics is not None:
+            metrics.close()
         lock.release()
 
 
@@ -117,6 +135,7 @@ def _run(
     console: Console,
     err: Console,
     out: Path,
+    metrics: MetricsServer | None = None,
 ) -> int:
     from mqlab.run.controller import Interrupted, Runner, StepFailed
 
@@ -151,9 +170,13 @@ def _run(
     def on_snapshot(snap: RunSnapshot) -> None:
         if monitor is not None:
             monitor.update(snap)
+        if metrics is not None:  # beside the view: it reads the same snapshots
+            metrics.exporter.snapshot(snap)
 
     def on_step(record: dict[str, Any]) -> None:
         results.add_step(record)
+        if metrics is not None:
+            metrics.exporter.step(record)
         if not interactive and not args.quiet:
             row = runner.progress.finished_rows[-1]
             print(tables.plain_line(row, len(plan.steps)), flush=True)
@@ -235,6 +258,8 @@ def _run(
                     console.print(tables.phase_table(s))
                 if s.get("faults"):  # each event: detection, recovery, the promise
                     console.print(tables.fault_table(s))
+                if s.get("verdict"):  # what nobody injected, what it lost, the verdict
+                    console.print(tables.spontaneous_table(s))
             if ceilings is not None:
                 show_ceilings(console, steps)
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())

@@ -5,7 +5,9 @@ The view is a pure function of a :class:`RunSnapshot`; it measures nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,9 @@ class StepRow:
     cpu_nodes: tuple[tuple[str, float | None], ...] = ()
     queue_type: str = "classic"  # classic | mirrored | quorum
     flags: tuple[str, ...] = ()  # could_not_keep_up | backlog_growing | unaccounted
+    #: the step's verdict in words (mqlab.faults.explain), "" when nothing was lost
+    note: str = ""
+    note_failed: bool = False  # the verdict failed (unexplained loss, promise broken): red
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +89,6 @@ class RunSnapshot:
     timeline: tuple[StepSeries, ...] = ()  # finished steps in order, then the running one
     workers: tuple[WorkerRow, ...] = ()
     errors: tuple[ErrorRow, ...] = ()
+    #: the running step's record as ``stepresult.build`` made it from what its workers reported
+    #: so far (the metrics exporter reads it; the views do not). None between steps
+    record: Mapping[str, Any] | None = None

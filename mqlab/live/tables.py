@@ -42,7 +42,12 @@ _FLAG_LABEL = {
     "could_not_keep_up": "behind schedule",
     "backlog_growing": "backlog growing",
     "unaccounted": "still queued",
+    # a repeats row has flag codes only: each step's verdict says it in words
+    "verdict": "events: see each step",
+    "unexplained": "unexplained loss: see each step",
 }
+#: flags whose message is the step's verdict in words: the note shows the words
+_VERDICT_FLAGS = ("verdict", "unexplained")
 
 
 def _flags(codes: Iterable[str]) -> Text | str:
@@ -55,10 +60,15 @@ _FLAG_SHORT = {"could_not_keep_up": "behind", "backlog_growing": "backlog↑"}
 
 def _note(row: StepRow) -> Text | str:
     """The table's last cell, short: the step's flags, and what the broker still held."""
-    parts = [_FLAG_SHORT.get(c, c) for c in row.flags if c != "unaccounted"]
+    parts = [
+        _FLAG_SHORT.get(c, c) for c in row.flags if c != "unaccounted" and c not in _VERDICT_FLAGS
+    ]
     if row.unaccounted:
         parts.append(f"{row.unaccounted:,} queued?")
-    return Text(" ".join(parts), style="bold yellow") if parts else ""
+    note = Text(" ".join(parts), style="bold yellow")
+    if row.note:  # every loss in words; an unexplained one (a failed verdict) in red
+        note.append(("; " if parts else "") + row.note, style="bold red" if row.note_failed else "")
+    return note if note.plain else ""
 
 
 def _failed(pct: float) -> str:
@@ -168,7 +178,8 @@ def plain_line(row: StepRow, total: int) -> str:
     """One line per finished step, for pipes and CI (nothing animated)."""
     rt = f" round-trip={row.round_trip:,}" if row.pattern == "call" else ""
     unacc = f" unaccounted={row.unaccounted:,}" if row.unaccounted else ""
-    flags = "".join(f" [{_FLAG_LABEL.get(c, c)}]" for c in row.flags)
+    flags = "".join(f" [{_FLAG_LABEL.get(c, c)}]" for c in row.flags if c not in _VERDICT_FLAGS)
+    flags += f" [{row.note}]" if row.note else ""
     return (
         f"[{row.index + 1}/{total}] {row.driver} {_pattern(row.pattern, row.queue_type)} "
         f"{row.load} {row.phase}: "
@@ -275,7 +286,12 @@ def _cells(s: dict[str, Any], base: dict[str, Any], first: bool) -> list[str]:
         f"{_count(s['errors']):,}",
         rate_ratio,
         p99_ratio,
-        "; ".join(_FLAG_LABEL.get(c, c) for c in codes),
+        "; ".join(
+            f.get("message", "")
+            if c in _VERDICT_FLAGS and isinstance(f, dict)
+            else _FLAG_LABEL.get(c, c)
+            for c, f in zip(codes, flags, strict=True)
+        ),
     ]
 
 
@@ -284,7 +300,9 @@ def comparison(steps: list[dict[str, Any]], title: str = "") -> Table:
     table = Table(title=title or "comparison (ratios to the first row of each group)",
                   title_justify="left")  # fmt: skip
     for name, justify in _COLUMNS:
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        # the note (a verdict in words) wraps under itself; every figure stays whole
+        table.add_column(name, justify=justify, no_wrap=name != "note",  # type: ignore[arg-type]
+                         min_width=24 if name == "note" else None)  # fmt: skip
     groups = _groups(steps)
     for i, members in enumerate(groups.values()):
         one_driver = len({s["driver"] for s in members}) == 1 and len(members) > 1
@@ -302,7 +320,8 @@ def comparison(steps: list[dict[str, Any]], title: str = "") -> Table:
             if _count(s["errors"]):
                 styled[10] = Text(cells[10], style="red")
             if cells[13]:
-                styled[13] = Text(cells[13], style="bold yellow")
+                failed = (s.get("verdict") or {}).get("failed")
+                styled[13] = Text(cells[13], style="bold red" if failed else "bold yellow")
             table.add_row(*styled, end_section=(j == len(members) - 1 and i < len(groups) - 1))
     return table
 
@@ -345,6 +364,71 @@ def fault_table(step: dict[str, Any]) -> Table:
             _num(f["duplicates"]), _num(f["timed_out"]), Text(said, style=style),
         )  # fmt: skip
     return table
+
+
+def spontaneous_table(step: dict[str, Any]) -> Table:
+    """What happened that nobody injected, what each event lost, the verdict; the broker's side."""
+    verdict = step.get("verdict") or {}
+    table = Table(
+        title=f"events: {step['driver']} {step['pattern']}: {verdict.get('note', 'nothing lost')}",
+        title_justify="left", title_style="bold red" if verdict.get("failed") else "",
+    )  # fmt: skip
+    for name, just in (("at s", "right"), ("event", "left"), ("worker", "left"),
+                       ("connection", "left"), ("count", "right"), ("lost", "right"),
+                       ("dup", "right"), ("cause", "left")):  # fmt: skip
+        table.add_column(name, justify=just)  # type: ignore[arg-type]
+    attributed = {
+        (a["t_s"], a["worker"], a["kind"]): a
+        for a in (step.get("attribution") or {}).get("events", ())
+    }
+    for ev in step.get("spontaneous", ()):
+        a = attributed.pop((ev["t_s"], ev["worker"], ev["kind"]), None) or {}
+        table.add_row(
+            _num(ev["t_s"], "{:.2f}"), ev["kind"], ev["worker"], ev["connection"],
+            _num(ev["count"]), _num(a.get("lost")), _num(a.get("duplicates")), ev["cause"][:100],
+        )  # fmt: skip
+    for a in attributed.values():  # injected events that lost something
+        table.add_row(_num(a["t_s"], "{:.2f}"), a["event"], "", "", "", _num(a["lost"]),
+                      _num(a["duplicates"]), "injected")  # fmt: skip
+    none = (step.get("attribution") or {}).get("no_event") or {}
+    if none.get("lost") or none.get("duplicates"):
+        table.add_row(
+            "", Text("no event", style="bold red"), "", "", "",
+            Text(_num(none["lost"]), style="bold red"), _num(none["duplicates"]),
+            Text("unexplained: no event explains it", style="bold red"),
+        )  # fmt: skip
+    table.caption = broker_flow_line(step)
+    table.caption_justify = "left"
+    return table
+
+
+def broker_flow_line(step: dict[str, Any]) -> str:
+    """The broker's side in one line: the longest flow-control spell, alarms, the loss moment."""
+    flow = step.get("broker_flow") or {}
+    if not flow:
+        return ""
+    if not flow.get("available"):
+        return f"broker: not measured ({flow.get('why', 'unknown')})"
+    spell = flow.get("longest_spell")
+    parts = [
+        f"longest flow-control spell {spell['seconds']} s from {spell['start_s']:.0f} s "
+        f"({', '.join(spell['states'])}: {', '.join(spell['connections']) or 'alarm only'})"
+        if spell
+        else "no connection in flow control"
+    ]
+    if flow.get("memory_alarm_s") or flow.get("disk_alarm_s"):
+        parts.append(
+            f"memory alarm {flow['memory_alarm_s']} s, disk alarm {flow['disk_alarm_s']} s"
+        )
+    for m in (step.get("at_loss") or ())[:1]:
+        cores = m.get("host_cores")
+        parts.append(
+            f"at the loss ({m['t_s']:.1f} s): publish {_num(m['publish_rate'])}/s, consume "
+            f"{_num(m['consumer_rate'])}/s, "
+            f"broker CPU {_num(m['broker_cpu_percent'], '{:.0f}')} %, "
+            f"host {_num(m['host_cpu_percent'], '{:.0f}')} % of {cores * 100 if cores else '?'} %"
+        )
+    return "broker: " + "; ".join(parts)
 
 
 def background_table(steps: list[dict[str, Any]]) -> Table | None:

@@ -75,6 +75,12 @@ class WorkerFigures:
     hist: dict[str, str] = field(default_factory=dict)  # kind -> encoded HdrHistogram (us)
     per_second: dict[str, list[str]] = field(default_factory=dict)  # kind -> 2-digit, per s
     open_loop: OpenLoop | None = None
+    #: spontaneous events (mqlab.faults.spontaneous), each with its clients' send counts
+    spontaneous: list[dict[str, Any]] = field(default_factory=list)
+    spontaneous_dropped: int = 0
+    #: [client, monotonic ns, sent] each time figures were taken (merged: every one kept),
+    #: so an event on another worker can be placed among a client's sequence numbers
+    send_marks: list[list[int]] = field(default_factory=list)
 
     def to_wire(self) -> dict[str, Any]:
         d = asdict(self)
@@ -130,6 +136,9 @@ class WorkerFigures:
             hist=hist,
             per_second=per_second,
             open_loop=open_loop,
+            spontaneous=self.spontaneous + other.spontaneous,
+            spontaneous_dropped=self.spontaneous_dropped + other.spontaneous_dropped,
+            send_marks=self.send_marks + other.send_marks,
         )
 
     @classmethod

@@ -57,14 +57,17 @@ class Ledger:
     """This worker's receipts; duplicates are counted against every known ledger of the step."""
 
     __slots__ = (
-        "_books", "_maps", "_seen", "_siblings", "dir", "duplicates", "out_of_order", "overflow",
-        "unique", "worker",
+        "_books", "_dups", "_maps", "_seen", "_siblings", "dir", "duplicates", "out_of_order",
+        "overflow", "unique", "worker",
     )  # fmt: skip
 
     def __init__(self, directory: str, worker: str) -> None:
         self.dir = directory
         self.worker = worker
         self._maps: dict[_Key, mmap.mmap] = {}
+        # which messages this worker got more than once, per (group, client): opened at
+        # the first repeat, so a step without one writes nothing (the attribution reads it)
+        self._dups: dict[_Key, mmap.mmap] = {}
         self._siblings: dict[_Key, list[mmap.mmap]] = {}
         self._seen: set[str] = set()
         # group -> client -> book: two int-keyed lookups per receipt cost less than
@@ -121,6 +124,7 @@ class Ledger:
         byte = bits[idx]
         if byte & bit:
             self.duplicates += 1
+            self._repeat(group, client, idx, bit)
             return False
         bits[idx] = byte | bit
         if book.siblings:
@@ -135,13 +139,27 @@ class Ledger:
             book.last = seq
         return True
 
+    def _repeat(self, group: int, client: int, idx: int, bit: int) -> None:
+        """Mark a message this worker received again (the attribution dates repeats by it)."""
+        mm = self._dups.get((group, client))
+        if mm is None:
+            path = os.path.join(self.dir, f"{self.worker}.g{group}.c{client}.dups")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                os.ftruncate(fd, LEDGER_BYTES)
+                mm = self._dups[(group, client)] = mmap.mmap(fd, LEDGER_BYTES)
+            finally:
+                os.close(fd)
+        mm[idx] |= bit
+
     def close(self) -> None:
-        for mm in self._maps.values():
+        for mm in (*self._maps.values(), *self._dups.values()):
             mm.close()
         for ms in self._siblings.values():
             for mm in ms:
                 mm.close()
         self._maps.clear()
+        self._dups.clear()
         self._siblings.clear()
         self._books.clear()
 
@@ -201,3 +219,49 @@ def count_ledgers(directory: str, sent_by_client: dict[int, int]) -> tuple[int, 
         unique += u
         dup += total - u
     return unique, dup
+
+
+_DUPS = re.compile(r"^(?P<worker>.+)\.g(?P<group>\d+)\.c(?P<client>\d+)\.dups$")
+
+
+def receipts(
+    directory: str, sent_by_client: dict[int, int]
+) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    """(group, client) -> (arrived, repeated): bitmaps (bit N, little endian: message N), cut
+    to the first ``sent`` bits of that client. ``arrived`` is the OR over every worker's
+    receipts; ``repeated`` marks messages received more than once, by two workers or twice
+    by one (a message repeated thrice is still one bit: the counts stay the ledger's)."""
+
+    def bits(path: str, size: int) -> int:
+        with open(path, "rb") as f:
+            return int.from_bytes(f.read(size), "little")
+
+    again: dict[_Key, list[str]] = {}
+    for name in os.listdir(directory):
+        m = _DUPS.match(name)
+        if m:
+            key = (int(m["group"]), int(m["client"]))
+            again.setdefault(key, []).append(os.path.join(directory, name))
+    out: dict[_Key, tuple[bytes, bytes]] = {}
+    for key, paths in _ledger_files(directory).items():
+        sent = sent_by_client.get(key[1], 0)
+        size = (sent + 7) // 8
+        seen = twice = 0
+        for path in paths:
+            v = bits(path, size)
+            twice |= seen & v
+            seen |= v
+        for path in again.get(key, ()):
+            twice |= bits(path, size)
+        mask = (1 << sent) - 1
+        out[key] = ((seen & mask).to_bytes(size, "little"), (twice & mask).to_bytes(size, "little"))
+    return out
+
+
+def arrived(bits: bytes, lo: int, hi: int) -> int:
+    """How many of messages ``lo`` .. ``hi - 1`` a :func:`receipts` bitmap holds (reads only
+    those bytes: a step's many spans cost the bitmap's size once, not once per span)."""
+    if hi <= lo:
+        return 0
+    chunk = int.from_bytes(bits[lo // 8 : (hi + 7) // 8], "little") >> (lo % 8)
+    return (chunk & ((1 << (hi - lo)) - 1)).bit_count()

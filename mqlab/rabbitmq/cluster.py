@@ -92,6 +92,10 @@ class Cluster:
     def version(self) -> str:
         return self.nodes[0].version
 
+    @property
+    def prometheus_url(self) -> str | None:
+        return self.nodes[0].prometheus_url
+
 
 @dataclass(frozen=True)
 class Member:
@@ -261,6 +265,8 @@ def _plan(state_dir: Path, port: int | None, nodes: int) -> list[BrokerNode]:
         taken.add(management)
         dist = host.pick_port(amqp + 20000, taken)
         taken.add(dist)
+        prometheus = host.pick_port(amqp + 10020, taken)
+        taken.add(prometheus)
         planned.append(
             BrokerNode(
                 name=f"mqlab-{amqp}@localhost",
@@ -272,6 +278,7 @@ def _plan(state_dir: Path, port: int | None, nodes: int) -> list[BrokerNode]:
                 pid=0,
                 state_dir=state_dir,
                 version="",
+                prometheus_port=prometheus,
             )
         )
     return planned

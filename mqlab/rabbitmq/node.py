@@ -8,7 +8,7 @@ distribution), its own data, logs, config and Erlang cookie, all under
     <state_dir>/mqlab-5673@localhost/
         node.json          the record status()/stop() read (see state.py)
         rabbitmq.conf      listeners on 127.0.0.1 only, guest allowed, partition handling
-        enabled_plugins    rabbitmq_management, rabbitmq_amqp1_0
+        enabled_plugins    rabbitmq_management, rabbitmq_amqp1_0, rabbitmq_prometheus
         rabbitmq-env.conf  empty: keeps the system's /etc/rabbitmq settings out
         .erlang.cookie     shared by the cluster's nodes and rabbitmqctl (HOME is this dir)
         console.log        the node's stdout: boot failures that happen before logging is up
@@ -43,7 +43,8 @@ _SBIN_CANDIDATES = (
 _INSTALL_HINT = (
     "RabbitMQ is not installed: run `apt-get install rabbitmq-server` (Debian/Ubuntu) or see README"
 )
-_PLUGINS = "[rabbitmq_management,rabbitmq_amqp1_0].\n"
+# rabbitmq_prometheus: the node's own /metrics, beside mqlab's on one Grafana dashboard
+_PLUGINS = "[rabbitmq_management,rabbitmq_amqp1_0,rabbitmq_prometheus].\n"
 # The seed report's cluster (OpenStack's 3-node RabbitMQ) heals partitions itself.
 PARTITION_HANDLING = "autoheal"
 # The prefix of a RabbitMQ log line: "2026-11-22 06:17:51.272014+00:00 [error] <0.132.0> ".
@@ -66,6 +67,13 @@ class BrokerNode:
     pid: int  # the beam.smp OS pid (for CPU sampling with psutil)
     state_dir: Path  # the state dir given to start(); pass it to status()/stop()
     version: str  # "3.10.8"; "" until the node has booted
+    #: rabbitmq_prometheus's port (AMQP + 10020 when free, as 5672 -> 15692); 0: not listening
+    prometheus_port: int = 0
+
+    @property
+    def prometheus_url(self) -> str | None:
+        """The node's Prometheus endpoint (rabbitmq_prometheus), None when it has none."""
+        return f"http://127.0.0.1:{self.prometheus_port}/metrics" if self.prometheus_port else None
 
     @property
     def node_dir(self) -> Path:
@@ -108,9 +116,14 @@ def prepare(node: BrokerNode, cookie: str) -> None:
         f"listeners.tcp.default = 127.0.0.1:{node.port}\n"
         f"management.tcp.port = {node.management_port}\n"
         "management.tcp.ip = 127.0.0.1\n"
+        f"prometheus.tcp.port = {node.prometheus_port or node.port + 10020}\n"
+        "prometheus.tcp.ip = 127.0.0.1\n"
         # guest may log in over loopback only by default; ours listens on loopback only anyway.
         "loopback_users = none\n"
         f"cluster_partition_handling = {PARTITION_HANDLING}\n"
+        # the management API's figures (a connection's flow state, alarms) every second,
+        # not every 5 s: mqlab reads them on each step's one-second timeline
+        "collect_statistics_interval = 1000\n"
     )
     (node_dir / "enabled_plugins").write_text(_PLUGINS)
     # rabbitmq-env sources this file; an empty one keeps /etc/rabbitmq/rabbitmq-env.conf out.

@@ -84,6 +84,7 @@ class Record:
                 pid=int(data["pid"]),
                 state_dir=state_dir,
                 version=str(data["version"]),
+                prometheus_port=int(data.get("prometheus_port", 0)),
             )
             return cls(
                 node,

@@ -22,6 +22,8 @@ _LAYOUT: dict[str, Any] = {
     "template": "plotly_white",
     "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
     "legend": {"orientation": "h", "y": -0.2},
+    # a legend even for one line: a reader always sees which driver a line is
+    "showlegend": True,
     "hovermode": "x unified",
 }
 
@@ -215,7 +217,7 @@ def timeline_figure(s: Step, duration_s: float | None) -> go.Figure | None:
                 go.Scatter(
                     x=[t0 + i for i in range(len(ys))],
                     y=list(ys),
-                    name=f"{name}/s",
+                    name=f"{s.driver} {name}/s",
                     mode="lines+markers",
                     line={"color": color},
                 ),
@@ -228,7 +230,7 @@ def timeline_figure(s: Step, duration_s: float | None) -> go.Figure | None:
                 go.Scatter(
                     x=[t0 + i for i in range(len(ys))],
                     y=list(ys),
-                    name=name,
+                    name=f"{s.driver} {name}",
                     mode="lines",
                     line={"color": "#ff7f0e", "dash": dash},
                 ),
@@ -271,47 +273,60 @@ def timeline_figure(s: Step, duration_s: float | None) -> go.Figure | None:
     return fig
 
 
+def _cell(s: Step) -> str:
+    """The x label of a step among drivers: what was measured, not who."""
+    rep = f" #{s.repeat + 1}" if s.repeat else ""
+    name = s.pattern if s.scenario == s.pattern else f"{s.scenario} ({s.pattern})"
+    return f"{name} {s.load}{rep}"
+
+
 def cpu_figure(steps: Sequence[Step]) -> go.Figure | None:
-    """CPU of client and server workers and of the broker (or each broker node), per step."""
-    x = [s.label for s in steps]
+    """CPU of client and server workers and of the broker (or each broker node) per cell,
+    the drivers side by side: one colour per driver, one hatching per role."""
+    drivers = list(dict.fromkeys(s.driver for s in steps))
+    x_all = list(dict.fromkeys(_cell(s) for s in steps))
+    nodes = list(dict.fromkeys(n.node for s in steps for n in s.cpu.nodes))
+    roles: list[tuple[str, Any, str]] = [
+        ("clients", lambda s: s.cpu.clients_percent, ""),
+        ("servers", lambda s: s.cpu.servers_percent, "/"),
+    ]
+    if nodes:  # the broker drawn per node
+        for node in nodes:
+            roles.append((
+                f"{node} total",
+                lambda s, node=node: next(
+                    (n.cpu_percent for n in s.cpu.nodes if n.node == node), None
+                ),
+                "x",
+            ))  # fmt: skip
+    else:
+        roles.append(("broker", lambda s: s.cpu.broker_percent, "x"))
     fig = go.Figure()
-    for name, field, color in (
-        ("clients", "clients_percent", "#1f77b4"),
-        ("servers", "servers_percent", "#2ca02c"),
-        ("broker", "broker_percent", "#d62728"),
-    ):
-        ys = [getattr(s.cpu, field) for s in steps]
-        if field == "broker_percent" and any(s.cpu.nodes for s in steps):
-            continue  # drawn per node below
-        if any(v is not None for v in ys):
-            fig.add_trace(go.Bar(x=x, y=ys, name=name, marker_color=color))
-    nodes = dict.fromkeys(n.node for s in steps for n in s.cpu.nodes)
-    for i, node in enumerate(nodes):
-        for what, pattern in (("cpu_percent", ""), ("sys_percent", "/")):
-            ys = [
-                next((getattr(n, what) for n in s.cpu.nodes if n.node == node), None) for s in steps
-            ]
+    for i, driver in enumerate(drivers):
+        mine = [s for s in steps if s.driver == driver]
+        for role, value, shape in roles:
+            ys = [value(s) for s in mine]
             if any(v is not None for v in ys):
-                label = f"{node} {'total' if what == 'cpu_percent' else 'sys'}"
                 fig.add_trace(
                     go.Bar(
-                        x=x,
+                        x=[_cell(s) for s in mine],
                         y=ys,
-                        name=label,
-                        marker_color=_color(i + 3),
-                        marker_pattern_shape=pattern,
+                        name=f"{driver} {role}",
+                        legendgroup=driver,
+                        marker_color=_color(i),
+                        marker_pattern_shape=shape,
                     )
                 )
     if not fig.data:
         return None
     fig.update_layout(
-        title="CPU per step, % of one core (100 = one core busy)",
+        title="CPU per driver and load, % of one core (100 = one core busy)",
         barmode="group",
         height=480,
         **_LAYOUT,
     )
     fig.update_layout(hovermode="closest")
-    fig.update_xaxes(tickangle=-30)
+    fig.update_xaxes(tickangle=-30, categoryorder="array", categoryarray=x_all)
     fig.update_yaxes(title_text="CPU %", rangemode="tozero")
     return fig
 
@@ -328,7 +343,7 @@ def node_cpu_figure(s: Step) -> go.Figure | None:
                     go.Scatter(
                         x=[t0 + j for j in range(len(ys))],
                         y=list(ys),
-                        name=f"{n.node} {'total' if what == 'cpu' else 'sys'}",
+                        name=f"{s.driver} {n.node} {'total' if what == 'cpu' else 'sys'}",
                         mode="lines",
                         line={"color": _color(i + 3), "dash": dash},
                     )

@@ -65,6 +65,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from mqlab.report import csvexport
+
+    try:
+        run = load_run(args.results)
+    except ResultsError as exc:
+        print(f"mqlab: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        (steps, n_steps), (series, n_series) = csvexport.write(run, Path(args.csv))
+    except csvexport.Refused as exc:
+        print(f"mqlab: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(f"mqlab: cannot write to {args.csv}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"steps: {steps} ({n_steps} rows)\nseries: {series} ({n_series} rows, one a second)")
+    return 0
+
+
 def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     """Register `report` and `compare` through the CLI's ``command(name, **kwargs)``, which
     adds a subcommand and returns its parser."""
@@ -78,6 +98,18 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("results", help="a results JSON file written by mqlab run")
     p.add_argument("--output", "-o", help="the HTML file (default: beside the results, .html)")
     p.set_defaults(func=cmd_report)
+
+    p = command(
+        "export",
+        help="write a results file as CSV: one row per step, one per second of each step",
+        description="Write <name>.steps.csv (one row per step: counts, throughput, latency, "
+        "CPU, flags, errors by kind) and <name>.series.csv (one row per second of each step's "
+        "per-second series) into DIR, for pandas or a spreadsheet. A figure the results file "
+        "does not hold is an empty cell.",
+    )
+    p.add_argument("results", help="a results JSON file written by mqlab run")
+    p.add_argument("--csv", metavar="DIR", required=True, help="the directory to write into")
+    p.set_defaults(func=cmd_export)
 
     p = command(
         "compare",

@@ -31,6 +31,8 @@ NOISE_RULE = (
 )
 # measured figures that live in the environment but are not part of it
 _NOT_ENVIRONMENT = {"codec_cost_us"}
+# run settings that change where figures are shown, not what is measured
+_NOT_SETTINGS = {"metrics_port"}
 
 
 @dataclass(frozen=True)
@@ -166,8 +168,8 @@ def environment_differences(a: Run, b: Run) -> list[tuple[str, str, str]]:
     """(what, A, B) for every environment fact (versions, machine, broker) that differs."""
     fa = _flatten({k: v for k, v in a.environment.items() if k not in _NOT_ENVIRONMENT})
     fb = _flatten({k: v for k, v in b.environment.items() if k not in _NOT_ENVIRONMENT})
-    fa.update({f"run.{k}": v for k, v in a.run_settings.items()})
-    fb.update({f"run.{k}": v for k, v in b.run_settings.items()})
+    fa.update({f"run.{k}": v for k, v in a.run_settings.items() if k not in _NOT_SETTINGS})
+    fb.update({f"run.{k}": v for k, v in b.run_settings.items() if k not in _NOT_SETTINGS})
     return [
         (
             k,

@@ -6,20 +6,21 @@ loads nothing from the network; each chart is a div plus the script that draws i
 
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
 import plotly.offline
-from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from mqlab import __version__
 from mqlab.live import tables
-from mqlab.report import charts
+from mqlab.report import charts, summary
+from mqlab.report.compare import Ratio
 from mqlab.report.load import FaultFigure, Run, Step
 
 _CSS = """
@@ -31,7 +32,10 @@ th { background: #f4f4f4; } td.l, th.l { text-align: left; }
 .bad { color: #b00; font-weight: bold; } .warn { color: #a60; font-weight: bold; }
 .flag { background: #fff4e0; border-left: 4px solid #e69500; padding: 0.3em 0.6em; }
 .note { color: #666; font-style: italic; } .chart { margin: 1em 0; }
-pre.rich { font-size: 0.8em; line-height: 1.2; }
+p.question { font-size: 1.25em; } ul.findings li { margin: 0.3em 0; }
+table.summary td:first-child { font-weight: bold; }
+table.comparison tr.end td { border-bottom: 2px solid #999; }
+table.environment tr.first th, table.environment tr.first td { border-top: 2px solid #999; }
 """
 
 
@@ -93,25 +97,168 @@ def _faults(s: Step) -> str:
     return _table(head, rows, left=1)
 
 
+def _spontaneous(s: Step) -> str:
+    """What nobody injected, what each event lost, the no-event share in red; the broker's side."""
+    rows: list[tuple[str, ...]] = [
+        (_num(e.t_s, "{:.2f}"), escape(e.kind), escape(e.worker), escape(e.connection),
+         _num(e.count), _num(e.lost), _num(e.duplicates), escape(e.cause[:200]))
+        for e in s.spontaneous
+    ]  # fmt: skip
+    none = s.unexplained or {}
+    if none.get("lost") or none.get("duplicates"):
+        bad = '<span class="bad">{}</span>'
+        rows.append(("", bad.format("no event"), "", "", "", bad.format(_num(none.get("lost"))),
+                     _num(none.get("duplicates")), bad.format("unexplained")))  # fmt: skip
+    head = ("at s", "event", "worker", "connection", "count", "lost", "dup", "cause")
+    table = _table(head, rows, left=4) if rows else ""
+    line = tables.broker_flow_line({"broker_flow": s.broker_flow, "at_loss": list(s.at_loss)})
+    return table + (f'<p class="note">{escape(line)}</p>' if line else "")
+
+
+def _value(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, str | int):
+        return str(v)
+    return json.dumps(v)
+
+
+def _rows_of(section: str, facts: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    return [(section, str(k), _value(v)) for k, v in facts.items()]
+
+
 def _environment(run: Run) -> str:
-    facts: dict[str, Any] = {
-        **run.environment,
-        "run settings": run.run_settings,
-        "broker URLs": ", ".join(run.broker_urls),
-    }
-    rows = []
-    for key, value in facts.items():
-        shown = value if isinstance(value, str | int | float) else json.dumps(value)
-        rows.append((escape(key), escape(str(shown))))
+    """Where the figures were measured, one fact a row; libraries one a row, not a dictionary."""
+    env = dict(run.environment)
+    rows: list[tuple[str, str, str]] = []
+    rows += _rows_of("mqlab", {"version": env.get("mqlab"), "commit": env.get("mqlab_commit")})
+    rows += _rows_of("Python", {
+        "version": env.get("python"), "implementation": env.get("implementation"),
+        "uvloop": env.get("uvloop"),
+    })  # fmt: skip
+    rows += _rows_of("machine", {
+        "CPU": env.get("cpu_model"), "cores": env.get("cpu_count"),
+        "memory, GB": env.get("memory_gb"), "host": env.get("hostname"),
+        "platform": env.get("platform"),
+    })  # fmt: skip
+    broker = env.get("broker")
+    if isinstance(broker, dict):  # no broker (loopback, brokerless drivers): no broker rows
+        rows += _rows_of("broker", broker)
+        rows += [("broker", "URL", u) for u in run.broker_urls]
+    for name, plugin in sorted((env.get("plugins") or {}).items()):
+        if isinstance(plugin, dict):
+            rows.append(
+                ("plugin", name, f"{plugin.get('package', '?')} {plugin.get('version', '?')}")
+            )
+    rows += _rows_of("library", dict(sorted((env.get("libraries") or {}).items())))
+    rows += _rows_of("codec cost per message, µs", env.get("codec_cost_us") or {})
+    rows += _rows_of("run settings", run.run_settings)
+    shown = {"mqlab", "mqlab_commit", "python", "implementation", "uvloop", "cpu_model",
+             "cpu_count", "memory_gb", "hostname", "platform", "broker", "plugins", "libraries",
+             "codec_cost_us"}  # fmt: skip
+    rows += _rows_of("other", {k: v for k, v in env.items() if k not in shown})
+    body = "".join(
+        f'<tr class="{"first" if i == 0 or rows[i - 1][0] != sec else ""}">'
+        f'<th class="l">{escape(sec) if i == 0 or rows[i - 1][0] != sec else ""}</th>'
+        f'<td class="l">{escape(k)}</td><td class="l">{escape(v)}</td></tr>'
+        for i, (sec, k, v) in enumerate(rows)
+    )
     line = escape(tables.environment_line(run.environment))
-    return f"<p>{line}</p>" + _table(("what", "value"), rows, left=2)
+    return (
+        f"<p>{line}</p>"
+        '<table class="environment"><tr><th class="l">what</th><th class="l">name</th>'
+        f'<th class="l">value</th></tr>{body}</table>'
+    )
+
+
+def _cell_class(cell: Any) -> str:
+    style = str(cell.style) if isinstance(cell, Text) else ""
+    return "bad" if "red" in style else "warn" if "yellow" in style else ""
+
+
+def rich_table_html(table: Table, left: Sequence[str] = ()) -> str:
+    """A Rich table as an HTML table: the same cells, red as bad, yellow as a warning."""
+    columns = [str(c.header) for c in table.columns]
+    cells = [list(c.cells) for c in table.columns]
+    head = "".join(
+        f'<th class="{"l" if name in left else ""}">{escape(name)}</th>' for name in columns
+    )
+    body = []
+    for r in range(table.row_count):
+        tds = []
+        for i, name in enumerate(columns):
+            cell = cells[i][r]
+            text = cell.plain if isinstance(cell, Text) else str(cell)
+            cls = " ".join(c for c in ("l" if name in left else "", _cell_class(cell)) if c)
+            tds.append(f'<td class="{cls}">{escape(text)}</td>')
+        end = table.rows[r].end_section if r < len(table.rows) else False
+        body.append(f'<tr class="{"end" if end else ""}">{"".join(tds)}</tr>')
+    return f'<table class="comparison"><tr>{head}</tr>{"".join(body)}</table>'
 
 
 def _comparison(run: Run) -> str:
     # mqlab show's own table, so the report and the terminal state the same figures
-    console = Console(record=True, width=160, file=io.StringIO())
-    console.print(tables.comparison(list(run.raw_steps)))
-    return console.export_html(inline_styles=True, code_format='<pre class="rich">{code}</pre>')
+    table = tables.comparison(list(run.raw_steps))
+    return f'<p class="note">{escape(str(table.title or ""))}</p>' + rich_table_html(
+        table, left=("scenario", "driver", "note")
+    )
+
+
+def _ratio_cell(r: Ratio) -> str:
+    mark = {"within noise": " ≈", "noise unknown": " ?"}.get(r.noise, "")
+    title = f' title="{escape(r.noise)}"' if r.noise else ""
+    return f"<span{title}>{escape(r.text)}{mark}</span>"
+
+
+def _bound(a: Step, b: Step) -> str:
+    """A ratio of a lower bound (failures reach p99) is itself only a bound."""
+    a_low = a.latency is not None and "p99" in a.latency.censored
+    b_low = b.latency is not None and "p99" in b.latency.censored
+    if a_low and b_low:
+        return "? "  # both are lower bounds: their ratio says nothing
+    return "≥ " if b_low else "≤ " if a_low else ""
+
+
+def _summary(run: Run) -> str:
+    """Drivers side by side per cell, ratios to the first driver; then the findings."""
+    names = summary.drivers(run)
+    first = names[0]
+    head = ["cell"]
+    for d in names:
+        head += [f"{d} msg/s", f"{d} p99 ms", f"{d} lost"]
+        if d != first:
+            head += [f"{d}/{first} msg/s", f"{d}/{first} p99"]
+    rows = []
+    for cell in summary.cells(run):
+        row = [escape(cell.label)]
+        for d in names:
+            s = cell.steps.get(d)
+            if s is None:
+                row += ["-", "-", "-"] + (["-", "-"] if d != first else [])
+                continue
+            row += [_num(s.throughput_mean, "{:,.0f}"), _latency_cell(s, "p99"), _bad(s.lost)]
+            if d != first:
+                if first in cell.steps:
+                    rate, p99 = summary.vs_first(cell, d)
+                    row += [_ratio_cell(rate), _bound(cell.steps[first], s) + _ratio_cell(p99)]
+                else:
+                    row += ["-", "-"]
+        rows.append(row)
+    findings = "".join(f"<li>{escape(f)}</li>" for f in summary.findings(run))
+    return (
+        _table(head, rows, left=1).replace("<table>", '<table class="summary">', 1)
+        + (
+            '<p class="note">ratios to the first driver; ≈ within noise, ? noise unknown '
+            "(the rule: see Comparison)</p>"
+            if len(names) > 1
+            else ""
+        )
+        + f'<h3>Findings</h3><ul class="findings">{findings}</ul>'
+    )
 
 
 def _latency_cell(s: Step, key: str) -> str:
@@ -206,7 +353,11 @@ def _spectra(run: Run, ch: _Charts) -> str:
 def _step_section(run: Run, s: Step, ch: _Charts) -> str:
     parts = [f'<h3 id="step-{s.index + 1}">{escape(s.label)}</h3>']
     for f in s.flags:
-        parts.append(f'<div class="flag"><b>{escape(f.code)}</b>: {escape(f.message)}</div>')
+        # an unexplained loss (a failed verdict) in red: a finding in its own right
+        text = escape(f.message)
+        if f.code == "unexplained" or (f.code == "verdict" and (s.verdict or {}).get("failed")):
+            text = f'<span class="bad">{text}</span>'
+        parts.append(f'<div class="flag"><b>{escape(f.code)}</b>: {text}</div>')
     if s.lost or s.duplicates or s.unaccounted:
         parts.append(
             f'<div class="flag">lost {_num(s.lost)}, duplicates {_num(s.duplicates)}, '
@@ -240,6 +391,8 @@ def _step_section(run: Run, s: Step, ch: _Charts) -> str:
         )
     if s.faults:
         parts.append(_faults(s))
+    if s.verdict or s.spontaneous:
+        parts.append(_spontaneous(s))
     if s.cpu.workers:
         parts.append(
             _table(
@@ -308,9 +461,15 @@ def render(run: Run) -> str:
         f"<h1>mqlab report: {escape(run.name)}</h1>",
         f"<p>{len(run.steps)} step(s), {escape(status)}; from <code>{escape(run.path.name)}</code> "
         f"(results schema {run.schema}); made by mqlab {escape(__version__)}.</p>",
-        "<h2>Environment</h2>",
-        _environment(run),
     ]
+    if run.steps:
+        body += [
+            "<h2>The question</h2>",
+            f'<p class="question">{escape(summary.question(run))}</p>',
+            "<h2>Summary</h2>",
+            _summary(run),
+        ]
+    body += ["<h2>Environment</h2>", _environment(run)]
     if run.steps:
         body += [
             "<h2>Comparison</h2>",

@@ -94,6 +94,20 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Spontaneous:
+    """What nobody injected: a connection lost, blocked, a send refused; what it lost."""
+
+    t_s: float | None
+    kind: str
+    worker: str
+    connection: str
+    cause: str
+    count: int
+    lost: int | None  # attributed to it (mqlab.faults.attribution); None: nothing
+    duplicates: int | None
+
+
+@dataclass(frozen=True)
 class FaultFigure:
     """One fired event's figures: detection, recovery, what it cost, the promise checked."""
 
@@ -151,6 +165,13 @@ class Step:
     faults: tuple[FaultFigure, ...] = ()
     background: dict[str, Any] | None = None  # the background stress beside this probe
     phases: tuple[Phase, ...] = ()
+    spontaneous: tuple[Spontaneous, ...] = ()
+    #: the verdict on the step's losses: its note in words, and whether it failed
+    verdict: dict[str, Any] | None = None
+    #: the broker's side (``broker_flow``), the moments of loss (``at_loss``), no-event share
+    broker_flow: dict[str, Any] | None = None
+    at_loss: tuple[dict[str, Any], ...] = ()
+    unexplained: dict[str, Any] | None = None
 
     @property
     def load(self) -> str:
@@ -330,7 +351,33 @@ def _step(raw: dict[str, Any], duration: float | None) -> Step:
             for p in _l(raw.get("phases"))
             if isinstance(p, dict)
         ),
+        spontaneous=_spontaneous(raw),
+        verdict=raw["verdict"] if isinstance(raw.get("verdict"), dict) else None,
+        broker_flow=raw["broker_flow"] if isinstance(raw.get("broker_flow"), dict) else None,
+        at_loss=tuple(m for m in _l(raw.get("at_loss")) if isinstance(m, dict)),
+        unexplained=_d(_d(raw.get("attribution")).get("no_event")) or None,
     )
+
+
+def _spontaneous(raw: dict[str, Any]) -> tuple[Spontaneous, ...]:
+    """The step's spontaneous events, each with what the attribution gave it."""
+    blame = {
+        (_f(a.get("t_s")), str(a.get("worker")), str(a.get("kind"))): a
+        for a in _l(_d(raw.get("attribution")).get("events"))
+        if isinstance(a, dict)
+    }
+    out = []
+    for e in _l(raw.get("spontaneous")):
+        if not isinstance(e, dict):
+            continue
+        t_s = _f(e.get("t_s"))
+        a = blame.get((t_s, str(e.get("worker")), str(e.get("kind")))) or {}
+        out.append(Spontaneous(
+            t_s, str(e.get("kind", "")), str(e.get("worker", "")), str(e.get("connection", "")),
+            str(e.get("cause", "")), _i(e.get("count")) or 0, _i(a.get("lost")),
+            _i(a.get("duplicates")),
+        ))  # fmt: skip
+    return tuple(out)
 
 
 def _fault(raw: dict[str, Any]) -> FaultFigure:

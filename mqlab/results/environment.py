@@ -63,7 +63,7 @@ def libraries() -> dict[str, str]:
 
 def mqlab_commit() -> str | None:
     """The git commit mqlab runs from, when it runs from a checkout ("+dirty" if modified)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # mqlab/results/environment.py -> the checkout
     if not (root / ".git").exists():
         return None
     try:

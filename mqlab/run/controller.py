@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mqlab.config.plan import Layout, Plan, Step, layout
+from mqlab.faults.losses import StepLosses
 from mqlab.live.snapshot import RunSnapshot
 from mqlab.rabbitmq.backlog import QueueDepth
 from mqlab.run import background, collect, stepresult
@@ -107,6 +108,8 @@ class Runner:
         self.node_control = node_control
         self._faults: StepFaults | None = None  # the step's fault events, if it has any
         self._bg: BackgroundLoad | None = None  # the step's background stress, if any
+        self._losses: StepLosses | None = None  # the broker's side, events, attribution
+        self._sent_by_client: dict[int, int] = {}
 
     async def __aenter__(self) -> Runner:
         await self.pool.open()
@@ -187,6 +190,7 @@ class Runner:
         self._node_ticks = []
         self._broker_facts = {"placement": {"clients": placement[0], "servers": placement[1]}}
         bsteps = self.broker_steps
+        self._losses = StepLosses(step, bsteps, self.broker.ps.pid if self.broker.ps else None)
         workers: list[Worker] = []
         bg = self._bg = background.load(step, urls, placement, tmp, self.run_id, run.processes,
                                         self.in_process)  # fmt: skip
@@ -222,6 +226,14 @@ class Runner:
             if self._faults is not None:  # the next step starts on a whole cluster
                 await self._faults.close()
             record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted))
+            # every loss explained: events, the broker's side, attribution, verdict
+            try:
+                record.update(self._losses.fields(
+                    record, workers, tmp, lay.groups, self._sent_by_client, self._window[0],
+                    math.ceil(run.warmup),
+                ))  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - the step's measured figures stand
+                record["explain_error"] = f"{type(exc).__name__}: {exc}"
             record["cores"] = {
                 "asked": self.placement.asked() if self.placement is not None else None,
                 "processes": self._affinity,
@@ -234,6 +246,7 @@ class Runner:
             await self.pool.reap(workers + bg_workers)
             raise
         finally:
+            await self._losses.stop()
             shutil.rmtree(tmp, ignore_errors=True)
             if self._faults is not None:
                 await self._faults.close()
@@ -278,6 +291,8 @@ class Runner:
         if self._faults is not None:
             self._faults.start(window_start)  # each event at its time in the window
         self.host_load.start()
+        if self._losses is not None:
+            self._losses.start(lay.marker, t0)  # the broker's side, once a second
         try:
             interrupted = await self._window_loop(step, lay, workers, clients, t0, next_cpu, go)
             self.host_load.stop()
@@ -307,6 +322,8 @@ class Runner:
         if self._bg is not None:
             limit, timeout = self.plan.profile.run.drain, step.scenario.timeout
             await self._bg.drain(limit, timeout, self.queue_depth, self._cut_short)
+        if self._losses is not None:
+            await self._losses.stop()
         return interrupted or self.interrupt.is_set()
 
     async def _window_loop(
@@ -371,6 +388,8 @@ class Runner:
         run = self.plan.profile.run
         roll = self._roll
         figs_c, figs_s, unique, cross = collect.worker_figures(workers, tmp, live)
+        if not live:
+            self._sent_by_client = dict(figs_c.sent_by_client)
         start_ns, end_ns = self._window
         window_s = (end_ns - start_ns) / 1e9 if not live else 0.0
         cpu = collect.cpu_figures(workers, self.broker.cpu, self.broker.described(), live)
@@ -418,7 +437,9 @@ class Runner:
     ) -> None:
         def live_record() -> dict[str, Any]:
             assert lay is not None and workers is not None
-            return stepresult.build(self._outcome(step, lay, workers, None, False, live=True))
+            rec = stepresult.build(self._outcome(step, lay, workers, None, False, live=True))
+            rec["spontaneous"] = StepLosses.live(workers, self._window[0])
+            return rec
 
         rows = [*self.broker.rows(), *worker_rows(self._bg.workers if self._bg else ())]
         if self._faults is not None:

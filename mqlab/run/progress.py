@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mqlab.config.plan import Plan, Step
-from mqlab.live import series
+from mqlab.live import timeline
 from mqlab.live.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
 from mqlab.run import stepresult
 from mqlab.worker.pool import Worker
@@ -35,16 +35,16 @@ class Progress:
         self.started = time.monotonic()
         self.finished_rows: list[StepRow] = []
         self.finished_series: list[StepSeries] = []
-        self.errors = series.ErrorTally()
+        self.errors = timeline.ErrorTally()
         self._nodes: list[WorkerRow] = []  # the last finished step's broker nodes, if any
         self._live: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
 
     def finish(self, record: dict[str, Any]) -> None:
         """A step's final record: its row, series, errors and nodes stay on screen."""
         self.finished_rows.append(stepresult.row(record, record["status"]))
-        self.finished_series.append(series.series(record, running=False))
+        self.finished_series.append(timeline.series(record, running=False))
         self.errors.finish(record)
-        self._nodes = series.node_rows(record) or self._nodes
+        self._nodes = timeline.node_rows(record) or self._nodes
 
     def show(
         self,
@@ -94,10 +94,11 @@ class Progress:
                 finished=tuple(self.finished_rows),
                 timeline=(
                     *self.finished_series,
-                    *(series.series(r, running=True) for r in running),
+                    *(timeline.series(r, running=True) for r in running),
                 ),
                 workers=(*worker_rows(workers), *extra_rows, *self._nodes),
                 errors=self.errors.rows(running),
+                record=running[0] if running else None,
             )
         )
 

@@ -277,4 +277,6 @@ def row(record: dict[str, Any], phase: str, rate_now: float | None = None) -> St
         cpu_nodes=tuple((n["node"], n["cpu_percent"]) for n in cpu.get("nodes") or ()),
         queue_type=record.get("queue_type", "classic"),
         flags=tuple(f["code"] for f in record.get("flags", ())),
+        note=(record.get("verdict") or {}).get("note", ""),
+        note_failed=bool((record.get("verdict") or {}).get("failed")),
     )

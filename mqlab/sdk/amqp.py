@@ -38,6 +38,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
 
 from mqlab.transport import Target
 
@@ -220,3 +221,57 @@ class Declared:
     def forget(self) -> None:
         self._queues.clear()
         self._exchanges.clear()
+
+
+# -- what every AMQP plugin says when it cannot connect ------------------------------------
+# One wording for every client library, so a user reads the same line whichever driver ran.
+
+#: what to check first when nothing answers
+BROKER_HINT = "is the broker running? see `mqlab broker start`"
+
+
+def user_of(url: str) -> str:
+    """The user an AMQP URL logs in as (``guest`` when it names none)."""
+    try:
+        return unquote(urlsplit(url).username or "guest")
+    except ValueError:
+        return "?"
+
+
+def vhost_of(url: str) -> str:
+    """The virtual host an AMQP URL names, decoded (``/`` when it names none)."""
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return "?"
+    return unquote(path[1:]) if path not in ("", "/") else "/"
+
+
+def login_refused(url: str) -> str:
+    return (
+        f"login refused for user {user_of(url)!r} "
+        "(check the user name and password in the broker URL)"
+    )
+
+
+def vhost_refused(url: str) -> str:
+    vhost = vhost_of(url)
+    return (
+        f"virtual host {vhost!r} does not exist or user {user_of(url)!r} may not use it "
+        f"(create it with `rabbitmqctl add_vhost {vhost}` or fix the URL path)"
+    )
+
+
+def refused() -> str:
+    return f"connection refused ({BROKER_HINT})"
+
+
+def not_amqp091() -> str:
+    return "the peer does not speak AMQP 0-9-1 (is this the AMQP port, 5672 by default?)"
+
+
+def no_handshake(timeout: float) -> str:
+    return (
+        f"no AMQP 0-9-1 handshake within {timeout:g}s "
+        "(is the host reachable and this the AMQP port, 5672 by default?)"
+    )

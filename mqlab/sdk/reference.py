@@ -24,13 +24,15 @@ import abc
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import uvloop
 
+from mqlab import finder
+from mqlab.errors import PluginError
+
 #: the entry-point group reference loops register under, by plugin name
-GROUP = "mqlab.references"
+GROUP = finder.REFERENCES
 
 
 class Tally:
@@ -149,17 +151,11 @@ async def run_until_stopped(tally: Tally, *work: Coroutine[Any, Any, None]) -> N
         await asyncio.gather(stopped, *tasks, return_exceptions=True)
 
 
-def entry_points() -> dict[str, metadata.EntryPoint]:
-    """The installed reference loops by plugin name, without importing any."""
-    return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
-
-
 def load(plugin: str) -> type[ReferenceLoop]:
-    """Import the reference loop of ``plugin``; LookupError naming it when there is none."""
-    ep = entry_points().get(plugin)
-    if ep is None:
-        raise LookupError(f"plugin {plugin!r} ships no reference loop (group {GROUP})")
-    cls = ep.load()
-    if not (isinstance(cls, type) and issubclass(cls, ReferenceLoop)):
-        raise LookupError(f"{ep.value} is not a mqlab.sdk.reference.ReferenceLoop")
-    return cls
+    """Import the reference loop of ``plugin`` through the plugins' finder; PluginError naming
+    the plugin when it ships none, or when it fails to load."""
+    found = finder.discover(group=GROUP).get(plugin)
+    if found is None:
+        raise PluginError(plugin, f"plugin {plugin!r} ships no reference loop (group {GROUP})")
+    cls = finder.import_class(found, ReferenceLoop, "mqlab.sdk.reference.ReferenceLoop")
+    return cast("type[ReferenceLoop]", cls)

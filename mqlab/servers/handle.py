@@ -27,6 +27,8 @@ class ServerHandle:
     management_url: str | None = None
     #: node name -> pid, in node order, for per-node figures
     node_pids: Mapping[str, int] = field(default_factory=dict)
+    #: node name -> its own Prometheus endpoint (RabbitMQ's rabbitmq_prometheus), if any
+    metrics_urls: Mapping[str, str] = field(default_factory=dict)
 
 
 class ManagedServer(Protocol):

@@ -53,6 +53,7 @@ class RabbitMQ:
         return ServerHandle(
             "rabbitmq", f"RabbitMQ {what}", tuple(cluster.urls), tuple(cluster.pids.values()),
             state_dir, facts, cluster.management_url, cluster.pids,
+            {n.name: n.prometheus_url for n in cluster.nodes if n.prometheus_url},
         )  # fmt: skip
 
     def stop(self, handle: ServerHandle) -> None:

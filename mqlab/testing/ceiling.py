@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mqlab.ceiling import refloop
+from mqlab.errors import PluginError
 from mqlab.sdk import reference
 from mqlab.sdk.reference import ReferenceSpec
 from mqlab.testing.lifecycle import nothing_left
@@ -25,7 +26,7 @@ async def reference_loop(subject: Subject, options: Mapping[str, Any] | None = N
     plugin = subject.load()
     try:
         reference.load(plugin.name)
-    except LookupError as exc:
+    except PluginError as exc:
         raise AssertionError(
             f"{exc}: `mqlab ceiling` cannot show its library's ceiling "
             "(docs/writing-a-plugin.md, 'A reference loop')"
@@ -33,11 +34,15 @@ async def reference_loop(subject: Subject, options: Mapping[str, Any] | None = N
     checked = plugin.check({**subject.options, **(options or {})})
     name = f"mqlab-kit-ref-{uuid.uuid4().hex[:10]}"
     spec = ReferenceSpec(subject.urls, name, 201, checked)
-    got = await refloop.measure(plugin.name, spec, warmup=0.5, duration=1.5)
+    try:
+        got = await refloop.measure(plugin.name, spec, warmup=0.5, duration=1.5)
+    except refloop.LoopFailed as exc:
+        raise AssertionError(f"the reference loop failed: {exc}\n{exc.stderr}") from None
     received = got.received_per_s * got.seconds
-    assert got.sent_per_s > 0, f"the loop's publisher sent nothing: {got}"
+    figures = f"{got.sent_per_s:.0f} sent/s, {got.received_per_s:.0f} received/s"
+    assert got.sent_per_s > 0, f"the loop's publisher sent nothing ({figures})\n{got.stderr}"
     assert received >= AT_LEAST, (
         f"the loop's consumer received {received:.0f} messages in {got.seconds:.1f} s "
-        f"(at least {AT_LEAST} expected; does it acknowledge?): {got}"
+        f"(at least {AT_LEAST} expected; does it acknowledge?) ({figures})\n{got.stderr}"
     )
     await nothing_left(subject, name, "by the reference loop")

@@ -32,6 +32,8 @@ class Kit:
         self.cls = subject.load().cls
         self.tag = "kit" + uuid.uuid4().hex[:10]
         self._made: list[Transport] = []
+        #: where this check's transports connect, when not ``Subject.urls`` (a proxy's)
+        self.urls: tuple[str, ...] | None = None
 
     @property
     def features(self) -> Features:
@@ -62,7 +64,7 @@ class Kit:
 
     async def transport(self, role: str, **options: Any) -> Transport:
         """A started transport named ``<tag>-<role>``, closed when the kit exits."""
-        transport = build(self.subject, f"{self.tag}-{role}", options)
+        transport = build(self.subject, f"{self.tag}-{role}", options, self.urls)
         self._made.append(transport)
         await transport.start()
         return transport

@@ -52,7 +52,11 @@ class Subject:
     - ``drop``: deletes what a check left on purpose (durable quorum queues outlive a
       close); for RabbitMQ: ``RabbitMQ(management_url).drop``;
     - ``ceiling``: False for a transport with no library beneath it to measure (mqlab's
-      own loopback); every other plugin ships a reference loop, and the kit runs it.
+      own loopback); every other plugin ships a reference loop, and the kit runs it;
+    - ``idle``: seconds the idle check leaves the connections unused before it sends again
+      (longer than the 5 s socket read timeout some client libraries default to);
+    - ``drops``: False when the transport's messages do not cross ``urls`` (zmq's peers
+      talk directly), so dropping the connections to ``urls`` tells nothing.
     """
 
     transport: str | type[Transport]
@@ -68,6 +72,8 @@ class Subject:
     queue_types: Callable[[str], Mapping[str, str]] | None = None
     drop: Callable[[str], None] | None = None
     ceiling: bool = True
+    idle: float = 7.0
+    drops: bool = True
 
     @property
     def name(self) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mqlab.testing import ceiling, delivery, lifecycle
+from mqlab.testing import ceiling, delivery, lifecycle, resilience
 from mqlab.testing.kit import run
 from mqlab.testing.subject import Subject
 
@@ -88,6 +88,21 @@ class ConformanceSuite:
 
         async def check(subject: Subject) -> None:
             await ceiling.reference_loop(subject, options)
+
+        run(check, subject)
+
+    def test_idle_connections_still_work(self, subject: Subject) -> None:
+        run(resilience.idle_then_send, subject)
+
+    @pytest.mark.parametrize("delivery_mode", ["default", "at-most-once"])
+    def test_a_dropped_connection_is_told_and_not_reused(
+        self, subject: Subject, delivery_mode: str
+    ) -> None:
+        options = _mode_options(subject, delivery_mode)
+        at_most_once = delivery_mode == "at-most-once"
+
+        async def check(subject: Subject) -> None:
+            await resilience.dropped_connection(subject, options, at_most_once)
 
         run(check, subject)
 

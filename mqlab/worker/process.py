@@ -66,6 +66,10 @@ async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = Fal
     # what the driver reports from the background (a dropped connection) is counted
     # as an error of the step, like one a send raised, but fails no message
     transport.on_report = lambda exc: rec.on_error(exc.kind, None, str(exc))
+    # and what happened to its connections is an event on the step's timeline
+    transport.on_notice = lambda kind, cause, conn: rec.spontaneous.add(
+        kind, cause, conn, now=clock.now()
+    )
     await transport.start()
     try:
         for srv in spec.servers:

@@ -18,6 +18,7 @@ from hdrh.histogram import HdrHistogram
 from mqlab.measure import latency
 from mqlab.measure.figures import SERIES, OpenLoop, WorkerFigures
 from mqlab.measure.ledger import Ledger
+from mqlab.measure.spontaneous import SEND_ERRORS, SpontaneousLog
 from mqlab.worker import clock
 
 _NS = 1_000_000_000
@@ -44,6 +45,9 @@ class Recorder:
         self.error_messages: dict[str, str] = {}
         # client id -> how many it has sent: each client counts its own (ClientLoad.seq)
         self._senders: dict[int, Callable[[], int]] = {}
+        #: what happened to this worker's connections, with each client's send count then
+        self.spontaneous = SpontaneousLog(worker, self._senders)
+        self._marks: list[list[int]] = []  # [client, monotonic ns, sent] at each report
         self.open_loop: OpenLoop | None = None
         self.ledger = Ledger(ledger_dir, worker)
         # receipts before ``go`` (a server started mid-step finds a backlog waiting):
@@ -139,9 +143,13 @@ class Recorder:
         self.errors[kind] = self.errors.get(kind, 0) + 1
         if message:  # the latest of each kind, for the live monitor's errors view
             self.error_messages[kind] = message[:200]
-        self._bin(self._s_err, clock.now())
-        if intended is not None and self.in_window(intended):
-            self.failed += 1
+        now = clock.now()
+        self._bin(self._s_err, now)
+        if intended is not None:
+            if kind in SEND_ERRORS:  # a send the driver or broker refused: an event too
+                self.spontaneous.add(SEND_ERRORS[kind], message, now=now)
+            if self.in_window(intended):
+                self.failed += 1
 
     def on_open_loop(self, figures: OpenLoop, not_sent_in_window: int) -> None:
         """The open-loop generator's account: what it meant to send and what it managed."""
@@ -190,6 +198,12 @@ class Recorder:
                 encoded.pop(sec, None)
             self.over_range += latency.record(self.hist[kind], window)
 
+    def _send_marks(self) -> list[list[int]]:
+        """Each client's send count now, added to those of every earlier report."""
+        now = clock.now()
+        self._marks.extend([c, now, sent()] for c, sent in self._senders.items())
+        return list(self._marks)
+
     def figures(self) -> WorkerFigures:
         """What this worker has measured so far, per-second histograms included: every
         snapshot carries them, for the live monitor's p99 over time (a few small
@@ -224,4 +238,7 @@ class Recorder:
             hist={k: latency.encode(h) for k, h in self.hist.items() if h.get_total_count()},
             per_second=per_second,
             open_loop=self.open_loop,
+            spontaneous=self.spontaneous.snapshot(),
+            spontaneous_dropped=self.spontaneous.dropped,
+            send_marks=self._send_marks(),
         )

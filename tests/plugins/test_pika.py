@@ -235,7 +235,7 @@ async def test_bad_login_is_connect_failed_without_the_password(broker: Any) -> 
 
 async def test_unknown_vhost_is_connect_failed(broker: Any) -> None:
     vhost = f"no-such-vhost-{uid()}"
-    with pytest.raises(ConnectFailed, match=f"vhost '{vhost}'"):
+    with pytest.raises(ConnectFailed, match=f"virtual host '{vhost}' does not exist"):
         async with pika(broker, None, broker.url.rstrip("/") + f"/{vhost}"):
             pass
 
@@ -264,6 +264,8 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
     reported: list[TransportError] = []
     async with pika(broker, worker, broker.url, broker.url) as server, pika(broker) as client:
         server.on_report = reported.append  # what a worker counts in the step's errors
+        noticed: list[tuple[str, str]] = []  # the step's timeline: (kind, connection)
+        server.on_notice = lambda kind, _cause, conn: noticed.append((kind, conn))
         await server.serve_rpc(Target(ex, topic, "s"), rpc)
         assert await client.call(Target(ex, topic), b"before", 5) == b"re:before"
         conn = await eventually(lambda: connection_of(broker, worker))
@@ -285,6 +287,9 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
     assert isinstance(lost, ConnectionLost), lost
     assert "lost" in str(lost) and str(lost).endswith("reconnecting"), lost
     assert ":***@" in str(lost) and "guest:guest" not in str(lost), lost
+    # and on the step's timeline: the loss and the reconnection, on the named connection
+    assert noticed[:2] == [("connection_lost", f"mqlab-pika {worker}"),
+                           ("reconnected", f"mqlab-pika {worker}")]  # fmt: skip
 
 
 async def test_retry_zero_fails_waiting_calls_when_the_connection_dies(broker: Any) -> None:

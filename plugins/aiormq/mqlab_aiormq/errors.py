@@ -8,55 +8,34 @@ password: URLs are shown masked.
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import unquote, urlsplit
 
 import aiormq
 import aiormq.exceptions as aex
 
 from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
-
-_BROKER_HINT = "is the broker running? see `mqlab broker start`"
-
-
-def _vhost(url: str) -> str:
-    path = urlsplit(url).path
-    return unquote(path[1:]) if path not in ("", "/") else "/"
-
-
-def _user(url: str) -> str:
-    return unquote(urlsplit(url).username or "guest")
+from mqlab.sdk import amqp
 
 
 def connect_failure(url: str, exc: BaseException, timeout: float) -> str:
     """Why connecting to ``url`` failed and what to do, in one line (no ``cannot`` prefix)."""
     if isinstance(exc, aex.ProbableAuthenticationError | aex.AuthenticationError):
-        return (
-            f"login refused for user {_user(url)!r} "
-            "(check the user name and password in the broker URL)"
-        )
+        return amqp.login_refused(url)
     if isinstance(exc, aex.InvalidFrameError) and "Connection.Close" in str(exc):
         # aiormq reports the broker's close of Connection.Open as an unexpected
         # frame; the only reason RabbitMQ closes there is the virtual host
-        vhost = _vhost(url)
-        return (
-            f"virtual host {vhost!r} does not exist or user {_user(url)!r} may not use it "
-            f"(create it with `rabbitmqctl add_vhost {vhost}` or fix the URL path)"
-        )
+        return amqp.vhost_refused(url)
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return (
-            f"no AMQP 0-9-1 handshake within {timeout:g}s "
-            "(is the host reachable and this the AMQP port, 5672 by default?)"
-        )
+        return amqp.no_handshake(timeout)
     if isinstance(exc, aex.IncompatibleProtocolError | aex.ProtocolSyntaxError):
-        return "the peer does not speak AMQP 0-9-1 (is this the AMQP port, 5672 by default?)"
+        return amqp.not_amqp091()
     if isinstance(exc, aex.ConnectionClosed):
         return f"the broker closed the connection during the handshake: {exc.args!r}"
     errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
     if errno == 111 or isinstance(exc, ConnectionRefusedError):
-        return f"connection refused ({_BROKER_HINT})"
+        return amqp.refused()
     if isinstance(exc, OSError):
         reason = exc.args[1] if len(exc.args) > 1 else str(exc)
-        return f"{reason} ({_BROKER_HINT})"
+        return f"{reason} ({amqp.BROKER_HINT})"
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -19,6 +19,7 @@ import proton
 import pyngus
 
 from mqlab.errors import ConnectFailed, ConnectionLost, TransportError, Undeliverable
+from mqlab.sdk import amqp
 from mqlab_amqp1.engine import EnginePump
 from mqlab_amqp1.links import OnMessage, Outgoing, Receiver, Sender, describe
 from mqlab_amqp1.url import BrokerUrl
@@ -88,9 +89,7 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
                 reason = exc.strerror or str(exc)
             else:
                 reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise ConnectFailed(
-                f"{reason.lower()} (is the broker running? see `mqlab broker start`)"
-            ) from exc
+            raise ConnectFailed(f"{reason.lower()} ({amqp.BROKER_HINT})") from exc
 
     async def close(self, timeout: float) -> None:
         """Close the connection politely within ``timeout``, then release everything.

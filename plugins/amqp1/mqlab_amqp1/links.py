@@ -11,16 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import proton
 import pyngus
 
-from mqlab.errors import TransportError
-
-if TYPE_CHECKING:
-    # only for annotations: the connection imports this module
-    from mqlab_amqp1.connection import Amqp1Connection
+from mqlab.errors import ConnectionLost, TransportError
 
 LOG = logging.getLogger(__name__)
 
@@ -32,6 +28,23 @@ class Outgoing(Protocol):
     """What a sender link sends: ``proton.Message`` or :class:`mqlab_amqp1.codec.Encoded`."""
 
     def encode(self) -> bytes | bytearray: ...
+
+
+class LinkOwner(Protocol):
+    """What a link needs of its connection. The connection builds its links, so they know it
+    by this shape alone (an import back would make the two modules a circle)."""
+
+    loop: asyncio.AbstractEventLoop
+    pyngus: Any  # the pyngus connection, None once torn down
+    incoming: list[tuple[Receiver, proton.Message, str]]  # deliveries the pump hands over
+
+    def wake(self) -> None: ...
+
+    def lost(self, what: str) -> ConnectionLost: ...
+
+    def refused(self, address: str, state: int, info: Any) -> TransportError: ...
+
+    def link_error(self, address: str, link: Any, error: Any) -> TransportError: ...
 
 
 def describe(condition: Any) -> str:
@@ -48,7 +61,7 @@ def describe(condition: Any) -> str:
 class _Link:
     """What both link handlers share: the attach future and failing once, for good."""
 
-    def __init__(self, conn: Amqp1Connection, address: str) -> None:
+    def __init__(self, conn: LinkOwner, address: str) -> None:
         self.address = address
         self._conn = conn
         self.ready: asyncio.Future[None] = conn.loop.create_future()
@@ -83,7 +96,7 @@ class _Link:
 class Sender(_Link, pyngus.SenderEventHandler):  # type: ignore[misc]
     """A sender link to one target address, with a future per unsettled send."""
 
-    def __init__(self, conn: Amqp1Connection, address: str, name: str) -> None:
+    def __init__(self, conn: LinkOwner, address: str, name: str) -> None:
         super().__init__(conn, address)
         self._loop = conn.loop
         self._credit = asyncio.Event()
@@ -162,7 +175,7 @@ class Receiver(_Link, pyngus.ReceiverEventHandler):  # type: ignore[misc]
 
     def __init__(
         self,
-        conn: Amqp1Connection,
+        conn: LinkOwner,
         address: str,
         name: str,
         credit: int,

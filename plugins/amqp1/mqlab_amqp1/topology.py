@@ -20,6 +20,7 @@ import aiormq.abc
 from aiormq import exceptions as amqp_errors
 
 from mqlab.errors import ConnectFailed, DriverError, map_errors
+from mqlab.sdk import amqp
 from mqlab.sdk.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab_amqp1.url import BrokerUrl
 
@@ -52,10 +53,7 @@ class Topology:
                     )
                 self._channel = await self._conn.channel()
         except amqp_errors.ProbableAuthenticationError as exc:
-            raise ConnectFailed(
-                f"login refused by {url.masked} for user {url.user!r} on AMQP 0-9-1 "
-                "(check the user and password in the URL)"
-            ) from exc
+            raise ConnectFailed(f"on AMQP 0-9-1: {amqp.login_refused(url.amqp091)}") from exc
         except TimeoutError as exc:
             raise ConnectFailed(
                 f"cannot open the AMQP 0-9-1 topology connection to {url.masked} "

@@ -13,7 +13,8 @@ import socket
 import aiormq.exceptions as amqp_exc
 from yarl import URL
 
-from mqlab.sdk.urls import endpoint, mask
+from mqlab.sdk import amqp
+from mqlab.sdk.urls import mask
 
 #: failures after which a fresh channel (and maybe a fresh connection) may succeed
 _TRANSIENT: tuple[type[BaseException], ...] = (
@@ -24,12 +25,6 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     # aiormq: "channel()" on a connection that closed a moment ago
     RuntimeError,
 )
-
-
-def vhost_of(url: str) -> str:
-    """The virtual host a URL names, decoded as aiormq decodes it."""
-    path = URL(url).path
-    return "/" if path in ("", "/") else path[1:]
 
 
 def check_url(url: str) -> str | None:
@@ -82,37 +77,21 @@ def describe_connect_error(url: str, exc: BaseException, timeout: float) -> str:
     """Why the first connection to ``url`` failed, naming the problem and the fix."""
     if isinstance(exc, InvalidUrl):
         return str(exc)
-    try:
-        where = endpoint(url)
-        user = URL(url).user or "guest"
-        vhost = vhost_of(url)
-    except (TypeError, ValueError):
-        return "invalid broker URL"
     if isinstance(exc, amqp_exc.ProbableAuthenticationError | amqp_exc.AuthenticationError):
-        return (
-            f"login refused by {where} for user {user!r} "
-            "(check the user and password in the broker URL)"
-        )
-    text = str(exc)
-    if isinstance(exc, amqp_exc.InvalidFrameError) and "Connection.OpenOk" in text:
+        return amqp.login_refused(url)
+    if isinstance(exc, amqp_exc.InvalidFrameError) and "Connection.OpenOk" in str(exc):
         # the broker answers connection.open with connection.close: bad or forbidden vhost
-        return (
-            f"virtual host {vhost!r} does not exist on {where} "
-            f"(or user {user!r} may not use it; check the vhost in the broker URL)"
-        )
+        return amqp.vhost_refused(url)
     if isinstance(exc, amqp_exc.IncompatibleProtocolError):
-        return "the peer does not speak AMQP 0-9-1"
+        return amqp.not_amqp091()
     if isinstance(exc, TimeoutError):
-        return (
-            f"no AMQP answer within {timeout:g}s "
-            "(is the host reachable, and is this the AMQP port?)"
-        )
+        return amqp.no_handshake(timeout)
     cause = exc.__cause__ or exc
     if isinstance(cause, socket.gaierror):
         return "unknown host (check the host in the broker URL)"
     code = getattr(cause, "errno", None) or getattr(exc, "errno", None)
     if isinstance(cause, ConnectionRefusedError) or code == errno.ECONNREFUSED:
-        return "connection refused (is the broker running? see `mqlab broker start`)"
+        return amqp.refused()
     if isinstance(cause, OSError) and cause.strerror:
         return cause.strerror.lower()
     return describe(exc)

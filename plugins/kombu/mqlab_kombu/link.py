@@ -60,6 +60,8 @@ class Link:
         self._supervisor: asyncio.Task[None] | None = None
         #: called with the reason when the connection that was up is lost (then replaced)
         self.on_lost: Callable[[str], None] | None = None
+        #: called with a line once a lost connection is back (consumers restored)
+        self.on_back: Callable[[str], None] | None = None
 
     # -- state -------------------------------------------------------------
 
@@ -96,6 +98,11 @@ class Link:
         except TimeoutError:
             return False
         return not self._closing
+
+    @property
+    def name(self) -> str:
+        """The connection name the broker shows (``mqlab-kombu c1 publish``)."""
+        return self._name
 
     async def wait_up(self, timeout: float | None) -> bool:
         """Wait until a connection is up; False on timeout or close."""
@@ -209,6 +216,8 @@ class Link:
                 self._lost.clear()
                 self._up = True
                 await self._notify()
+                if self.on_back is not None:
+                    self.on_back(f"reconnected to {mask(self._urls[self._url_index])}")
                 break
 
     async def _reconnect_once(self) -> AbstractConnection | None:

@@ -129,7 +129,8 @@ class KombuTransport(Transport):
             channels = 1
         for link in self._links:
             # a reconnection is otherwise silent: the step should say what it cost
-            link.on_lost = lambda why: self.report(ConnectionLost(why))
+            link.on_lost = lambda why, n=link.name: self.report(ConnectionLost(why), n)
+            link.on_back = lambda what, n=link.name: self.notice("reconnected", what, n)
         try:
             for link in self._links:
                 await link.start()

@@ -16,6 +16,7 @@ queues are the same ones (see :mod:`mqlab.sdk.amqp`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
@@ -54,6 +55,31 @@ _SEND_ERRORS = [
     (oslo_messaging.RemoteError, lambda e: DriverError(f"the server failed: {e.exc_type}")),
     (oslo_messaging.MessagingException, lambda e: DriverError(str(e))),
 ]
+
+
+#: where oslo's rabbit driver says it lost its broker and retries (it reconnects by itself)
+_RABBIT_LOG = "oslo.messaging._drivers.impl_rabbit"
+
+
+class _LostConnections(logging.Handler):
+    """oslo.messaging reconnects silently but for an ERROR log line: each such line becomes
+    a ``report()`` on the loop, so the step counts the lost connection instead of a log."""
+
+    def __init__(self, transport: Transport) -> None:
+        super().__init__(logging.ERROR)
+        self._transport = transport
+        self._loop = asyncio.get_running_loop()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "unreachable" not in text and "Connection failed" not in text:
+            return
+        urls = self._transport.urls
+        for url in urls:
+            text = hide_secret(text, url)
+        error = ConnectionLost(f"oslo.messaging: {text}")
+        with contextlib.suppress(RuntimeError):  # the loop closed first
+            self._loop.call_soon_threadsafe(self._transport.report, error)
 
 
 class _RpcEndpoint:
@@ -123,6 +149,7 @@ class OsloTransport(Transport):
         # transports, clients and notifiers are built on first use, in pool threads
         self._build_lock = threading.RLock()
         self._closed = False
+        self._lost: _LostConnections | None = None
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -130,6 +157,8 @@ class OsloTransport(Transport):
         """Check a broker answers (oslo itself would retry forever), then build lazily."""
         self._url = transport_url(self.urls)
         await connect_first(self.urls, self._probe, _explain, per_url=5.0, budget=10.0)
+        self._lost = _LostConnections(self)
+        logging.getLogger(_RABBIT_LOG).addHandler(self._lost)
 
     async def _probe(self, url: str, timeout: float) -> None:
         await self._pool.run(_probe, url, timeout)
@@ -139,6 +168,8 @@ class OsloTransport(Transport):
         if self._closed:
             return
         self._closed = True
+        if self._lost is not None:
+            logging.getLogger(_RABBIT_LOG).removeHandler(self._lost)
         try:
             await self._pool.run(self._close_blocking)
         except Exception:

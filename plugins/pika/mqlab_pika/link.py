@@ -28,6 +28,7 @@ from pika.adapters.asyncio_connection import AsyncioConnection
 from pika.frame import Method
 
 from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
+from mqlab.sdk import amqp
 from mqlab.sdk.amqp import ExchangeDecl
 from mqlab.sdk.connect import connect_first, no_url
 from mqlab.sdk.urls import hide_secret, mask
@@ -65,6 +66,9 @@ class Link:
         self.on_down: Callable[[str], None] | None = None
         #: called with the reason when a connection that was up is lost and is being replaced
         self.on_lost: Callable[[str], None] | None = None
+        #: called with (kind, cause) for what the broker did that is no failure: a
+        #: reconnection, a consumer cancelled, connection.blocked / unblocked
+        self.on_event: Callable[[str, str], None] | None = None
         self.down_reason = "not connected"
 
     # -- state ---------------------------------------------------------------
@@ -104,7 +108,7 @@ class Link:
         except TimeoutError as exc:
             raise ConnectionLost(
                 f"no broker connection for {wait:g}s: {self.down_reason} "
-                f"(tried {', '.join(mask(u) for u in self.urls)}; {urls.BROKER_HINT})"
+                f"(tried {', '.join(mask(u) for u in self.urls)}; {amqp.BROKER_HINT})"
             ) from exc
         assert self.pub is not None
         return self.pub
@@ -132,6 +136,8 @@ class Link:
         conn = await bridge.connect(params, timeout)
         try:
             conn.add_on_close_callback(self._on_conn_closed)
+            conn.add_on_connection_blocked_callback(self._on_blocked)
+            conn.add_on_connection_unblocked_callback(self._on_unblocked)
             if not conn.is_open:
                 raise Gone("closed right after opening")
             self.conn = conn
@@ -166,6 +172,17 @@ class Link:
             await self._subscribe(spec)
 
     # -- failures --------------------------------------------------------------
+
+    def _event(self, kind: str, cause: str) -> None:
+        if self.on_event is not None and not self._closing:
+            self.on_event(kind, cause)
+
+    def _on_blocked(self, _conn: AsyncioConnection, frame: Method) -> None:
+        reason = getattr(frame.method, "reason", "") or "no reason given"
+        self._event("blocked", f"the broker blocked the connection ({reason})")
+
+    def _on_unblocked(self, _conn: AsyncioConnection, _frame: Method) -> None:
+        self._event("unblocked", "the broker unblocked the connection")
 
     def _on_conn_closed(self, conn: AsyncioConnection, reason: BaseException) -> None:
         if conn is not self.conn:
@@ -203,6 +220,7 @@ class Link:
                 await asyncio.sleep(self.settings.retry_delay)
                 continue
             LOG.warning("reconnected to %s", self.url)
+            self._event("reconnected", f"reconnected to {self.url}")
             return
 
     def _on_pub_closed(self, chan: Chan, reason: Gone) -> None:
@@ -251,6 +269,8 @@ class Link:
         spec = self._tags.pop(frame.method.consumer_tag, None)
         if spec is not None and self._up and not self._closing:
             LOG.warning("broker cancelled the consumer of %s; consuming again", spec.queue.name)
+            self._event("consumer_cancelled", f"the broker cancelled the consumer of "
+                        f"{spec.queue.name!r}; consuming again")  # fmt: skip
             self._spawn(self._resubscribe(spec))
 
     async def _resubscribe(self, spec: ConsumerSpec) -> None:

@@ -81,6 +81,7 @@ class PikaTransport(Transport):
         link = Link(self.urls, settings, f"mqlab-pika {self.config.worker}")
         link.on_down = self._on_down
         link.on_lost = self._on_lost
+        link.on_event = lambda kind, cause: self.notice(kind, cause, link.name)
         await link.start()
         self._link = link
 
@@ -108,7 +109,8 @@ class PikaTransport(Transport):
     def _on_lost(self, reason: str) -> None:
         # a reconnection is otherwise silent: casts in flight on the old connection
         # are lost (retry = 0) or resent, and the step should say why
-        self.report(ConnectionLost(f"{reason}; reconnecting"))
+        link = self._link
+        self.report(ConnectionLost(f"{reason}; reconnecting"), link.name if link else "")
 
     def _fail_calls(self, exc: TransportError) -> None:
         self._calls.reject_all(exc)
@@ -271,6 +273,7 @@ class PikaTransport(Transport):
                     return  # unroutable and not mandatory: dropped, as by the broker
                 failure: Exception = exc
             except Nacked as exc:
+                self.notice("nacked", f"the broker nacked a message to {_where(where)}", link.name)
                 failure = exc
             attempts += 1
             if not settings.retries_left(attempts):

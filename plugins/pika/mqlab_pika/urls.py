@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import socket
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import pika
 import pika.exceptions
 from pika.adapters.utils import connection_workflow as workflow
 
+from mqlab.sdk import amqp
+from mqlab.sdk.amqp import BROKER_HINT
 from mqlab.sdk.urls import hide_secret
 from mqlab_pika.options import Settings
-
-BROKER_HINT = "is the broker running? see `mqlab broker start`"
 
 
 def parameters(url: str, settings: Settings, name: str, timeout: float) -> pika.URLParameters:
@@ -56,23 +56,14 @@ def _root(exc: BaseException) -> BaseException:
 def describe_connect_error(exc: BaseException, url: str) -> str:
     """One line: why connecting to ``url`` failed and what to do about it."""
     root = _root(exc)
-    try:
-        parts = urlsplit(url)
-        user = unquote(parts.username or "guest")
-        vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
-    except ValueError:
-        user, vhost = "?", "?"
     if isinstance(
         root, pika.exceptions.ProbableAuthenticationError | pika.exceptions.AuthenticationError
     ):
-        why = f"login refused for user {user!r} (check the user name and password in the URL)"
+        why = amqp.login_refused(url)
     elif isinstance(root, pika.exceptions.ProbableAccessDeniedError):
-        why = (
-            f"access to vhost {vhost!r} refused for user {user!r}: the vhost does not exist or "
-            "the user has no permission on it (check the vhost in the URL)"
-        )
+        why = amqp.vhost_refused(url)
     elif isinstance(root, ConnectionRefusedError):
-        why = f"connection refused ({BROKER_HINT})"
+        why = amqp.refused()
     elif isinstance(root, socket.gaierror):
         why = f"host name not found: {root.strerror or root} (check the host in the URL)"
     elif isinstance(root, TimeoutError | workflow.AMQPConnectorStackTimeout):

@@ -33,8 +33,19 @@ def series(record: dict[str, Any], running: bool) -> StepSeries:
         running=running,
         rate=tuple(int(v) for v in _window(s.get(kind, []), offset)),
         p99_ms=tuple(_window(s.get("p99_ms", []), offset)),
+        # injected events and what nobody injected (a connection lost, blocked), in time order
         events=tuple(
-            (float(e.get("t_s", 0.0)), str(e.get("action", ""))) for e in record.get("events", ())
+            sorted(
+                [
+                    (float(e.get("t_s", 0.0)), str(e.get("action", "")))
+                    for e in record.get("events", ())
+                ]
+                + [
+                    (float(e["t_s"]), f"{e['kind']} {e['worker']}")
+                    for e in record.get("spontaneous", ())
+                    if e.get("t_s") is not None
+                ]
+            )
         ),
         phases=tuple(
             (str(p.get("name", "")), float(p.get("start_s", 0.0)), float(p.get("end_s", 0.0)))

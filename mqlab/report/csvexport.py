@@ -1,0 +1,137 @@
+"""``mqlab export RESULTS.json --csv DIR``: a run as two CSV files for pandas or a spreadsheet.
+
+``<stem>.steps.csv`` holds one row per step (its counts, throughput, latency, CPU, flags)
+and ``<stem>.series.csv`` one row per second of each step's per-second series. Both are
+read from the results file through :mod:`mqlab.report.load`; a figure the file does not
+hold is an empty cell, never a made-up 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from mqlab.report.load import PERCENTILES, Run, Step
+from mqlab.results import paths
+
+#: the columns every step row has (error kinds follow, one ``errors:<kind>`` column each)
+STEP_COLUMNS = (
+    "step", "driver", "plugin", "scenario", "pattern", "concurrency", "rate", "repeat",
+    "message_size", "status", "sent", "received", "round_trip", "lost", "duplicates",
+    "out_of_order", "unaccounted", "still_queued", "errors", "throughput_mean",
+    "throughput_stdev", "throughput_seconds", "latency_kind",
+    *(f"{p}_ms" for p in PERCENTILES), "latency_count", "failed", "failed_percent",
+    "censored", "cpu_clients_percent", "cpu_servers_percent", "cpu_broker_percent", "flags",
+)  # fmt: skip
+#: the columns that name a second of a step; its series' columns follow
+SERIES_KEYS = ("step", "driver", "plugin", "scenario", "pattern", "concurrency", "rate")
+#: the series columns in the order the results file documents them; others follow
+_SERIES_ORDER = ("sent", "received", "round_trip", "errors", "p50_ms", "p99_ms")
+
+
+class Refused(ValueError):
+    """The CSV files cannot go where asked; the message says why and what to do."""
+
+
+def _cell(v: object) -> object:
+    return "" if v is None else v
+
+
+def _whole(v: float) -> float | int:
+    return int(v) if v.is_integer() else v
+
+
+def _ours(path: Path) -> bool:
+    """A CSV file ``mqlab export`` wrote: it starts with one of its headers."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+    except OSError:
+        return False
+    return head.startswith(b"step,driver,plugin,")
+
+
+def step_rows(steps: Sequence[Step]) -> tuple[list[str], list[list[object]]]:
+    kinds = sorted({k for s in steps for k in s.errors})
+    head = [*STEP_COLUMNS, *(f"errors:{k}" for k in kinds)]
+    rows: list[list[object]] = []
+    for s in steps:
+        lat = s.latency
+        row = [
+            s.index + 1, s.driver, s.plugin, s.scenario, s.pattern, s.concurrency, s.rate,
+            s.repeat + 1, s.message_size, s.status, s.sent, s.received,
+            s.round_trip if s.pattern == "call" else None, s.lost, s.duplicates, s.out_of_order,
+            s.unaccounted, s.still_queued, sum(s.errors.values()), s.throughput_mean,
+            s.throughput_stdev, s.seconds, lat.kind if lat else None,
+            *(lat.get(p) if lat else None for p in PERCENTILES),
+            lat.count if lat else None, lat.failed if lat else None,
+            lat.failed_percent if lat else None, " ".join(lat.censored) if lat else None,
+            s.cpu.clients_percent, s.cpu.servers_percent, s.cpu.broker_percent,
+            " ".join(f.code for f in s.flags),
+            *(s.errors.get(k, 0) for k in kinds),
+        ]  # fmt: skip
+        rows.append([_cell(v) for v in row])
+    return head, rows
+
+
+def series_rows(steps: Sequence[Step]) -> tuple[list[str], list[list[object]]]:
+    """One row a second: ``t_s`` is seconds from the window's start (negative: warm-up)."""
+    found = {c for s in steps if s.series for c in s.series.columns}
+    columns = [c for c in _SERIES_ORDER if c in found] + sorted(found - set(_SERIES_ORDER))
+    head = [*SERIES_KEYS, "second", "t_s", *columns]
+    rows: list[list[object]] = []
+    for s in steps:
+        if s.series is None:
+            continue
+        n = max((len(s.series.column(c)) for c in columns), default=0)
+        for i in range(n):
+            values = [
+                s.series.column(c)[i] if i < len(s.series.column(c)) else None for c in columns
+            ]
+            # counts are whole numbers: written as 12, not 12.0
+            values = [_whole(v) if isinstance(v, float) else v for v in values]
+            row = [
+                s.index + 1, s.driver, s.plugin, s.scenario, s.pattern, s.concurrency, s.rate,
+                i, _whole(s.series.t0_offset_s + i), *values,
+            ]  # fmt: skip
+            rows.append([_cell(v) for v in row])
+    return head, rows
+
+
+def _text(head: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(head)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def targets(run: Run, directory: Path) -> tuple[Path, Path]:
+    stem = paths.safe_stem(run.path.stem)
+    return directory / f"{stem}.steps.csv", directory / f"{stem}.series.csv"
+
+
+def write(run: Run, directory: Path) -> tuple[tuple[Path, int], tuple[Path, int]]:
+    """Write both files; each path with its number of rows. Raises Refused, OSError."""
+    steps_path, series_path = targets(run, directory)
+    if directory.exists() and not directory.is_dir():
+        raise Refused(f"{directory} is not a directory: give a directory with --csv")
+    for path in (steps_path, series_path):
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise Refused(f"{path} is not a regular file: give another directory with --csv")
+        if path.exists() and path.stat().st_size and not _ours(path):
+            raise Refused(
+                f"{path} exists and is not a CSV file mqlab wrote; mqlab will not overwrite it "
+                "(give another directory with --csv)"
+            )
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for path, (head, rows) in ((steps_path, step_rows(run.steps)),
+                               (series_path, series_rows(run.steps))):  # fmt: skip
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(_text(head, rows), encoding="utf-8")
+        tmp.replace(path)  # a reader never sees half a file
+        out.append((path, len(rows)))
+    return out[0], out[1]
