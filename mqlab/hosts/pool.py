@@ -34,6 +34,7 @@ from mqlab.config.plan import WorkerSpec
 from mqlab.hosts import clock
 from mqlab.hosts.cluster import HostsError, connect, worker_addresses
 from mqlab.hosts.supervisor import queue_names, supervise
+from mqlab.worker import protocol
 from mqlab.worker.pool import Worker, WorkerPool
 from mqlab.worker.process import spec_to_dict
 
@@ -202,7 +203,7 @@ class HostPool(WorkerPool):
         if op == "hello":
             state.hello.set()
         elif op == "w" and w is not None:
-            self.receive(w, item["m"])
+            self.receive(w, protocol.decode(item["b"]))
         elif op == "gone" and w is not None:
             w.gone = True
         elif op == "exited" and w is not None:

@@ -69,8 +69,8 @@ class _Host:
                 return
             self.writers[name] = writer
             await protocol.send(writer, {"type": "spec", "spec": spec})
-            while True:
-                self.up.put({"op": "w", "w": name, "m": await protocol.recv(reader)})
+            while True:  # frames relayed undecoded: the controller reads them as its own
+                self.up.put({"op": "w", "w": name, "b": await protocol.recv_raw(reader)})
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             pass
         finally:
