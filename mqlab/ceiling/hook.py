@@ -22,6 +22,7 @@ from rich.table import Table
 from mqlab import redact
 from mqlab.ceiling import perftest, refloop
 from mqlab.codec import Codec
+from mqlab.config.cores import Cores
 from mqlab.config.plan import Step
 from mqlab.config.sizes import SizeSpec
 from mqlab.errors import PluginError
@@ -70,7 +71,11 @@ class Ceilings:
         servers: Mapping[str, str | None],
         warmup: float,
         duration: float,
+        placement: Cores | None = None,
     ) -> None:
+        #: the loops run on the CPUs the plugin's workers had: consumer as servers, publisher
+        #: as clients, PerfTest (one JVM, both) on both sets
+        self.placement = placement
         self.urls = urls  # driver name -> the URLs its step used
         self.options = options  # driver name -> its checked options, defaults filled
         self.servers = servers  # driver name -> the managed server kind ("rabbitmq", None)
@@ -97,7 +102,7 @@ class Ceilings:
             out["confirms"] = cls.confirms(options)
             spec = ReferenceSpec(urls, f"mqlab-ceiling-{uuid.uuid4().hex[:10]}", size, options)
             try:
-                got = await refloop.measure(driver.plugin, spec, run[0], run[1])
+                got = await refloop.measure(driver.plugin, spec, run[0], run[1], self.placement)
                 out.update(rate=round(got.received_per_s, 1), error=None)
                 out["sent_rate"] = round(got.sent_per_s, 1)
             except refloop.LoopFailed as exc:
@@ -107,8 +112,9 @@ class Ceilings:
         out["perftest"] = None
         if self.servers.get(driver.name) == "rabbitmq":
             auto_ack = cls.auto_ack(options) if cls is not None else False
+            cpus = self.placement.of("both") if self.placement is not None else ()
             out["perftest"] = await _perftest(
-                urls[0], size, auto_ack, int(options.get("prefetch") or 0), run, plugin_rate
+                urls[0], size, auto_ack, int(options.get("prefetch") or 0), run, plugin_rate, cpus
             )
         return out
 
@@ -120,9 +126,10 @@ async def _perftest(
     prefetch: int,
     run: tuple[float, float],
     plugin_rate: float | None,
+    cpus: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     try:
-        got = await perftest.run(url, size, auto_ack, prefetch, run[0], run[1])
+        got = await perftest.run(url, size, auto_ack, prefetch, run[0], run[1], cpus)
     except perftest.Unavailable as exc:
         missing = redact.scrub(str(exc))
         return {"version": None, "rate": None, "percent": None, "missing": missing}

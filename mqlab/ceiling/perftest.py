@@ -138,18 +138,29 @@ def command(url: str, size: int, auto_ack: bool, prefetch: int, seconds: int) ->
 
 
 async def run(
-    url: str, size: int, auto_ack: bool, prefetch: int, warmup: float, duration: float
+    url: str,
+    size: int,
+    auto_ack: bool,
+    prefetch: int,
+    warmup: float,
+    duration: float,
+    cpus: tuple[int, ...] = (),
 ) -> Measured:
-    """One PerfTest run; :class:`Unavailable` with one line when it cannot run."""
+    """One PerfTest run; :class:`Unavailable` with one line when it cannot run.
+
+    ``cpus``: the JVM runs on these only (``taskset``, so that no thread it starts
+    escapes: a JVM has threads before a pin from outside could reach them).
+    """
     seconds = max(1, round(warmup + duration))
     args = command(url, size, auto_ack, prefetch, seconds)
+    pinned = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
     if not fetched():
         try:
             await asyncio.to_thread(fetch)
         except (OSError, ValueError) as exc:
             raise Unavailable(f"PerfTest {VERSION} could not be fetched: {exc}") from None
     proc = await asyncio.create_subprocess_exec(
-        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        *pinned, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), seconds + RUN_SLACK)

@@ -27,7 +27,9 @@ import traceback
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mqlab.config.cores import Cores
 from mqlab.sdk.reference import ReferenceSpec, Tally, load
+from mqlab.worker.affinity import pin
 
 #: seconds a consumer may take to declare and start consuming
 READY_LIMIT = 30.0
@@ -62,11 +64,21 @@ STDERR_LINES = 40
 # -- the controller ------------------------------------------------------------
 
 
-async def measure(plugin: str, spec: ReferenceSpec, warmup: float, duration: float) -> Measured:
-    """Run ``plugin``'s reference loop once; LoopFailed with one line if it cannot."""
+async def measure(
+    plugin: str,
+    spec: ReferenceSpec,
+    warmup: float,
+    duration: float,
+    placement: Cores | None = None,
+) -> Measured:
+    """Run ``plugin``'s reference loop once; LoopFailed with one line if it cannot.
+
+    With a ``placement``, the consumer runs on the servers' CPUs and the publisher on
+    the clients', as the plugin's own workers did.
+    """
     procs: list[asyncio.subprocess.Process] = []
     try:
-        return await _measure(procs, plugin, spec, warmup, duration)
+        return await _measure(procs, plugin, spec, warmup, duration, placement)
     except LoopFailed as exc:
         for proc in procs:
             await _reap(proc)
@@ -82,16 +94,17 @@ async def _measure(
     spec: ReferenceSpec,
     warmup: float,
     duration: float,
+    placement: Cores | None = None,
 ) -> Measured:
     try:
-        consumer = await _spawn(procs, "consume", plugin, spec)
+        consumer = await _spawn(procs, "consume", plugin, spec, placement)
         ready = await _line(consumer, READY_LIMIT, "the consumer did not start")
         t0 = time.monotonic() + warmup
         window = {"t0": t0, "t1": t0 + duration}
         _write(consumer, window)
         publisher = await _spawn(procs, "publish", plugin, ReferenceSpec(**{
             **asdict(spec), "peer": str(ready.get("ready", ""))
-        }))  # fmt: skip
+        }), placement)  # fmt: skip
         _write(publisher, window)
         budget = warmup + duration + STOP_LIMIT
         got, sent = await asyncio.gather(
@@ -126,7 +139,11 @@ async def _stderr(procs: list[asyncio.subprocess.Process]) -> str:
 
 
 async def _spawn(
-    procs: list[asyncio.subprocess.Process], role: str, plugin: str, spec: ReferenceSpec
+    procs: list[asyncio.subprocess.Process],
+    role: str,
+    plugin: str,
+    spec: ReferenceSpec,
+    placement: Cores | None = None,
 ) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "mqlab.ceiling.refloop", role,
@@ -134,6 +151,9 @@ async def _spawn(
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     procs.append(proc)
+    cpus = placement.of("server" if role == "consume" else "client") if placement else ()
+    if cpus:
+        pin(proc.pid, cpus)
     _write(proc, {"plugin": plugin, **asdict(spec)})
     return proc
 

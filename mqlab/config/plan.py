@@ -151,6 +151,8 @@ class WorkerSpec:
     dual_plugin: str = ""
     dual_urls: tuple[str, ...] = ()
     dual_options: dict[str, Any] = field(default_factory=dict)
+    #: on another host: its monotonic clock less the controller's (mqlab.worker.clock)
+    clock_offset_ns: int = 0
 
     @property
     def role(self) -> str:

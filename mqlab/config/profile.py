@@ -17,8 +17,10 @@ from typing import Any
 from mqlab.codec import SERIALIZERS
 from mqlab.config import limits
 from mqlab.config.background import Background, parse_background
+from mqlab.config.cores import Cores, parse_cores
 from mqlab.config.events import FaultEvent, parse_events
 from mqlab.config.fields import FieldReader
+from mqlab.config.hosts import Hosts, parse_hosts
 from mqlab.config.limits import parse_duration as parse_duration  # part of this module's interface
 from mqlab.config.roles import Roles, Rolling, parse_roles, parse_rolling
 from mqlab.config.sizes import SizeSpec, parse_size
@@ -121,6 +123,10 @@ class Profile:
     drivers: tuple[DriverSpec, ...]
     scenarios: tuple[Scenario, ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    #: ``[placement]``: the CPU sets of the broker, the servers and the clients
+    placement: Cores | None = None
+    #: ``[hosts]``: the Dask scheduler and the hosts the load runs on
+    hosts: Hosts | None = None
 
     def urls_of(self, driver: DriverSpec) -> tuple[str, ...]:
         """The URLs ``driver`` connects to: its own, else the profile's [broker] url."""
@@ -148,6 +154,11 @@ class Profile:
             except ValueError as exc:
                 raise ProfileError("--broker", "", str(exc)) from None
             brk = BrokerSettings(urls, managed=False)
+            if self.placement is not None and self.placement.broker:
+                raise ProfileError(
+                    "--broker", "", "the profile pins a managed broker's processes "
+                    "(placement.broker); a given broker is not pinned: remove placement.broker",
+                )  # fmt: skip
         profile = replace(self, run=run, broker=brk)
         check_plan(profile, "command line: ")
         return profile
@@ -168,7 +179,7 @@ _SCENARIO_KEYS = {
     "notify_queue_type", "mirror_replicas", "clients_on", "servers_on", "roles", "rolling",
     "event", "background",
 } | _DEFAULT_KEYS  # fmt: skip
-_TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event"}
+_TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event", "placement", "hosts"}
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -283,9 +294,43 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         )
         for i, raw in enumerate(raw_scenarios)
     )
-    profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults)
+    placement = parse_cores(top.table.get("placement"), path)
+    if placement is not None and placement.broker and not managed:
+        raise ProfileError(
+            path, "placement.broker",
+            "pins the processes of a broker mqlab starts; set [broker] managed = true "
+            "or remove placement.broker",
+        )  # fmt: skip
+    hosts = parse_hosts(top.table.get("hosts"), path)
+    if hosts is not None:
+        _check_hosts(path, managed, placement is not None, scenarios)
+    profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults, placement, hosts)
     check_plan(profile)
     return profile
+
+
+def _check_hosts(path: str, managed: bool, pinned: bool, scenarios: tuple[Scenario, ...]) -> None:
+    """What a run on other hosts does not do (yet), refused before anything starts."""
+    if managed:
+        raise ProfileError(
+            path, "broker.managed",
+            "a managed broker listens on this host's loopback only, out of the hosts' reach; "
+            "with [hosts], give the broker's url",
+        )  # fmt: skip
+    if pinned:
+        raise ProfileError(
+            path, "placement",
+            "[placement] pins processes of this host; with [hosts] the workers run "
+            "elsewhere: remove one of the two",
+        )  # fmt: skip
+    for i, sc in enumerate(scenarios):
+        for key, present in (("event", sc.events), ("rolling", sc.rolling),
+                             ("background", sc.background)):  # fmt: skip
+            if present:
+                raise ProfileError(
+                    path, f"scenario[{i}].{key}",
+                    f"{key} is not run across hosts yet; remove [hosts] or {key}",
+                )  # fmt: skip
 
 
 def _codec_settings(

@@ -70,6 +70,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     """The pipeline: profile, check, plan, servers, run, record."""
     profile = load(args.profile, args)
     plugins = check(profile)
+    if profile.hosts is not None:
+        from mqlab.config.hosts import missing
+
+        if missing():
+            raise CliError(missing(), EXIT_BAD_INPUT)
+        local = [n for n, p in plugins.items() if p.cls.features.in_process]
+        if local:  # its servers and clients share one process: there is nothing to place
+            raise CliError(
+                f"{profile.path}: [hosts]: driver {local[0]} runs in one process and cannot "
+                "be spread over hosts; remove it or [hosts]", EXIT_BAD_INPUT,
+            )  # fmt: skip
     plan = make_plan(profile)
     console = _console()
     err = _console(stderr=True)
@@ -177,7 +188,7 @@ def _run(
 
         ceilings = Ceilings(
             urls, {d.name: plugins[d.name].check(d.options_dict) for d in profile.drivers},
-            server_of, profile.run.warmup, profile.run.duration,
+            server_of, profile.run.warmup, profile.run.duration, profile.placement,
         )  # fmt: skip
     runner = Runner(
         plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
@@ -188,6 +199,7 @@ def _run(
         node_control=managed.node_control(handles),
         after_step=ceilings,
         broker_pid_of=managed.pid_of(server_of, handles),
+        broker_pids=lambda: managed.broker_pids(handles),
     )  # fmt: skip
     status, message, code = "done", "", 0
 

@@ -27,9 +27,11 @@ from mqlab.run import background, collect, stepresult
 from mqlab.run.background import BackgroundLoad
 from mqlab.run.brokerprocess import BrokerProcess
 from mqlab.run.drain import drain, in_flight
+from mqlab.run.hostload import HostLoad
 from mqlab.run.progress import Progress, worker_rows
 from mqlab.run.rolling import RollingUpdate
 from mqlab.sdk.urls import mask
+from mqlab.worker import affinity
 from mqlab.worker.pool import Interrupted, StepFailed, Worker, WorkerPool
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ class Runner:
         node_control: NodeControl | None = None,
         after_step: Callable[[Step, dict[str, Any]], Awaitable[None]] | None = None,
         broker_pid_of: Mapping[str, int | None] | None = None,
+        broker_pids: Callable[[], tuple[int, ...]] = tuple,
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -87,7 +90,16 @@ class Runner:
         self._interrupted_at: float | None = None
         self.skip = asyncio.Event()  # the monitor's `n`: end this step's window now, go on
         self.stop_after = asyncio.Event()  # the monitor's `q`: no step after this one
-        self.pool = WorkerPool(self.force)
+        self.placement = plan.profile.placement
+        self.pool = WorkerPool(self.force, self.placement)
+        if plan.profile.hosts is not None:  # the workers on other hosts, through Dask
+            from mqlab.hosts.pool import HostPool
+
+            self.pool = HostPool(self.force, plan.profile.hosts, run_id)
+        #: the broker's processes now (a restarted node has a new PID): pinned, read back
+        self.broker_pids = broker_pids
+        self.host_load = HostLoad()
+        self._affinity: list[dict[str, Any]] = []
         self.queue_depth = queue_depth
         #: queue types, queue homes and per-node figures (a RabbitMQ broker), if any
         self.broker_steps = broker_steps
@@ -190,8 +202,13 @@ class Runner:
         bg = self._bg = background.load(step, urls, placement, tmp, self.run_id, run.processes,
                                         self.in_process)  # fmt: skip
         bg_workers = bg.workers if bg is not None else []  # the same list, filled as they start
+        self._affinity = []
+        if self.placement is not None and self.placement.broker:
+            for pid in self.broker_pids():
+                affinity.pin_tree(pid, self.placement.broker)
         try:
             self._show(step, "starting")
+            await self.pool.step_start()  # on other hosts: each one's clock
             if bsteps is not None:
                 for marker in (lay.marker, *((bg.marker,) if bg else ())):
                     await bsteps.prepare(marker, step.queue_type, sc.mirror_replicas)
@@ -224,6 +241,12 @@ class Runner:
                 ))  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - the step's measured figures stand
                 record["explain_error"] = f"{type(exc).__name__}: {exc}"
+            record["cores"] = {
+                "asked": self.placement.asked() if self.placement is not None else None,
+                "processes": self._affinity,
+            }
+            record["host_load"] = self.host_load.figures(record.get("cpu"))
+            await self.pool.step_end(record, self._window[0])  # hosts: clocks, events
             if bg is not None:
                 record["background"] = bg.figures(self._window, math.ceil(run.warmup), interrupted)
         except BaseException:
@@ -274,10 +297,18 @@ class Runner:
             nodes = asyncio.create_task(sample_from(sampler, window_start, self._node_ticks))
         if self._faults is not None:
             self._faults.start(window_start)  # each event at its time in the window
+        self.host_load.start()
         if self._losses is not None:
             self._losses.start(lay.marker, t0)  # the broker's side, once a second
         try:
             interrupted = await self._window_loop(step, lay, workers, clients, t0, next_cpu, go)
+            self.host_load.stop()
+            # read while every process still runs: the CPUs each really had
+            everyone = workers + (self._bg.workers if self._bg is not None else [])
+            self._affinity = affinity.readback(
+                ((w.spec.worker, w.spec.role, w.proc.pid if w.proc else None) for w in everyone),
+                self.broker_pids(),
+            )
         finally:
             if self._faults is not None:
                 await self._faults.stop()  # none after the window; one under way finishes

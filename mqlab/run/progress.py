@@ -68,11 +68,11 @@ class Progress:
                 assert record is not None
                 running.append(record)
                 # the last complete second is the honest "now"
-                series = record["series"][
+                per_s = record["series"][
                     "round_trip" if step.scenario.pattern == "call" else "received"
                 ]
                 now_i = (time.monotonic_ns() - t0) // _NS - 1 if t0 else -1
-                rate_now = float(series[now_i]) if 0 <= now_i < len(series) else 0.0
+                rate_now = float(per_s[now_i]) if 0 <= now_i < len(per_s) else 0.0
                 current = stepresult.row(record, phase, rate_now=rate_now)
             else:
                 current = StepRow(

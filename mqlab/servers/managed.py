@@ -276,3 +276,17 @@ def pid_of(
         if handle is not None and handle.pids:
             out[name] = handle.pids[0]
     return out
+
+
+def broker_pids(handles: Mapping[str, ServerHandle]) -> tuple[int, ...]:
+    """Every managed server's process now: a RabbitMQ node restarted by a fault event is
+    found by its record (its new PID), the other servers by the PIDs they started with."""
+    from mqlab.rabbitmq import state
+
+    pids: list[int] = []
+    for kind, handle in handles.items():
+        if kind == "rabbitmq":
+            pids += [r.node.pid for r in state.records(handle.state_dir) if r.alive]
+        else:
+            pids += handle.pids
+    return tuple(dict.fromkeys(pids))

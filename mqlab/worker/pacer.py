@@ -18,6 +18,8 @@ import math
 import threading
 import time
 
+from mqlab.worker import clock
+
 #: the pacer wakes the loop at most this often; faster schedules send several per wake
 MIN_GAP_NS = 100_000
 #: how early the thread wakes the loop for a slow schedule (the loop then yields until due)
@@ -62,21 +64,21 @@ class Pacer:
     def _run(self) -> None:
         _tight_timer()
         k = 0
-        clock = time.monotonic_ns
+        now_ns = clock.now
         while not self._closed.is_set():
             due = self._start + int(k * self._interval)
             if due >= self._end:
                 break
-            wait = due - self._lead - clock()
+            wait = due - self._lead - now_ns()
             if wait > _LONG_NS:
                 # sleep in an interruptible wait up to shortly before, then precisely
                 if self._closed.wait((wait - _LONG_NS / 2) / 1e9):
                     return
-                wait = due - self._lead - clock()
+                wait = due - self._lead - now_ns()
             if wait > 0:
                 time.sleep(wait / 1e9)
             self._wake(due)
-            now = clock()
+            now = now_ns()
             k = max(k + 1, math.ceil((now + MIN_GAP_NS - self._start) / self._interval))
         self._wake()  # the schedule is over: let the generator see the end
 
@@ -88,7 +90,7 @@ class Pacer:
         await self._due.wait()
         self._due.clear()
         target = self._target
-        while time.monotonic_ns() < target:
+        while clock.now() < target:
             await asyncio.sleep(0)  # deliveries and replies keep flowing meanwhile
 
     def close(self) -> None:

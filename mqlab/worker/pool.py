@@ -11,11 +11,12 @@ from typing import Any
 
 import psutil
 
+from mqlab.config import cores
 from mqlab.config.plan import WorkerSpec
 from mqlab.errors import MqlabError
 from mqlab.measure.figures import WorkerFigures
 from mqlab.transport import START_LIMIT
-from mqlab.worker import protocol
+from mqlab.worker import affinity, protocol
 from mqlab.worker.process import spec_to_dict
 
 #: a worker must connect, start its transport and serve within this many seconds
@@ -76,8 +77,10 @@ class WorkerPool:
     every second and on request. No worker outlives the pool.
     """
 
-    def __init__(self, force: asyncio.Event) -> None:
+    def __init__(self, force: asyncio.Event, placement: cores.Cores | None = None) -> None:
         self.force = force  # a second Ctrl-C: stop waiting at once
+        #: each worker is pinned to its role's CPUs as it starts (successors too)
+        self.placement = placement
         self._workers: dict[str, Worker] = {}
         self._server: asyncio.Server | None = None
         self._port = 0
@@ -102,30 +105,45 @@ class WorkerPool:
             w.writer = writer
             await protocol.send(writer, {"type": "spec", "spec": spec_to_dict(w.spec)})
             while True:
-                msg = await protocol.recv(reader)
-                kind = msg.pop("type")
-                if kind in ("ready", "error") and not w.ready.done():
-                    w.ready.set_result({"type": kind, **msg})
-                elif kind == "snapshot":
-                    w.last = WorkerFigures.from_wire(msg)
-                    w.version += 1
-                elif kind == "done":
-                    w.done = True
-                elif kind == "closed-old":
-                    w.old_closed = True
-                elif kind == "final":
-                    w.last = w.final = WorkerFigures.from_wire(msg)
-                    w.version += 1
+                self.receive(w, await protocol.recv(reader))
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             pass
         finally:
             if w is not None:
-                w.gone = True
-                if w.ready is not None and not w.ready.done():
-                    w.ready.set_result(
-                        {"type": "error", "kind": "WorkerDied", "message": self._stderr_tail(w)}
-                    )
+                self.lost(w, self._stderr_tail(w))
             writer.close()
+
+    @staticmethod
+    def receive(w: Worker, msg: dict[str, Any]) -> None:
+        """One control message from worker ``w``: what it says becomes its state."""
+        kind = msg.pop("type")
+        if kind in ("ready", "error") and w.ready is not None and not w.ready.done():
+            w.ready.set_result({"type": kind, **msg})
+        elif kind == "snapshot":
+            w.last = WorkerFigures.from_wire(msg)
+            w.version += 1
+        elif kind == "done":
+            w.done = True
+        elif kind == "closed-old":
+            w.old_closed = True
+        elif kind == "final":
+            w.last = w.final = WorkerFigures.from_wire(msg)
+            w.version += 1
+
+    @staticmethod
+    def lost(w: Worker, why: str) -> None:
+        """Worker ``w``'s control channel closed: a start it had not finished failed."""
+        w.gone = True
+        if w.ready is not None and not w.ready.done():
+            w.ready.set_result({"type": "error", "kind": "WorkerDied", "message": why})
+
+    # -- around each step: nothing on one host; the hosts' clocks and events on several --
+
+    async def step_start(self) -> None:
+        """Before a step's first worker starts."""
+
+    async def step_end(self, record: dict[str, Any], window_start_ns: int) -> None:
+        """After the step's result is built: what the pool adds to its record."""
 
     @staticmethod
     def _stderr_tail(w: Worker) -> str:
@@ -152,6 +170,9 @@ class WorkerPool:
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                     stderr=err, start_new_session=True,
                 )  # fmt: skip
+            cpus = self.placement.of(spec.role) if self.placement is not None else ()
+            if cpus:  # before it starts a thread: every later one inherits the mask
+                affinity.pin(w.proc.pid, cpus)
             w.ps = process(w.proc.pid)
             started.append(w)
         return started

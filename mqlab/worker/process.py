@@ -23,7 +23,7 @@ from mqlab.config.sizes import SizeSampler, SizeSpec
 from mqlab.errors import MqlabError, TransportError
 from mqlab.eventloop import run
 from mqlab.transport import CLOSE_LIMIT, Target, Transport
-from mqlab.worker import protocol
+from mqlab.worker import clock, protocol
 from mqlab.worker.recorder import Recorder
 from mqlab.worker.workload import ClientLoad, server_handler
 
@@ -67,7 +67,9 @@ async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = Fal
     # as an error of the step, like one a send raised, but fails no message
     transport.on_report = lambda exc: rec.on_error(exc.kind, None, str(exc))
     # and what happened to its connections is an event on the step's timeline
-    transport.on_notice = lambda kind, cause, conn: rec.spontaneous.add(kind, cause, conn)
+    transport.on_notice = lambda kind, cause, conn: rec.spontaneous.add(
+        kind, cause, conn, now=clock.now()
+    )
     await transport.start()
     try:
         for srv in spec.servers:
@@ -106,6 +108,7 @@ async def serve(host: str, port: int, name: str) -> int:
     reader, writer = await asyncio.open_connection(host, port)
     await protocol.send(writer, {"type": "hello", "worker": name, "pid": os.getpid()})
     spec = spec_from_dict((await protocol.recv(reader))["spec"])
+    clock.set_offset(spec.clock_offset_ns)  # before any time is read: go, stamps, receipts
     rec = Recorder(spec.ledger_dir, spec.worker)
     codec = Codec(spec.serializer, spec.envelope)
     old: Transport | None = None

@@ -41,10 +41,19 @@ async def send(writer: asyncio.StreamWriter, msg: dict[str, Any]) -> None:
 
 async def recv(reader: asyncio.StreamReader) -> dict[str, Any]:
     """One frame; raises ``asyncio.IncompleteReadError`` when the peer went away."""
+    return decode(await recv_raw(reader))
+
+
+async def recv_raw(reader: asyncio.StreamReader) -> bytes:
+    """One frame's bytes, undecoded (a host's supervisor relays them as they are)."""
     (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
     if size > MAX_FRAME:
         raise ValueError(f"control frame of {size} bytes is too large")
-    msg = msgpack.unpackb(await reader.readexactly(size), raw=False, strict_map_key=False)
+    return await reader.readexactly(size)
+
+
+def decode(data: bytes) -> dict[str, Any]:
+    msg = msgpack.unpackb(data, raw=False, strict_map_key=False)
     if not isinstance(msg, dict):
         raise ValueError("control frame is not a map")
     return msg

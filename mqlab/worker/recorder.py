@@ -10,7 +10,6 @@ their own histogram. The recorder hands out :class:`~mqlab.measure.figures.Worke
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -20,6 +19,7 @@ from mqlab.measure import latency
 from mqlab.measure.figures import SERIES, OpenLoop, WorkerFigures
 from mqlab.measure.ledger import Ledger
 from mqlab.measure.spontaneous import SEND_ERRORS, SpontaneousLog
+from mqlab.worker import clock
 
 _NS = 1_000_000_000
 #: a pending latency is one int: (second << 33) | (microseconds << 1) | in_window;
@@ -30,7 +30,6 @@ _US_MAX = (1 << _US_BITS) - 1
 _SEC_SHIFT = _US_BITS + 1
 #: the series each kind of latency also counts: one pending latency per unique receipt
 _COUNTED_IN = {"one_way": "received", "round_trip": "round_trip"}
-_clock = time.monotonic_ns
 
 
 class Recorder:
@@ -115,7 +114,7 @@ class Recorder:
 
     def on_received(self, group: int, client: int, seq: int, ts: int) -> None:
         """A server got a message; only the first delivery of it counts in series and latency."""
-        now = _clock()
+        now = clock.now()
         if not self._record(group, client, seq):
             return
         self.last_rx = now
@@ -134,7 +133,7 @@ class Recorder:
 
     def on_reply(self, ts: int) -> None:
         """A call's own reply arrived: round-trip latency from its intended send."""
-        now = _clock()
+        now = clock.now()
         self.round_trip += 1
         self.last_rx = now
         self._pending_rt.append(self._pack(now, ts))
@@ -144,7 +143,7 @@ class Recorder:
         self.errors[kind] = self.errors.get(kind, 0) + 1
         if message:  # the latest of each kind, for the live monitor's errors view
             self.error_messages[kind] = message[:200]
-        now = time.monotonic_ns()
+        now = clock.now()
         self._bin(self._s_err, now)
         if intended is not None:
             if kind in SEND_ERRORS:  # a send the driver or broker refused: an event too
@@ -201,7 +200,7 @@ class Recorder:
 
     def _send_marks(self) -> list[list[int]]:
         """Each client's send count now, added to those of every earlier report."""
-        now = time.monotonic_ns()
+        now = clock.now()
         self._marks.extend([c, now, sent()] for c, sent in self._senders.items())
         return list(self._marks)
 
@@ -223,7 +222,7 @@ class Recorder:
                         encoded[i] = latency.encode(hist)
                 per_second[kind] = [encoded.get(i, "") for i in range(max(by_sec) + 1)]
         return WorkerFigures(
-            at=time.monotonic_ns(),
+            at=clock.now(),
             sent=sum(self._s_sent),
             sent_by_client={c: n for c, sent in self._senders.items() if (n := sent())},
             received=self.ledger.unique,

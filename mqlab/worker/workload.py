@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 import types
 from asyncio import FIRST_COMPLETED
 from collections.abc import Coroutine, Generator
@@ -22,6 +21,7 @@ from mqlab.config.sizes import SizeSampler
 from mqlab.errors import TransportError
 from mqlab.measure.figures import OpenLoop
 from mqlab.transport import Handler, Target, Transport, cast_starter
+from mqlab.worker import clock
 from mqlab.worker.pacer import Pacer
 from mqlab.worker.recorder import Recorder
 
@@ -93,7 +93,7 @@ class ClientLoad:
         if deadline:
             # open loop: a message that falls due before the window's end but whose
             # turn comes after it is not sent late; the schedule accounts for it
-            now = time.monotonic_ns()
+            now = clock.now()
             if now >= deadline:
                 return
             self.behind = max(self.behind, now - intended)
@@ -139,7 +139,7 @@ class ClientLoad:
                 tg.create_task(self._sender(end))
 
     async def _sender(self, end: int) -> None:
-        clock = time.monotonic_ns
+        now_ns = clock.now
         stopped = self.stop.is_set
         one = self.one
         # a cast or notification is sent from this loop: at most one coroutine per
@@ -149,7 +149,7 @@ class ClientLoad:
         take = self._next
         n = 0
         while not stopped():
-            now = clock()
+            now = now_ns()
             if now >= end:
                 return
             if send is None:
@@ -172,7 +172,7 @@ class ClientLoad:
         interval = 1e9 / rate
         total = max(0, math.ceil((end - start) / interval))
         in_flight: set[asyncio.Task[None]] = set()
-        clock = time.monotonic_ns
+        now_ns = clock.now
         k = 0
         pacer = Pacer(start, interval, end)
         try:
@@ -182,7 +182,7 @@ class ClientLoad:
                     await asyncio.wait(in_flight, timeout=0.05, return_when=FIRST_COMPLETED)
                 else:
                     await pacer.wait()
-                now = clock()
+                now = now_ns()
                 if now >= end:
                     break
                 while k < total and len(in_flight) < MAX_IN_FLIGHT:
@@ -199,7 +199,7 @@ class ClientLoad:
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
         # a stop from the user ends the schedule where it stood, not at the window's end
-        until = min(end, clock()) if self.stop.is_set() else end
+        until = min(end, now_ns()) if self.stop.is_set() else end
         due = min(total, max(k, math.ceil((until - start) / interval)))
         sent = self.paced
         rec = self.rec
@@ -244,6 +244,6 @@ def _resume(coro: Coroutine[Any, Any, None], yielded: Any) -> Generator[Any, Any
 
 
 async def _sleep_until(t: int) -> None:
-    delay = (t - time.monotonic_ns()) / 1e9
+    delay = (t - clock.now()) / 1e9
     if delay > 0:
         await asyncio.sleep(delay)

@@ -1,0 +1,378 @@
+"""Workers on other hosts: the runner's worker pool, through one supervisor per host.
+
+The same interface as :class:`mqlab.worker.pool.WorkerPool` (spawn, ready, figures in,
+finish, reap, CPU each second), so the runner cannot tell the two apart, and each
+worker is the same process speaking the same frames; only the path differs: a frame to
+a worker goes through the host's Dask queue to its supervisor
+(:mod:`mqlab.hosts.supervisor`), and back. Around each step the pool measures every
+host's clock (before: the offset each worker's clock is shifted by; after: the drift)
+and ships the servers' receipt ledgers back into the step's directory, where they are
+counted as if they had been written here.
+
+A host whose Dask worker dies (its supervisor task fails: ``allowed-failures = 0``
+reports it at once, never runs it elsewhere) is an event of the step: its workers are
+gone, its ledgers cannot be shipped, and the step says which figures are incomplete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import os
+import time
+import zlib
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from distributed import Client, Future, Queue
+
+from mqlab.config.hosts import Hosts
+from mqlab.config.plan import WorkerSpec
+from mqlab.hosts import clock
+from mqlab.hosts.cluster import HostsError, connect, worker_addresses
+from mqlab.hosts.supervisor import queue_names, supervise
+from mqlab.worker import protocol
+from mqlab.worker.pool import Worker, WorkerPool
+from mqlab.worker.process import spec_to_dict
+
+__all__ = ["HostPool", "RemoteWorker"]
+
+#: a supervisor must say hello within this many seconds of being submitted
+START_LIMIT = 30.0
+#: a host must answer a reap or a ledger request within this many seconds (beyond the grace)
+ANSWER_LIMIT = 15.0
+_POLL = 0.05
+
+
+@dataclass
+class RemoteWorker(Worker):
+    """A worker on another host; what it says arrives through its host's supervisor."""
+
+    host: str = ""
+    orders: asyncio.Queue[dict[str, Any]] | None = None  # its host's outgoing orders
+    cpu_now: float | None = None  # the supervisor's latest one-second sample
+
+    async def send(self, msg: dict[str, Any]) -> None:
+        if self.orders is not None and not self.gone:
+            self.orders.put_nowait({"op": "send", "w": self.spec.worker, "m": msg})
+
+
+@dataclass
+class _HostState:
+    name: str
+    address: str
+    down: Any  # distributed.Queue
+    up: Any
+    orders: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
+    future: Future[Any] | None = None
+    hello: asyncio.Event = field(default_factory=asyncio.Event)
+    lost_at: int | None = None  # controller monotonic ns
+    lost_why: str = ""
+    answers: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+    before: clock.Offset | None = None
+    cpu_now: float | None = None  # the whole host's busy CPU, % of one core, last second
+    cpus: int | None = None
+    cpu: list[float] = field(default_factory=list)  # over the current step's window
+
+
+class HostPool(WorkerPool):
+    """The runner's workers on the hosts a profile's ``[hosts]`` names (see the module doc)."""
+
+    def __init__(self, force: asyncio.Event, hosts: Hosts, run_id: str) -> None:
+        super().__init__(force)
+        self.hosts = hosts
+        self.run_id = run_id
+        self._client: Client | None = None
+        self._connection: contextlib.AbstractAsyncContextManager[Client] | None = None
+        self._state: dict[str, _HostState] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._turn = {
+            "server": itertools.cycle(hosts.servers),
+            "client": itertools.cycle(hosts.clients),
+        }
+        self._events: list[dict[str, Any]] = []  # hosts lost during the current step
+
+    # -- the cluster -------------------------------------------------------------
+
+    async def open(self) -> None:
+        self._connection = connect(self.hosts)
+        self._client = client = await self._connection.__aenter__()
+        addrs = await worker_addresses(client, self.hosts, self.hosts.no_workers_timeout)
+        await asyncio.wait_for(clock.install(client, list(addrs.values())), ANSWER_LIMIT)
+        for name, addr in addrs.items():
+            down_name, up_name = queue_names(self.run_id, name)
+            # an asynchronous client's queue exists once awaited: a put before is lost
+            down = await Queue(down_name, client=client)  # type: ignore[no-untyped-call]
+            up = await Queue(up_name, client=client)  # type: ignore[no-untyped-call]
+            state = _HostState(name, addr, down, up)
+            self._state[name] = state
+            state.future = client.submit(
+                supervise, self.run_id, name, key=f"mqlab-supervise-{self.run_id}-{name}",
+                workers=[name], allow_other_workers=False, pure=False,
+            )  # fmt: skip
+            self._tasks += [
+                asyncio.create_task(self._pump(state)),
+                asyncio.create_task(self._watch(state)),
+            ]
+        waits = [asyncio.ensure_future(s.hello.wait()) for s in self._state.values()]
+        _, pending = await asyncio.wait(waits, timeout=START_LIMIT)
+        for w in pending:
+            w.cancel()
+        late = [s.name for s in self._state.values() if not s.hello.is_set()]
+        if late:
+            why = "; ".join(f"{s.name}: {s.lost_why}" for s in self._state.values() if s.lost_why)
+            raise HostsError(
+                f"the supervisor on {', '.join(late)} did not start within {START_LIMIT:g}s"
+                + (f" ({why})" if why else "")
+            )
+
+    async def close(self) -> None:
+        try:
+            await self.reap(list(self._workers.values()))
+            for state in self._state.values():
+                state.orders.put_nowait({"op": "stop"})
+            live = [s.future for s in self._state.values() if s.future and s.lost_at is None]
+            if live and self._client is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._client.gather(live, errors="skip"), 10)  # type: ignore[no-untyped-call]
+        finally:
+            for t in self._tasks:
+                t.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._connection is not None:
+                await self._connection.__aexit__(None, None, None)
+
+    async def _pump(self, state: _HostState) -> None:
+        """Orders down, answers up, a ping each second: the host's half of the relay."""
+        try:
+            await self._relay(state)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the scheduler gone: the host is lost to us
+            self._host_lost(state, f"relay failed: {type(exc).__name__}: {str(exc)[:160]}")
+
+    async def _relay(self, state: _HostState) -> None:
+        next_ping = 0.0
+        loop = asyncio.get_running_loop()
+        while state.lost_at is None:
+            batch = []
+            while not state.orders.empty():
+                batch.append(state.orders.get_nowait())
+            if loop.time() >= next_ping:
+                batch.append({"op": "ping"})
+                next_ping = loop.time() + 1.0
+            for order in batch:
+                await asyncio.wait_for(state.down.put(order), ANSWER_LIMIT)
+            items = await asyncio.wait_for(state.up.get(batch=True), ANSWER_LIMIT)
+            for item in items:
+                self._answer(state, item)
+            if not items:
+                await asyncio.sleep(_POLL)
+
+    async def _watch(self, state: _HostState) -> None:
+        """The supervisor task's end: a failure is the host lost."""
+        assert state.future is not None
+        try:
+            await cast(Awaitable[Any], state.future)
+            why = "its supervisor ended"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - KilledWorker and the like: the host is gone
+            why = f"{type(exc).__name__}: {str(exc)[:160]}"
+        self._host_lost(state, why)
+
+    def _host_lost(self, state: _HostState, why: str) -> None:
+        if state.lost_at is not None:
+            return
+        state.lost_at = time.monotonic_ns()
+        state.lost_why = why
+        self._events.append({"at_ns": state.lost_at, "host": state.name, "detail": why})
+        for w in self._workers.values():
+            if isinstance(w, RemoteWorker) and w.host == state.name:
+                self.lost(w, f"host {state.name} lost ({why})")
+        for answer in state.answers.values():
+            if not answer.done():
+                answer.set_result({})
+
+    def _answer(self, state: _HostState, item: dict[str, Any]) -> None:
+        op = item["op"]
+        w = self._workers.get(item.get("w", ""))
+        if op == "hello":
+            state.hello.set()
+        elif op == "w" and w is not None:
+            self.receive(w, protocol.decode(item["b"]))
+        elif op == "gone" and w is not None:
+            w.gone = True
+        elif op == "exited" and w is not None:
+            self.lost(w, item.get("tail") or f"worker {w.spec.worker} exited ({item['code']})")
+        elif op == "cpu":
+            state.cpu_now, state.cpus = item.get("host"), item.get("cpus")
+            for name, (cpu, rss) in item["v"].items():
+                rw = self._workers.get(name)
+                if isinstance(rw, RemoteWorker):
+                    rw.cpu_now, rw.rss = cpu, rss
+                    rw.peak_rss = max(rw.peak_rss, rss)
+        elif op in ("reaped", "ledgers"):
+            key = op if op == "reaped" else f"ledgers:{item['dir']}"
+            answer = state.answers.get(key)
+            if answer is not None and not answer.done():
+                answer.set_result(item)
+
+    async def _ask(self, state: _HostState, key: str, order: dict[str, Any], limit: float) -> Any:
+        """An order whose answer the pool waits for, up to ``limit`` s or the host's loss."""
+        if state.lost_at is not None:
+            return {}
+        answer = state.answers[key] = asyncio.get_running_loop().create_future()
+        state.orders.put_nowait(order)
+        try:
+            return await asyncio.wait_for(answer, limit)
+        except TimeoutError:
+            return {}
+        finally:
+            state.answers.pop(key, None)
+
+    # -- the WorkerPool interface --------------------------------------------------
+
+    async def spawn(self, specs: tuple[WorkerSpec, ...], tmp: str) -> list[Worker]:
+        started: list[Worker] = []
+        loop = asyncio.get_running_loop()
+        by_host: dict[str, list[dict[str, Any]]] = {}
+        for spec in specs:
+            host = next(self._turn["server" if spec.role == "server" else "client"])
+            state = self._state[host]
+            offset = state.before.offset_ns if state.before is not None else 0
+            spec = dataclasses.replace(spec, clock_offset_ns=offset)
+            w = RemoteWorker(spec, ready=loop.create_future(), host=host, orders=state.orders)
+            self._workers[spec.worker] = w
+            if state.lost_at is not None:
+                self.lost(w, f"host {host} lost ({state.lost_why})")
+            by_host.setdefault(host, []).append(spec_to_dict(spec))
+            started.append(w)
+        for host, dicts in by_host.items():
+            self._state[host].orders.put_nowait({"op": "spawn", "specs": dicts})
+        return started
+
+    async def reap(self, workers: list[Worker], grace: float = 0.0) -> None:
+        """Each host stops its workers (killing those that outstay ``grace``), then ships
+        the step's ledgers into the step's directory here."""
+        by_host: dict[str, list[RemoteWorker]] = {}
+        for w in workers:
+            if isinstance(w, RemoteWorker):
+                by_host.setdefault(w.host, []).append(w)
+        asks = []
+        for host, ws in by_host.items():
+            order = {"op": "reap", "ws": [w.spec.worker for w in ws], "grace": grace}
+            asks.append(self._ask(self._state[host], "reaped", order, grace + ANSWER_LIMIT))
+        await asyncio.gather(*asks)
+        ledgers = []
+        for host, ws in by_host.items():
+            for d in {w.spec.ledger_dir for w in ws if w.spec.ledger_dir}:
+                if os.path.isdir(d):
+                    order = {"op": "ledgers", "dir": d}
+                    ledgers.append(
+                        self._ask(self._state[host], f"ledgers:{d}", order, ANSWER_LIMIT)
+                    )
+        for answer in await asyncio.gather(*ledgers):
+            for name, data in (answer.get("files") or {}).items():
+                if os.path.isdir(answer["dir"]) and "/" not in name and name not in (".", ".."):
+                    with open(os.path.join(answer["dir"], name), "wb") as f:
+                        f.write(zlib.decompress(data))
+        for w in workers:
+            self._workers.pop(w.spec.worker, None)
+
+    def sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
+        hosts = {w.host for w in workers if isinstance(w, RemoteWorker)}
+        for name in hosts:
+            state = self._state[name]
+            if measuring and state.cpu_now is not None and state.lost_at is None:
+                state.cpu.append(state.cpu_now)
+        for w in workers:
+            if isinstance(w, RemoteWorker) and measuring and w.cpu_now is not None and not w.gone:
+                w.cpu.append(w.cpu_now)
+
+    # -- around each step ------------------------------------------------------------
+
+    async def _offsets(self) -> dict[str, clock.Offset | None]:
+        assert self._client is not None
+        out: dict[str, clock.Offset | None] = {}
+        for name, state in self._state.items():
+            out[name] = None
+            if state.lost_at is None:
+                with contextlib.suppress(Exception):
+                    out[name] = await asyncio.wait_for(
+                        clock.measure(self._client, state.address), ANSWER_LIMIT
+                    )
+        return out
+
+    async def step_start(self) -> None:
+        self._events = []
+        for state in self._state.values():
+            state.cpu = []
+        for name, off in (await self._offsets()).items():
+            self._state[name].before = off
+
+    async def step_end(self, record: dict[str, Any], window_start_ns: int) -> None:
+        after = await self._offsets()
+        window_start = window_start_ns
+        hosts = []
+        for name, state in self._state.items():
+            roles = [r for r in ("servers", "clients") if name in getattr(self.hosts, r)]
+            done = after[name]
+            hosts.append({
+                "host": name, "address": state.address, "roles": roles,
+                "clock_before": state.before.as_record() if state.before else None,
+                "clock_after": done.as_record() if done is not None else None,
+                "lost": state.lost_at is not None,
+                "cpus": state.cpus,
+                "cpu_percent": round(sum(state.cpu) / len(state.cpu), 1) if state.cpu else None,
+            })  # fmt: skip
+        events = [
+            {"t_s": round((e["at_ns"] - window_start) / 1e9, 3) if window_start else None,
+             "host": e["host"], "action": "host lost", "detail": e["detail"]}
+            for e in self._events
+        ]  # fmt: skip
+        record["hosts"] = {"hosts": hosts, "events": events, **_bounds(self, after)}
+        flags = record.setdefault("flags", [])
+        if events:
+            names = ", ".join(e["host"] for e in events)
+            flags.append({"code": "host_lost", "message": (
+                f"host {names} lost during the step: its workers' figures end there and its "
+                "receipt ledgers could not be shipped, so lost, duplicates and its share of "
+                "the throughput are incomplete"
+            )})  # fmt: skip
+            record["incomplete"] = ["lost", "duplicates", "received", "throughput"]
+        bound = record["hosts"].get("latency_bound_us")
+        p50 = (record.get("latency_ms") or {}).get("p50")
+        if (
+            record.get("pattern") in ("cast", "notify") and bound is not None
+            and (p50 is None or bound / 1000 > p50 / 10)
+        ):  # fmt: skip
+            flags.append({"code": "clock_bound", "message": (
+                f"one-way latency spans two hosts and their clocks are known to ±{bound:.0f} µs, "
+                "more than a tenth of its p50: below that the figure cannot be resolved"
+            )})  # fmt: skip
+
+
+def _bounds(pool: HostPool, after: dict[str, clock.Offset | None]) -> dict[str, Any]:
+    """A one-way latency from a client host to a server host is wrong by at most the two
+    offsets' bounds added, and by how far the offsets drifted over the step."""
+    worst: float | None = None
+    for s in pool.hosts.servers:
+        for c in pool.hosts.clients:
+            if s == c:
+                continue
+            parts: list[int] = []
+            for h in (s, c):
+                b, a = pool._state[h].before, after.get(h)
+                if b is None:
+                    parts = []
+                    break
+                drift = abs(a.offset_ns - b.offset_ns) if a is not None else 0
+                parts.append(b.bound_ns + drift)
+            if parts:
+                total = sum(parts) / 1e3
+                worst = total if worst is None else max(worst, total)
+    return {"latency_bound_us": round(worst, 1) if worst is not None else None}

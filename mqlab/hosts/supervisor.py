@@ -1,0 +1,227 @@
+"""The supervisor: one Dask task per host, keeping that host's mqlab worker processes.
+
+It runs in a thread of the host's Dask worker for the whole run, starts mqlab's own
+worker processes there (``python -m mqlab.worker.process``, as on the controller's
+host) and keeps their control pipes local: each worker connects to the supervisor on
+the host's loopback and speaks the msgpack frames it always speaks; the load never
+runs inside Dask's own thread (its p99.9 was four to six times worse there).
+
+Between the supervisor and the controller, two Dask queues per host (through the
+scheduler, on its TLS connections): ``down`` carries the controller's orders (spawn,
+a frame for a worker, reap, ship the ledgers, ping, stop) and ``up`` carries what
+the workers say, their CPU each second, their exits and their ledgers. Every wait
+has a deadline: a supervisor that hears nothing from the controller for
+:data:`SILENCE` seconds (it died, or the network did) kills its workers and returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from typing import Any
+
+import psutil
+
+from mqlab.worker import protocol
+
+__all__ = ["SILENCE", "queue_names", "supervise"]
+
+#: seconds without a word from the controller (it pings every second) before giving up
+SILENCE = 20.0
+_POLL = 0.05
+
+
+def queue_names(run_id: str, host: str) -> tuple[str, str]:
+    """The (down, up) Dask queue names of ``host`` in run ``run_id``."""
+    return f"mqlab-{run_id}-{host}-down", f"mqlab-{run_id}-{host}-up"
+
+
+class _Host:
+    """The supervisor's state on its host (one asyncio loop in the Dask task's thread)."""
+
+    def __init__(self, up: queue.Queue[dict[str, Any] | None]) -> None:
+        self.up = up  # drained to the Dask queue by a thread of its own
+        self.specs: dict[str, dict[str, Any]] = {}
+        self.writers: dict[str, asyncio.StreamWriter] = {}
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+        self.ps: dict[str, psutil.Process] = {}
+        self.dirs: dict[str, str] = {}  # the controller's ledger dir -> this host's
+        self.port = 0
+        self.tmp = tempfile.mkdtemp(prefix="mqlab-host-")
+        psutil.cpu_percent(None)  # primed: the first reading covers from now
+
+    async def on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        name = ""
+        try:
+            hello = await protocol.recv(reader)
+            name = str(hello.get("worker", ""))
+            spec = self.specs.get(name)
+            if spec is None:
+                writer.close()
+                return
+            self.writers[name] = writer
+            await protocol.send(writer, {"type": "spec", "spec": spec})
+            while True:  # frames relayed undecoded: the controller reads them as its own
+                self.up.put({"op": "w", "w": name, "b": await protocol.recv_raw(reader)})
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        finally:
+            if name:
+                self.up.put({"op": "gone", "w": name})
+            writer.close()
+
+    def local_dir(self, remote: str) -> str:
+        if remote not in self.dirs:
+            self.dirs[remote] = tempfile.mkdtemp(prefix="step-", dir=self.tmp)
+        return self.dirs[remote]
+
+    async def spawn(self, specs: list[dict[str, Any]]) -> None:
+        for spec in specs:
+            name = spec["worker"]
+            # the servers' receipt ledgers live on this host; shipped back after the step
+            spec = {**spec, "ledger_dir": self.local_dir(spec["ledger_dir"])}
+            self.specs[name] = spec
+            err = open(os.path.join(self.tmp, f"{name}.stderr"), "wb")  # noqa: SIM115
+            with err:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "mqlab.worker.process",
+                    "--control", f"127.0.0.1:{self.port}", "--name", name,
+                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                    stderr=err, start_new_session=True,
+                )  # fmt: skip
+            self.procs[name] = proc
+            with contextlib.suppress(psutil.Error):
+                self.ps[name] = psutil.Process(proc.pid)
+                self.ps[name].cpu_percent(None)
+            asyncio.get_running_loop().create_task(self._watch(name, proc))
+
+    async def _watch(self, name: str, proc: asyncio.subprocess.Process) -> None:
+        code = await proc.wait()
+        tail = ""
+        with contextlib.suppress(OSError):
+            with open(os.path.join(self.tmp, f"{name}.stderr"), errors="replace") as f:
+                lines = [ln.strip() for ln in f if ln.strip()]
+            tail = lines[-1] if lines else ""
+        self.up.put({"op": "exited", "w": name, "code": code, "pid": proc.pid, "tail": tail})
+
+    async def send(self, name: str, msg: dict[str, Any]) -> None:
+        writer = self.writers.get(name)
+        if writer is not None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await protocol.send(writer, msg)
+
+    async def reap(self, names: list[str], grace: float) -> None:
+        deadline = time.monotonic() + grace
+        for name in names:
+            proc = self.procs.get(name)
+            if proc is None:
+                continue
+            if proc.returncode is None:
+                try:
+                    await asyncio.wait_for(proc.wait(), max(0.0, deadline - time.monotonic()))
+                except TimeoutError:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    await proc.wait()
+            self.procs.pop(name, None)
+            self.ps.pop(name, None)
+            self.writers.pop(name, None)
+        self.up.put({"op": "reaped", "ws": names})
+
+    def ledgers(self, remote: str) -> None:
+        """The step's ledger files, compressed (sparse bitmaps: trailing zeros dropped)."""
+        local = self.dirs.pop(remote, None)
+        files: dict[str, bytes] = {}
+        if local is not None:
+            for name in os.listdir(local):
+                with open(os.path.join(local, name), "rb") as f:
+                    files[name] = zlib.compress(f.read().rstrip(b"\0"))
+            shutil.rmtree(local, ignore_errors=True)
+        self.up.put({"op": "ledgers", "dir": remote, "files": files})
+
+    def cpu(self) -> None:
+        out = {}
+        for name, ps in list(self.ps.items()):
+            try:
+                out[name] = (ps.cpu_percent(None), ps.memory_info().rss)
+            except psutil.Error:
+                continue
+        # the whole host too, in % of one core like every CPU figure: what else ran there
+        busy = psutil.cpu_percent(None) * (psutil.cpu_count() or 1)
+        self.up.put({"op": "cpu", "v": out, "host": busy, "cpus": psutil.cpu_count()})
+
+    async def close(self) -> None:
+        await self.reap(list(self.procs), 0.0)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+async def _serve(host: str, down: Any, up: queue.Queue[dict[str, Any] | None]) -> str:
+    h = _Host(up)
+    server = await asyncio.start_server(h.on_connect, "127.0.0.1", 0)
+    h.port = server.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    heard = loop.time()
+    next_cpu = loop.time() + 1
+    up.put({"op": "hello", "host": host, "pid": os.getpid()})
+    try:
+        while True:
+            # the Dask queue's blocking get, in a thread: the loop keeps relaying meanwhile
+            batch = await loop.run_in_executor(None, lambda: down.get(batch=True))
+            for order in batch:
+                heard = loop.time()
+                op = order["op"]
+                if op == "spawn":
+                    await h.spawn(order["specs"])
+                elif op == "send":
+                    await h.send(order["w"], order["m"])
+                elif op == "reap":
+                    await h.reap(order["ws"], order["grace"])
+                elif op == "ledgers":
+                    h.ledgers(order["dir"])
+                elif op == "stop":
+                    return "stopped by the controller"
+            if loop.time() - heard > SILENCE:
+                return f"no word from the controller for {SILENCE:g}s"
+            if loop.time() >= next_cpu:
+                h.cpu()
+                next_cpu += 1
+            if not batch:
+                await asyncio.sleep(_POLL)
+    finally:
+        server.close()
+        await h.close()
+
+
+def supervise(run_id: str, host: str) -> str:
+    """The Dask task: keep this host's workers until the controller says stop or goes silent.
+
+    Returns why it ended. Submitted pinned to one named worker, which must not retry it
+    elsewhere (``allowed-failures = 0``): a host's slice never silently runs twice.
+    """
+    from distributed import Queue, get_client
+
+    client = get_client()
+    down_name, up_name = queue_names(run_id, host)
+    down = Queue(down_name, client=client)  # type: ignore[no-untyped-call]
+    up_dask = Queue(up_name, client=client)  # type: ignore[no-untyped-call]
+    up: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def pump() -> None:  # one thread puts in order what the loop produced
+        while (item := up.get()) is not None:
+            up_dask.put(item)  # type: ignore[no-untyped-call]
+
+    pumper = threading.Thread(target=pump, name="mqlab-up", daemon=True)
+    pumper.start()
+    try:
+        return asyncio.run(_serve(host, down, up))
+    finally:
+        up.put(None)
+        pumper.join(5)
