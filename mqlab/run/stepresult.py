@@ -237,11 +237,22 @@ def build(o: Outcome) -> dict[str, Any]:
         if o.faults:
             record["faults"] = verdict.per_event(
                 list(o.phases), o.first_s, seconds, completions, record["series"]["errors"],
-                record, step.driver.options_dict,
+                record, step.driver.options_dict, _declares_at_most_once(step.driver.plugin),
             )  # fmt: skip
     elif o.events:  # a running step: the live view marks what happened so far
         record["events"] = list(o.events)
     return record
+
+
+def _declares_at_most_once(plugin: str) -> bool:
+    """Whether ``plugin`` declares at-most-once: only then does ``retry = 0`` promise it."""
+    from mqlab import registry
+    from mqlab.errors import PluginError
+
+    try:
+        return registry.get(plugin).cls.features.at_most_once
+    except PluginError:
+        return False
 
 
 def load_label(concurrency: int | None, rate: float | None) -> str:
