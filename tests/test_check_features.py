@@ -16,11 +16,11 @@ from typing import ClassVar
 import pytest
 
 from mqlab import registry
-from mqlab.check import check_profile
-from mqlab.cli import main
+from mqlab.config.check import check_profile
+from mqlab.config.profile import parse_profile
+from mqlab.console.cli import main
 from mqlab.errors import ProfileError
 from mqlab.faults.verdict import promise
-from mqlab.profile import parse_profile
 from mqlab.registry import LoadedPlugin
 from mqlab.transport import Features, Handler, Option, Target, Transport
 
