@@ -24,7 +24,9 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
 # free ports; the system services Debian starts on install are stopped below, never used)
 # gcc, pkg-config, libssl-dev, libsasl2-dev, python3-dev: python-qpid-proton builds from source;
 # libsasl2-modules: the PLAIN mechanism the amqp1 driver always asks for
-packages=(rabbitmq-server redis-server nats-server mosquitto gcc pkg-config libssl-dev libsasl2-dev libsasl2-modules python3-dev python3-venv)
+# iproute2, nftables: the `loss` fault runs a step's workers in a network namespace whose veth
+# link drops packets at random (nft numgen); no tc netem needed
+packages=(rabbitmq-server redis-server nats-server mosquitto gcc pkg-config libssl-dev libsasl2-dev libsasl2-modules python3-dev python3-venv iproute2 nftables)
 # chromium (test only): the suite opens `mqlab report`'s HTML in it, headless, to check that
 # every chart draws (Debian's package; on Ubuntu it is a snap, which CI containers cannot run)
 # tmux (test only): the live monitor's tests run `mqlab run` in a tmux pane and press keys

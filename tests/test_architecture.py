@@ -28,6 +28,7 @@ ORDER = (
     "mqlab.terminal",
     "mqlab.eventloop",
     "mqlab.finder",
+    "mqlab.netns",
     "mqlab.sdk",
     "mqlab.registry",
     "mqlab.redact",

@@ -1,8 +1,9 @@
 """The TCP fault proxy: one process between a step's workers and one broker node.
 
-Run as ``python -m mqlab.faults.proxy HOST PORT``: it listens on a free loopback
-port, prints ``{"port": N}`` on stdout, forwards every connection to HOST:PORT,
-and takes one JSON command per line on stdin, answering one line each:
+Run as ``python -m mqlab.faults.proxy HOST PORT [LISTEN]``: it listens on a free port
+of LISTEN (the loopback address unless given: a lossy step's workers reach it from their
+network namespace at its root address), prints ``{"port": N}`` on stdout, forwards every
+connection to HOST:PORT, and takes one JSON command per line on stdin, answering one line each:
 
 - ``{"action": "delay", "ms": 200, "jitter_ms": 20}``: every chunk, both ways,
   is held ms ± jitter (uniform) before it is forwarded, in order;
@@ -16,7 +17,8 @@ and takes one JSON command per line on stdin, answering one line each:
 - ``{"action": "restore"}``: no delay, no limit, no cut; held data flows on.
 
 It is its own process so that its CPU is measured apart from the controller's
-and the workers'. It has no notion of packets: packet loss needs ``tc netem``.
+and the workers'. It has no notion of packets: packet loss is made on the link to it
+(:mod:`mqlab.netns`), not here.
 """
 
 from __future__ import annotations
@@ -131,9 +133,9 @@ def _reset(writer: asyncio.StreamWriter) -> None:
     writer.transport.abort()
 
 
-async def main(host: str, port: int) -> None:
+async def main(host: str, port: int, listen: str = "127.0.0.1") -> None:
     proxy = Proxy(host, port)
-    server = await asyncio.start_server(proxy.serve, "127.0.0.1", 0)
+    server = await asyncio.start_server(proxy.serve, listen, 0)
     print(json.dumps({"port": server.sockets[0].getsockname()[1]}), flush=True)
     loop = asyncio.get_running_loop()
     stdin = asyncio.StreamReader()
@@ -149,4 +151,4 @@ async def main(host: str, port: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:4]))

@@ -165,6 +165,7 @@ class Runner:
             except StepFailed:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
+            self.pool.netns = self._faults.netns  # a lossy step's workers: on their own link
         lay = layout(
             step, urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp, placement=placement,
@@ -225,6 +226,7 @@ class Runner:
         finally:
             await self._losses.stop()
             shutil.rmtree(tmp, ignore_errors=True)
+            self.pool.netns = None
             if self._faults is not None:
                 await self._faults.close()
             if bsteps is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,9 @@ class Outcome:
     phases: tuple[dict[str, Any], ...] = ()  # name, start_s, end_s: the window cut at events
     update: str = ""  # a rolling update's summary, e.g. "kombu -> pika, 2 servers then ..."
     faults: bool = False  # the events are fault events: figures and a verdict per event
+    #: a lossy step's link: the workers' TCP counters over the window (segments out,
+    #: retransmitted, retransmission timeouts), from their own network namespace
+    link: Mapping[str, int] | None = None
 
 
 def throughput(per_second: list[int], first: int, seconds: int) -> dict[str, Any]:
@@ -223,6 +227,8 @@ def build(o: Outcome) -> dict[str, Any]:
         },
     }
     record.update(o.broker or {})
+    if o.link:
+        record["link"] = dict(o.link)
     if step.roles is not None:
         record["roles"] = step.roles
     if o.phases:

@@ -81,6 +81,9 @@ class WorkerPool:
         self._workers: dict[str, Worker] = {}
         self._server: asyncio.Server | None = None
         self._port = 0
+        #: the network namespace new workers' drivers run in (None: this one); set by the
+        #: runner for a step whose link loses packets
+        self.netns: str | None = None
 
     async def open(self) -> None:
         self._server = await asyncio.start_server(self._on_connect, "127.0.0.1", 0)
@@ -149,6 +152,7 @@ class WorkerPool:
                 w.proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "mqlab.worker.process",
                     "--control", f"127.0.0.1:{self._port}", "--name", spec.worker,
+                    *(("--netns", self.netns) if self.netns else ()),
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                     stderr=err, start_new_session=True,
                 )  # fmt: skip

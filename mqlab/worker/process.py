@@ -13,10 +13,11 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import socket
 import sys
 from typing import Any
 
-from mqlab import registry
+from mqlab import netns, registry
 from mqlab.codec import Codec
 from mqlab.config.plan import ClientRole, ServerRole, WorkerSpec
 from mqlab.config.sizes import SizeSampler, SizeSpec
@@ -102,8 +103,11 @@ def _client_targets(spec: WorkerSpec, role: ClientRole) -> list[Target]:
     ]
 
 
-async def serve(host: str, port: int, name: str) -> int:
-    reader, writer = await asyncio.open_connection(host, port)
+async def serve(host: str, port: int, name: str, sock: socket.socket | None = None) -> int:
+    if sock is not None:  # connected before the worker moved into its network namespace
+        reader, writer = await asyncio.open_connection(sock=sock)
+    else:
+        reader, writer = await asyncio.open_connection(host, port)
     await protocol.send(writer, {"type": "hello", "worker": name, "pid": os.getpid()})
     spec = spec_from_dict((await protocol.recv(reader))["spec"])
     rec = Recorder(spec.ledger_dir, spec.worker)
@@ -215,10 +219,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mqlab-worker", description="mqlab worker process")
     parser.add_argument("--control", required=True, help="controller HOST:PORT")
     parser.add_argument("--name", required=True)
+    parser.add_argument("--netns", help="network namespace the driver's traffic runs in")
     args = parser.parse_args(argv)
     host, _, port = args.control.rpartition(":")
+    sock = None
+    if args.netns:
+        # the control channel stays on this namespace's loopback; everything the driver
+        # opens from here on (its sockets, its threads) lives in the step's namespace
+        sock = socket.create_connection((host, int(port)))
+        try:
+            netns.enter(args.netns)
+        except MqlabError as exc:
+            print(f"mqlab worker: {exc}", file=sys.stderr)
+            return 1
     try:
-        return run(lambda: serve(host, int(port), args.name))
+        return run(lambda: serve(host, int(port), args.name, sock))
     except KeyboardInterrupt:
         return 130
 
