@@ -147,7 +147,16 @@ async def main(host: str, port: int, listen: str = "127.0.0.1") -> None:
             except (ValueError, TypeError) as exc:
                 answer = f"error: {exc}"
             print(answer, flush=True)
-    # stdin closed: the controller is gone or done; so is the proxy
+        # stdin closed: the controller is gone or done; so is the proxy. Connections still
+        # open (a peer's FIN lost on a lossy link, not yet retransmitted) are closed here, so
+        # their tasks end before asyncio.run would cancel them and log each cancellation
+        for link in list(proxy.links):
+            for w in link:
+                w.transport.abort()
+        for _ in range(10):
+            if not proxy.links:
+                break
+            await asyncio.sleep(0.01)
 
 
 if __name__ == "__main__":
