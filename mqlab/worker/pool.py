@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,10 @@ class Worker:
     gone: bool = False  # its control connection closed
     old_closed: bool = False  # a dual-listening server closed its old driver's transport
     cpu: list[float] = field(default_factory=list)
+    #: (monotonic s, user s, system s) of the process at its first and last sample in the
+    #: window: its real, user and sys time over the window, from its own counters
+    times_first: tuple[float, float, float] | None = None
+    times_last: tuple[float, float, float] | None = None
     peak_rss: int = 0
     rss: int = 0  # at the last sample
     ps: psutil.Process | None = None
@@ -212,9 +217,14 @@ class WorkerPool:
                 continue
             try:
                 cpu = w.ps.cpu_percent(None)
+                times = w.ps.cpu_times() if measuring else None
                 w.rss = w.ps.memory_info().rss
                 w.peak_rss = max(w.peak_rss, w.rss)
             except psutil.Error:
                 continue
             if measuring:
                 w.cpu.append(cpu)
+            if times is not None:
+                w.times_last = (time.monotonic(), times.user, times.system)
+                if w.times_first is None:
+                    w.times_first = w.times_last
