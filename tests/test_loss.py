@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,3 +140,25 @@ def test_5_percent_loss_retransmits_grows_a_tail_and_loses_nothing(
     # a dropped segment waits for its retransmission: a tail the calm step does not have
     assert lossy["latency"]["round_trip"]["max"] > 2 * calm["latency"]["round_trip"]["p99"]
     assert _ours() == []
+
+
+def test_the_proxy_exits_quietly_with_connections_still_open() -> None:
+    # a lossy link can leave a connection open when the proxy is told to go (a FIN lost,
+    # not yet retransmitted); a cut holds new ones: neither may print a traceback
+    upstream = socket.create_server(("127.0.0.1", 0))
+    port = upstream.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mqlab.faults.proxy", "127.0.0.1", str(port)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    listen = json.loads(proc.stdout.readline())["port"]
+    open_one = socket.create_connection(("127.0.0.1", listen), 3)
+    upstream.accept()
+    proc.stdin.write('{"action": "delay", "ms": 500}\n{"action": "cut"}\n')
+    proc.stdin.flush()
+    proc.stdout.readline(), proc.stdout.readline()
+    held = socket.create_connection(("127.0.0.1", listen), 3)
+    _, err = proc.communicate("", timeout=10)  # stdin closed: the proxy exits
+    open_one.close(), held.close(), upstream.close()
+    assert proc.returncode == 0 and "Traceback" not in err, err

@@ -55,6 +55,15 @@ class Proxy:
         self.links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
 
     async def serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            await self._serve(client_r, client_w)
+        except asyncio.CancelledError:
+            # the proxy is exiting with this connection open (held by a cut or a delay, or
+            # a FIN lost on a lossy link): end quietly, as Python 3.11's stream callback
+            # would log a cancelled handler's CancelledError with a traceback
+            _reset(client_w)
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         await self.flowing.wait()  # a connection made during a cut is held, unanswered
         try:
             up_r, up_w = await asyncio.open_connection(*self.upstream)
@@ -147,16 +156,7 @@ async def main(host: str, port: int, listen: str = "127.0.0.1") -> None:
             except (ValueError, TypeError) as exc:
                 answer = f"error: {exc}"
             print(answer, flush=True)
-        # stdin closed: the controller is gone or done; so is the proxy. Connections still
-        # open (a peer's FIN lost on a lossy link, not yet retransmitted) are closed here, so
-        # their tasks end before asyncio.run would cancel them and log each cancellation
-        for link in list(proxy.links):
-            for w in link:
-                w.transport.abort()
-        for _ in range(10):
-            if not proxy.links:
-                break
-            await asyncio.sleep(0.01)
+    # stdin closed: the controller is gone or done; so is the proxy
 
 
 if __name__ == "__main__":
