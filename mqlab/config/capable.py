@@ -59,6 +59,11 @@ def check_events(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> None:
                         "server: limit the scenario to drivers with one (drivers = [...])",
                     )  # fmt: skip
             else:
+                if sc.consumers:
+                    raise ProfileError(
+                        path, f"{where}.action", f"{ev.action} names a server worker, and "
+                        "consumers = N shares servers among processes; remove consumers",
+                    )  # fmt: skip
                 if sc.servers < ev.server:
                     raise ProfileError(
                         path, f"{where}.server", f"server {ev.server}, but the scenario has "

@@ -377,6 +377,7 @@ class Runner:
             servers=figs_s,
             first_s=math.ceil(run.warmup),
             window_s=window_s,
+            window_start_ns=start_ns,
             interrupted=interrupted,
             unique=unique,
             cross_duplicates=cross,

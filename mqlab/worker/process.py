@@ -70,12 +70,16 @@ async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = Fal
     # and what happened to its connections is an event on the step's timeline
     transport.on_notice = lambda kind, cause, conn: rec.spontaneous.add(kind, cause, conn)
     await transport.start()
+    topics = {srv.topic for srv in spec.servers}
+    if len(topics) == 1:
+        rec.only_topic = next(iter(topics))
     try:
         for srv in spec.servers:
             target = Target(
                 spec.exchange, srv.topic, srv.name, False, spec.durable, queue_type=spec.queue_type
             )
-            handler = server_handler(codec, rec, srv.group, spec.pattern == "call")
+            many = srv.topic if len(topics) > 1 else ""
+            handler = server_handler(codec, rec, srv.group, spec.pattern == "call", many)
             if spec.pattern == "notify":
                 await transport.serve_notifications(target, srv.pool, handler)
             else:
@@ -150,7 +154,7 @@ async def serve(host: str, port: int, name: str, sock: socket.socket | None = No
         async with asyncio.TaskGroup() as tg:
             runs = [
                 tg.create_task(
-                    load.closed_loop(role.concurrency, msg["start"], msg["window_end"])
+                    load.closed_loop(role.concurrency, msg["start"], msg["window_end"], role.batch)
                     if role.concurrency
                     else load.open_loop(role.rate, msg["start"], msg["window_end"])
                 )
