@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mqlab.config.plan import make_plan, layout
+from mqlab.config.plan import layout, make_plan
 from mqlab.config.profile import load_profile
 from mqlab.errors import ProfileError
 
