@@ -157,8 +157,10 @@ def test_the_proxy_exits_quietly_with_connections_still_open() -> None:
     upstream.accept()
     proc.stdin.write('{"action": "delay", "ms": 500}\n{"action": "cut"}\n')
     proc.stdin.flush()
-    proc.stdout.readline(), proc.stdout.readline()
+    for _ in range(2):
+        assert proc.stdout.readline().startswith("ok")
     held = socket.create_connection(("127.0.0.1", listen), 3)
     _, err = proc.communicate("", timeout=10)  # stdin closed: the proxy exits
-    open_one.close(), held.close(), upstream.close()
+    for sock in (open_one, held, upstream):
+        sock.close()
     assert proc.returncode == 0 and "Traceback" not in err, err
