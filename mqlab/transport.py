@@ -292,6 +292,10 @@ class Transport(abc.ABC):
 
     #: wire family; drivers of one family interoperate (e.g. ``amqp091-oslo``)
     wire: ClassVar[str] = "unknown"
+    #: the driver whose semantics this plugin rebuilds, when it is mqlab's rebuild and not
+    #: that driver's own code ("oslo.messaging's kombu (rabbit) driver"); every table of
+    #: results says so beside the figures
+    rebuild_of: ClassVar[str] = ""
     features: ClassVar[Features] = Features()
     #: the schema of the options this plugin accepts beyond ``plugin``
     option_specs: ClassVar[Mapping[str, Option]] = {}

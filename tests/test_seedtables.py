@@ -73,3 +73,16 @@ def test_top_rows_take_each_pattern_s_best_step_and_skip_interrupted_ones() -> N
         step("notify", 5, 42.0),
     ])  # fmt: skip
     assert rows == [["d", "300 (c=50, call)", "-", "42 (c=5, notify)"]]
+
+
+def test_every_table_s_footer_names_a_rebuild_as_one() -> None:
+    from mqlab import registry
+    from mqlab.live.tables import environment_line
+    from mqlab.results.environment import gather
+
+    env = gather(registry.discover(), None, {"kombu", "pika", "oslo"})
+    assert "rebuild_of" in env["plugins"]["kombu"] and "rebuild_of" in env["plugins"]["pika"]
+    assert "rebuild_of" not in env["plugins"]["oslo"]  # oslo.messaging's own code
+    line = environment_line(env)
+    assert "plugin kombu is mqlab's rebuild of oslo.messaging's kombu (rabbit) driver" in line
+    assert "plugin pika is mqlab's rebuild of oslo.messaging's pika driver" in line
