@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -164,3 +165,32 @@ def test_the_proxy_exits_quietly_with_connections_still_open() -> None:
     for sock in (open_one, held, upstream):
         sock.close()
     assert proc.returncode == 0 and "Traceback" not in err, err
+
+
+def test_a_delayed_link_keeps_a_window_in_flight_not_one_read_per_delay() -> None:
+    # seed 004's stress beside a 200 ms WAN: 1,000 notifications/s of 2.5 KB cross the
+    # proxy; one read per delay (64 KiB per 300 ms here) would need 10 s for these 2 MiB
+    upstream = socket.create_server(("127.0.0.1", 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mqlab.faults.proxy", "127.0.0.1", str(upstream.getsockname()[1])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    listen = json.loads(proc.stdout.readline())["port"]
+    proc.stdin.write('{"action": "delay", "ms": 300}\n')
+    proc.stdin.flush()
+    assert proc.stdout.readline().startswith("ok")
+    sender = socket.create_connection(("127.0.0.1", listen), 3)
+    receiver, _ = upstream.accept()
+    total = 2 * 2**20
+    started = time.monotonic()
+    threading.Thread(target=sender.sendall, args=(b"x" * total,), daemon=True).start()
+    got = 0
+    receiver.settimeout(15)
+    while got < total:
+        got += len(receiver.recv(2**20))
+    took = time.monotonic() - started
+    proc.communicate("", timeout=10)
+    for sock in (sender, receiver, upstream):
+        sock.close()
+    assert 0.3 <= took < 3.0, f"2 MiB through a 300 ms delay took {took:.1f} s"

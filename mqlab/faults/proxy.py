@@ -6,7 +6,8 @@ network namespace at its root address), prints ``{"port": N}`` on stdout, forwar
 connection to HOST:PORT, and takes one JSON command per line on stdin, answering one line each:
 
 - ``{"action": "delay", "ms": 200, "jitter_ms": 20}``: every chunk, both ways,
-  is held ms ± jitter (uniform) before it is forwarded, in order;
+  is held ms ± jitter (uniform) before it is forwarded, in order; up to 64 chunks
+  (4 MiB) per direction are in flight at once, as on a long TCP link;
 - ``{"action": "bandwidth", "kbps": 512}``: each direction of each connection
   forwards at most that many kbit/s;
 - ``{"action": "cut"}``: nothing is forwarded, either way, and new connections
@@ -34,6 +35,9 @@ import time
 from dataclasses import dataclass
 
 _CHUNK = 65536
+#: chunks one direction holds while their delay runs: up to 4 MiB in flight, about what
+#: Linux lets a TCP connection have unacknowledged on a long link
+_IN_FLIGHT = 64
 #: a bandwidth limit forwards this much at a time (about three full Ethernet frames)
 _SLICE = 4096
 
@@ -85,21 +89,41 @@ class Proxy:
                     w.close()
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One direction: read, hold as the shaping says, write; in order."""
+        """One direction, in order: chunks are read as they come and each is written once
+        its delay is over, so a delayed link still carries a window of data in flight (as
+        TCP does on a long link) instead of one read per delay."""
+        chunks: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue(_IN_FLIGHT)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._read(reader, chunks))
+            tg.create_task(self._write(writer, chunks))
+
+    async def _read(
+        self, reader: asyncio.StreamReader, chunks: asyncio.Queue[tuple[float, bytes] | None]
+    ) -> None:
         due = 0.0
         while True:
             await self.flowing.wait()  # while cut: not read, so the sender's buffers fill
             data = await reader.read(_CHUNK)
             if not data:
-                with contextlib.suppress(OSError, RuntimeError):
-                    writer.write_eof()
+                await chunks.put(None)
                 return
             s = self.shape
+            hold = 0.0
             if s.delay_s or s.jitter_s:
                 hold = max(0.0, s.delay_s + random.uniform(-s.jitter_s, s.jitter_s))
-                due = max(due, time.monotonic() + hold)  # never reorder the stream
-                await asyncio.sleep(due - time.monotonic())
+            due = max(due, time.monotonic() + hold)  # never reorder the stream
+            await chunks.put((due, data))  # full: the window is in flight, stop reading
+
+    async def _write(
+        self, writer: asyncio.StreamWriter, chunks: asyncio.Queue[tuple[float, bytes] | None]
+    ) -> None:
+        while (item := await chunks.get()) is not None:
+            due, data = item
+            wait = due - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
             await self.flowing.wait()  # a cut during the hold holds this chunk too
+            s = self.shape
             if not s.bytes_per_s:
                 writer.write(data)
                 await writer.drain()
@@ -109,6 +133,8 @@ class Proxy:
                 await asyncio.sleep(len(piece) / s.bytes_per_s)
                 writer.write(piece)
                 await writer.drain()
+        with contextlib.suppress(OSError, RuntimeError):
+            writer.write_eof()
 
     def command(self, cmd: dict[str, object]) -> str:
         action = cmd.get("action")
