@@ -330,7 +330,10 @@ class Runner:
                     await self._bg.send({"type": "stop"}, clients_only=True)
                 break
             if now >= next_cpu:
-                self._sample_cpu(workers, now > window_start)
+                # the window's first tick primes the samples (the one before the warm-up
+                # would put the warm-up into the first second's share): each sample after
+                # it covers one second of the window, as docs/results.md says
+                self._sample_cpu(workers, next_cpu > window_start)
                 next_cpu += _NS
             await asyncio.sleep(max(0.0, min(_TICK, (min(next_cpu, window_end) - now) / 1e9)))
             phase = "warm-up" if time.monotonic_ns() < window_start else "measuring"

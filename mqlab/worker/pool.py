@@ -217,14 +217,16 @@ class WorkerPool:
                 continue
             try:
                 cpu = w.ps.cpu_percent(None)
-                times = w.ps.cpu_times() if measuring else None
+                times = w.ps.cpu_times()
                 w.rss = w.ps.memory_info().rss
                 w.peak_rss = max(w.peak_rss, w.rss)
             except psutil.Error:
                 continue
-            if measuring:
-                w.cpu.append(cpu)
-            if times is not None:
-                w.times_last = (time.monotonic(), times.user, times.system)
-                if w.times_first is None:
-                    w.times_first = w.times_last
+            now = (time.monotonic(), times.user, times.system)
+            if not measuring:  # a primer: the window's times start here
+                w.times_first, w.times_last = now, None
+                continue
+            w.cpu.append(cpu)
+            w.times_last = now
+            if w.times_first is None:  # started mid-window (a rolling update's successor)
+                w.times_first = now
