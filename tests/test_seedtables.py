@@ -36,6 +36,7 @@ def test_user_and_sys_seconds_appear_per_worker_and_add_up_to_its_cpu(tmp_path: 
     proc = mqlab("run", str(write_profile(tmp_path / "p.toml", PROFILE)), "--quiet",
                  "-o", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    assert "clients user s" in proc.stdout  # the run ends with the times table too
     steps = json.loads(out.read_text())["steps"]
     for s in steps:
         workers = s["cpu"]["workers"]
