@@ -27,6 +27,17 @@ RECOVER_SHARE = 0.9
 RECOVER_SECONDS = 3
 
 
+def declares_at_most_once(plugin: str) -> bool:
+    """Whether ``plugin`` declares at-most-once: only then does ``retry = 0`` promise it."""
+    from mqlab import registry
+    from mqlab.errors import PluginError
+
+    try:
+        return registry.get(plugin).cls.features.at_most_once
+    except PluginError:
+        return False
+
+
 def promise(options: dict[str, Any], at_most_once: bool = True) -> tuple[str, str] | None:
     """(what must stay 0, the promise in words) from the driver's ``retry``; None: none stated.
 

@@ -261,7 +261,7 @@ def build(o: Outcome) -> dict[str, Any]:
         if o.faults:
             record["faults"] = verdict.per_event(
                 list(o.phases), o.first_s, seconds, completions, record["series"]["errors"],
-                record, step.driver.options_dict, _declares_at_most_once(step.driver.plugin),
+                record, step.driver.options_dict, verdict.declares_at_most_once(step.driver.plugin),
             )  # fmt: skip
     elif o.events:  # a running step: the live view marks what happened so far
         record["events"] = list(o.events)
@@ -290,17 +290,6 @@ def per_queue(
         out["first_done_s"] = round(min(done), 3)
         out["last_done_s"] = round(max(done), 3)
     return out
-
-
-def _declares_at_most_once(plugin: str) -> bool:
-    """Whether ``plugin`` declares at-most-once: only then does ``retry = 0`` promise it."""
-    from mqlab import registry
-    from mqlab.errors import PluginError
-
-    try:
-        return registry.get(plugin).cls.features.at_most_once
-    except PluginError:
-        return False
 
 
 def load_label(concurrency: int | None, rate: float | None) -> str:
