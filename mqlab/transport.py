@@ -165,6 +165,20 @@ class Features:
     def needs_server(self) -> bool:
         return self.server is not None
 
+    def declares(self, feature: str) -> bool:
+        """True if the plugin declares ``feature`` (a boolean field of this class)."""
+        return feature in FEATURES and bool(getattr(self, feature))
+
+
+#: the features an option or a profile field can ask for, and what each promises
+FEATURES = {
+    "at_most_once": "pure at-most-once delivery",
+    "mandatory": "failing fast when nobody listens",
+    "durable": "durable queues and messages",
+    "fanout": "fanout casts",
+    "queue_types": "mirrored and quorum queues",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Option:
@@ -172,6 +186,10 @@ class Option:
 
     ``minimum``/``maximum`` bound a number (inclusive); ``choices`` lists the
     values allowed; ``allow_none`` lets ``None`` through whatever the bounds.
+    ``feature`` names the :class:`Features` field that the values in ``needs``
+    ask for (``retry = 0`` asks for ``at_most_once``): the core refuses such a
+    value when the plugin does not declare that feature, so a run never claims a
+    property its driver does not have.
     """
 
     types: tuple[type, ...]
@@ -181,6 +199,17 @@ class Option:
     allow_none: bool = False
     minimum: float | None = None
     maximum: float | None = None
+    feature: str = ""
+    #: the values that ask for ``feature``, or a test of the value (``bool``: any non-empty)
+    needs: tuple[Any, ...] | Callable[[Any], bool] = ()
+
+    def asks(self, value: Any) -> str:
+        """The feature ``value`` asks for ("" for none)."""
+        if callable(self.needs):
+            return self.feature if self.needs(value) else ""
+        # bool == int in Python: True must not match a needs of 1, nor 0 match False
+        hit = any(value == v and type(value) is type(v) for v in self.needs)
+        return self.feature if hit else ""
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with ``value`` for this option, or None."""
@@ -263,6 +292,10 @@ class Transport(abc.ABC):
 
     #: wire family; drivers of one family interoperate (e.g. ``amqp091-oslo``)
     wire: ClassVar[str] = "unknown"
+    #: the driver whose semantics this plugin rebuilds, when it is mqlab's rebuild and not
+    #: that driver's own code ("oslo.messaging's kombu (rabbit) driver"); every table of
+    #: results says so beside the figures
+    rebuild_of: ClassVar[str] = ""
     features: ClassVar[Features] = Features()
     #: the schema of the options this plugin accepts beyond ``plugin``
     option_specs: ClassVar[Mapping[str, Option]] = {}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mqlab import netns
 from mqlab.config.profile import parse_profile
 from mqlab.console.cli import main
 from mqlab.faults import verdict
@@ -63,10 +64,12 @@ REFUSED = {
         "scenario[0].event[0].node",
         "3 node(s)",
     ),
-    "loss without netem": (
-        MANAGED + KOMBU + CAST + '[[scenario.event]]\nat = "5s"\naction = "loss"\npercent = 5\n',
+    "loss on a brokerless driver": (
+        '[drivers.zmq]\nplugin = "zmq"\n'
+        + CAST
+        + '[[scenario.event]]\nat = "5s"\naction = "loss"\npercent = 5\n',
         "scenario[0].event[0].action",
-        "loss needs tc netem",
+        "sits between workers and a server",
     ),
     "outside the window": (
         MANAGED + KOMBU + CAST + '[[scenario.event]]\nat = "20s"\naction = "kill_server"\n',
@@ -137,6 +140,18 @@ def test_a_profile_with_events_the_broker_can_perform_validates(
     )
     code, err = _validate(tmp_path, text, capsys)
     assert code == 0, err
+
+
+def test_loss_on_a_host_without_nftables_is_refused_naming_the_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(netns, "missing", lambda: "the nft command (apt-get install nftables)")
+    text = MANAGED + KOMBU + CAST + '[[scenario.event]]\nat = "5s"\naction = "loss"\npercent = 5\n'
+    code, err = _validate(tmp_path, text, capsys)
+    assert code == 2 and "scenario[0].event[0].action" in err and "apt-get install nftables" in err
+    monkeypatch.undo()
+    code, err = _validate(tmp_path, text, capsys)
+    assert code == 0, err  # this machine has root, ip and nft (scripts/setup.sh installs nft)
 
 
 def _record(lost: int, duplicates: int) -> dict[str, object]:

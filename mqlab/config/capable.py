@@ -1,41 +1,25 @@
 """What a profile's events ask of this host and broker, refused before anything starts.
 
 Node actions need a managed RabbitMQ (mqlab starts, stops and kills its nodes by
-PID); ``loss`` needs ``tc netem`` (root and the kernel module), which the fault
-proxy cannot imitate (it sees a byte stream, not packets); worker actions need
+PID); ``loss`` needs root, ``ip`` and ``nft`` (:mod:`mqlab.netns`: the workers
+run in a network namespace whose link drops packets, which the fault proxy cannot
+imitate, seeing a byte stream, not packets); worker actions need
 server workers of their own. Each refusal is one line naming the field and what
 is missing.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mqlab import netns
 from mqlab.config.events import node_index
 from mqlab.errors import ProfileError
 
 if TYPE_CHECKING:
     from mqlab.config.profile import Profile
     from mqlab.registry import LoadedPlugin
-
-
-def netem_missing() -> str:
-    """ "" when ``tc netem`` could run here, else what is missing (one phrase)."""
-    if shutil.which("tc") is None:
-        return "the tc command (iproute2)"
-    if os.geteuid() != 0:
-        return "root (tc netem changes a network namespace's qdisc)"
-    release = os.uname().release
-    modules = Path("/proc/modules")
-    loaded = modules.exists() and "sch_netem" in modules.read_text()
-    found = any(Path(f"/lib/modules/{release}/kernel/net/sched").glob("sch_netem.ko*"))
-    if not (loaded or found):
-        return f"the sch_netem kernel module (not in /lib/modules/{release})"
-    return ""
 
 
 def check_events(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> None:
@@ -63,11 +47,11 @@ def check_events(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> None:
                         f"{profile.broker.nodes} node(s); raise [broker] nodes",
                     )  # fmt: skip
             elif ev.kind == "link":
-                if ev.action == "loss":
-                    missing = netem_missing() or "mqlab's netem path (not built yet)"
+                lacking = netns.missing() if ev.action == "loss" else ""
+                if lacking:
                     raise ProfileError(
-                        path, f"{where}.action", f"loss needs tc netem, and this host lacks "
-                        f"{missing}; the fault proxy does delay, bandwidth, cut, reset",
+                        path, f"{where}.action", f"loss runs the workers in a network "
+                        f"namespace and drops packets with nftables, and needs {lacking}",
                     )  # fmt: skip
                 if any(plugins[d.name].cls.features.server is None for d in drivers):
                     raise ProfileError(
@@ -75,6 +59,11 @@ def check_events(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> None:
                         "server: limit the scenario to drivers with one (drivers = [...])",
                     )  # fmt: skip
             else:
+                if sc.consumers:
+                    raise ProfileError(
+                        path, f"{where}.action", f"{ev.action} names a server worker, and "
+                        "consumers = N shares servers among processes; remove consumers",
+                    )  # fmt: skip
                 if sc.servers < ev.server:
                     raise ProfileError(
                         path, f"{where}.server", f"server {ev.server}, but the scenario has "

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from mqlab import registry
 from mqlab.config.capable import check_events
-from mqlab.config.profile import Profile, Scenario
+from mqlab.config.profile import DriverSpec, Profile, Scenario
 from mqlab.config.roles import needed_seconds
 from mqlab.errors import OptionError, PluginError, ProfileError
 from mqlab.registry import LoadedPlugin
+from mqlab.transport import FEATURES
 
 
 def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
@@ -28,6 +29,7 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
         except OptionError as exc:
             raise ProfileError(profile.path, f"{where}.{exc.option}", exc.problem) from None
         plugins[d.name] = plugin
+        _check_option_features(profile, d, plugin)
     for i, sc in enumerate(profile.scenarios):
         named = _named(sc)
         if named:
@@ -43,20 +45,56 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
                     f"driver {d.name!r} (plugin {d.plugin!r}) does not support "
                     f"{sc.pattern!r}; limit the scenario with drivers = [...]",
                 )
-            kind = dict(d.queue_types).get(sc.type_key) or getattr(sc, sc.type_key)
-            if kind != "classic" and not cls.features.queue_types:
-                raise ProfileError(
-                    profile.path,
-                    f"scenario[{i}].{sc.type_key}",
-                    f"driver {d.name!r} (plugin {d.plugin!r}) has no broker queues to make "
-                    f"{kind}; limit the scenario with drivers = [...] or leave it classic",
-                )
-            if sc.fanout and not cls.features.fanout:
-                raise ProfileError(
-                    profile.path, f"scenario[{i}].fanout", f"plugin {d.plugin!r} has no fanout"
-                )
+            _check_features(profile, i, sc, d, plugins[d.name])
     check_events(profile, plugins)
     return plugins
+
+
+def _refusal(field: str, value: object, d: DriverSpec, feature: str, fix: str) -> str:
+    """One line: the field's value asks for a feature this driver's plugin does not declare."""
+    shown = str(value).lower() if isinstance(value, bool) else repr(value)
+    return (
+        f"{field} = {shown} asks for {FEATURES[feature]}, which plugin {d.plugin!r} "
+        f"(driver {d.name!r}) does not declare (feature {feature!r}); {fix}"
+    )
+
+
+def _check_option_features(profile: Profile, d: DriverSpec, plugin: LoadedPlugin) -> None:
+    """An option value that asks for a feature (``retry = 0``: at-most-once) is refused
+    when the plugin does not declare it."""
+    features = plugin.cls.features
+    for name, value in d.options:
+        spec = plugin.cls.option_specs.get(name)
+        feature = spec.asks(value) if spec is not None else ""
+        if feature and not features.declares(feature):
+            raise ProfileError(
+                profile.path,
+                f"drivers.{d.name}.{name}",
+                _refusal(name, value, d, feature, f"remove {name} or use another plugin"),
+            )
+
+
+def _check_features(
+    profile: Profile, i: int, sc: Scenario, d: DriverSpec, plugin: LoadedPlugin
+) -> None:
+    """Every scenario field that asks for a feature, refused when ``d``'s plugin lacks it:
+    the step would run without it and its results would still say it had it."""
+    features = plugin.cls.features
+    limit = "limit the scenario with drivers = [...]"
+    kind = dict(d.queue_types).get(sc.type_key) or getattr(sc, sc.type_key)
+    asked: list[tuple[str, object, str, str]] = [
+        (sc.type_key, kind, "queue_types", f"{limit} or leave it classic"),
+        ("durable", sc.durable, "durable", f"{limit} or set durable = false"),
+        ("fanout", sc.fanout, "fanout", f"{limit} or set fanout = false"),
+    ]
+    if sc.background is not None and sc.background.durable:
+        asked.append(("background.durable", True, "durable", f"{limit} or set it false"))
+    for field, value, feature, fix in asked:
+        if value in (False, "classic") or features.declares(feature):
+            continue
+        raise ProfileError(
+            profile.path, f"scenario[{i}].{field}", _refusal(field, value, d, feature, fix)
+        )
 
 
 def _named(sc: Scenario) -> set[str]:

@@ -44,6 +44,10 @@ MAX_PROCESSES_PER_CORE = 8
 #: servers per target, targets, pools: each is a worker or a queue set up before the window
 MAX_SERVERS = 64
 MAX_TARGETS = 64
+#: targets when ``consumers`` server processes share them (seed 002: 100 queues)
+MAX_SHARED_TARGETS = 256
+#: a fixed batch's messages (each is a bit in the servers' ledgers)
+MAX_BATCH = 10_000_000
 MAX_NAME_CHARS = 64
 #: AMQP names are short strings (255 bytes); mqlab appends a run and step suffix
 MAX_TOPIC_BYTES = 128

@@ -122,6 +122,7 @@ class ClientRole:
     #: targeted sends go round robin over these (topic, server) pairs: each server
     #: only with the topic it serves, so no message goes to a server not listening
     pairs: tuple[tuple[str, str], ...] = ()
+    batch: int = 0  # messages this client sends in all, then stops (0: until the window ends)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +235,11 @@ def layout(
         n = max(1, processes)
         loads = [(0, (step.rate or 0.0) / n) for _ in range(n)]
     pairs = tuple((s.topic, s.name) for s in servers) if sc.targeted else ()
-    clients = [ClientRole(i + 1, c, r, topics, pairs) for i, (c, r) in enumerate(loads)]
+    batches = _split(sc.batch, len(loads)) if sc.batch else [0] * len(loads)
+    clients = [
+        ClientRole(i + 1, c, r, topics, pairs, b)
+        for i, ((c, r), b) in enumerate(zip(loads, batches, strict=True))
+    ]
     # a mixed step's clients run their own driver, against their own URLs
     cd = step.clients_driver
     client_common = (
@@ -249,15 +254,21 @@ def layout(
             **common,
         )
         return Layout((), (one,), groups, topics, base)
+    # one process per server, or ``consumers`` processes sharing them round robin
+    shares = (
+        [((s,), s.name) for s in servers]
+        if not sc.consumers
+        else [(tuple(servers[k :: sc.consumers]), f"k{k}") for k in range(sc.consumers)]
+    )
     server_specs = tuple(
         WorkerSpec(
-            worker=s.name,
-            servers=(s,),
+            worker=name,
+            servers=mine,
             seed=step.index * 1000 + i,
             urls=worker_urls(urls, on_servers, i),
             **common,
         )
-        for i, s in enumerate(servers)
+        for i, (mine, name) in enumerate(shares)
     )
     client_specs = tuple(
         WorkerSpec(

@@ -94,6 +94,12 @@ class Scenario:
     mirror_replicas: int | None = None
     clients_on: str = ""  # placement; empty: [broker] clients
     servers_on: str = ""  # placement; empty: [broker] servers
+    #: server worker processes sharing the step's servers x targets queues round robin
+    #: (seed 002's N consumers over M queues); 0: one process per server, as usual
+    consumers: int = 0
+    #: a closed loop's fixed batch: messages sent in all, as fast as the driver takes them,
+    #: then none (0: senders send until the window ends)
+    batch: int = 0
 
     @property
     def type_key(self) -> str:
@@ -177,7 +183,7 @@ _SCENARIO_KEYS = {
     "pattern", "concurrency", "rate", "exchange", "topic", "durable", "timeout", "servers",
     "pools", "fanout", "targeted", "targets", "drivers", "name", "rpc_queue_type",
     "notify_queue_type", "mirror_replicas", "clients_on", "servers_on", "roles", "rolling",
-    "event", "background",
+    "event", "background", "consumers", "batch",
 } | _DEFAULT_KEYS  # fmt: skip
 _TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event", "placement", "hosts"}
 
@@ -405,6 +411,23 @@ def _scenario(
             f"pools = {pools} needs at least {pools} servers per target (servers = {servers}); "
             "raise servers or lower pools",
         )
+    consumers = r.count("consumers", 0, 0, limits.MAX_SHARED_TARGETS)
+    batch = r.count("batch", 0, 0, limits.MAX_BATCH)
+    if batch and not concurrency:
+        raise r.fail("batch", "a fixed batch is sent by a closed loop: give concurrency, not rate")
+    targets = r.count("targets", 1, 1, limits.MAX_SHARED_TARGETS)
+    if targets > limits.MAX_TARGETS and not consumers:
+        raise r.fail(
+            "targets",
+            f"{targets} targets would be {targets} server processes (the limit is "
+            f"{limits.MAX_TARGETS}); add consumers = N to share them among N processes",
+        )
+    if consumers > servers * targets:
+        raise r.fail(
+            "consumers",
+            f"{consumers} consumer processes for {servers * targets} queues (servers x "
+            "targets): each needs at least one; lower consumers",
+        )
     targeted = r.boolean("targeted", False)
     if targeted and not servers:
         raise r.fail("targeted", "targeted sends need servers to target; set servers >= 1")
@@ -415,6 +438,10 @@ def _scenario(
     if (roles or rolling) and only:
         key = "roles" if roles else "rolling"
         raise r.fail("drivers", f"{key} names the drivers of this scenario; remove drivers")
+    if consumers and rolling:
+        raise r.fail(
+            "consumers", "a rolling update replaces one server per worker; remove consumers"
+        )
     background = parse_background(r)
     if background is not None and (roles or rolling):
         key = "roles" if roles else "rolling"
@@ -435,7 +462,7 @@ def _scenario(
         pools=pools,
         fanout=fanout,
         targeted=targeted,
-        targets=r.count("targets", 1, 1, limits.MAX_TARGETS),
+        targets=targets,
         serializer=codec["serializer"],
         envelope=codec["envelope"],
         message_size=codec["message_size"],
@@ -449,6 +476,8 @@ def _scenario(
         ),
         clients_on=_placement(r, "clients_on", "", nodes) if "clients_on" in r.table else "",
         servers_on=_placement(r, "servers_on", "", nodes) if "servers_on" in r.table else "",
+        consumers=consumers,
+        batch=batch,
         roles=roles,
         rolling=rolling,
         events=tuple(sorted((*parse_events(r), *everywhere), key=lambda e: e.at)),

@@ -135,7 +135,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace, doc: dict[str, Any]) -> int:
-    from mqlab.live import tables
+    from mqlab.live import seedtables, tables
 
     steps = doc.get("steps", [])
     aggregates = doc.get("aggregates", [])
@@ -144,11 +144,22 @@ def _show(args: argparse.Namespace, doc: dict[str, Any]) -> int:
     status = f"{len(steps)} step(s), {doc.get('status')}"
     repeated = "across repeats: msg/s ± 95 % CI, latency from the merged histograms"
     ceilings = any(s.get("ceiling") for s in steps)  # written by `mqlab ceiling`
+    top_title = "top throughput (each driver's best step per pattern: msg/s (load, scenario))"
+    times_title = "time in the window: real, and the processes' own user and sys seconds"
+    top, times = seedtables.top_rows(steps), seedtables.times_rows(steps)
+    if args.top:
+        if args.markdown:
+            print(f"{name}: {top_title}\n\n{seedtables.markdown(seedtables.TOP_HEADER, top)}")
+        else:
+            _console().print(seedtables.table(top_title, seedtables.TOP_HEADER, top))
+        return 0
     if args.markdown:
         from mqlab.ceiling import hook
 
         agg = f"\n\n{repeated}\n\n{tables.comparison_markdown(aggregates)}" if aggregates else ""
         agg += f"\n\n{hook.markdown(steps)}" if ceilings else ""
+        if times:
+            agg += f"\n\n{times_title}\n\n{seedtables.markdown(seedtables.TIMES_HEADER, times)}"
         print(f"{name}: {status}\n\n{tables.comparison_markdown(steps)}{agg}\n\n"
               f"Measured with {tables.environment_line(env)}.")  # fmt: skip
         return 0
@@ -158,6 +169,8 @@ def _show(args: argparse.Namespace, doc: dict[str, Any]) -> int:
         console.print(tables.comparison(steps))
     if ceilings:
         show_ceilings(console, steps)
+    if times:
+        console.print(seedtables.table(times_title, seedtables.TIMES_HEADER, times))
     if aggregates:
         console.print(tables.comparison(aggregates, title=repeated))
     console.print(f"measured with {tables.environment_line(env)}")
@@ -282,9 +295,13 @@ def build_parser() -> _Parser:
     p = command("show", help="print a results file's comparison table again",
                 description="Print the comparison table of a finished (or interrupted) "
                 "run from its results file, with the environment it was measured in; "
-                "--markdown prints a Markdown table for publishing.")  # fmt: skip
+                "--markdown prints a Markdown table for publishing; --top prints each "
+                "driver's best msg/s per pattern, as seed 001's top-throughput table.")  # fmt: skip
     p.add_argument("results", help="a results JSON file written by mqlab run")
     p.add_argument("--markdown", action="store_true", help="print Markdown instead")
+    p.add_argument(
+        "--top", action="store_true", help="only the top throughput per driver and pattern"
+    )
     p.set_defaults(func=cmd_show)
     report.add_commands(command)  # report, compare
     hosts.add_commands(command)  # hosts certs, hosts check

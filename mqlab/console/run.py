@@ -34,7 +34,7 @@ from mqlab.console.common import (
 )
 from mqlab.errors import BrokerError
 from mqlab.eventloop import run as run_loop
-from mqlab.live import tables
+from mqlab.live import seedtables, tables
 from mqlab.live.monitor import Monitor
 from mqlab.live.snapshot import RunSnapshot
 from mqlab.measure import ledger
@@ -254,6 +254,10 @@ def _run(
             stress = tables.background_table(steps)
             if stress is not None:  # what each probe's background achieved and lost
                 console.print(stress)
+            times = seedtables.times_rows(steps)
+            if times:  # seed 002's real / user / sys per step
+                title = "time in the window: real, and the processes' own user and sys seconds"
+                console.print(seedtables.table(title, seedtables.TIMES_HEADER, times))
             for s in steps:
                 if s.get("phases"):  # a rolling update or faults: phase by phase
                     console.print(tables.phase_table(s))

@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from mqlab.faults.attribution import Candidate
-from mqlab.faults.verdict import promise
+from mqlab.faults.verdict import declares_at_most_once, promise
 
 #: the verdicts, as results and tables spell them; the first two fail a step
 FAILED = ("unexplained", "broken")
@@ -159,14 +159,19 @@ def explain(
         parts.append(f"{' and '.join(w for w in what if w)} with no event: unexplained")
     if not parts:
         parts.append(f"nothing lost or duplicated{during}")
-    kept = promise(options)
+    kept = promise(options, declares_at_most_once(plugin))
     if lost_none or dups_none:
         verdict = "unexplained"
     elif kept is None:
         verdict = "no promise"
     else:
         verdict = "broken" if record[kept[0]] > 0 else "kept"
-    words = _promise_words(options) if kept is not None else "no retry set, no promise"
+    if kept is not None:
+        words = _promise_words(options)
+    elif options.get("retry") == 0:  # a plugin that does not declare at-most-once
+        words = f"retry = 0, and {plugin} does not declare at-most-once: no promise"
+    else:
+        words = "no retry set, no promise"
     note = f"{'; '.join(parts)}; {words}: {verdict}"
     out["verdict"] = {
         "verdict": verdict,

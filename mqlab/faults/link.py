@@ -2,7 +2,10 @@
 
 When a step has link events, every URL its workers would use is replaced by
 its proxy's (same scheme, credentials and path; 127.0.0.1 and the proxy's
-port), so all their traffic to that node crosses the proxy. Each proxy is its
+port), so all their traffic to that node crosses the proxy. When a step loses
+packets, its workers run in a network namespace joined to this one by a veth
+link (:mod:`mqlab.netns`), the proxies listen on this namespace's address on
+that link, and ``loss`` drops packets on it at random, both ways. Each proxy is its
 own process (:mod:`mqlab.faults.proxy`), commanded over its stdin, stopped by
 closing that (then by PID); its CPU is sampled like a worker's.
 """
@@ -22,9 +25,12 @@ import psutil
 
 from mqlab.config.events import FaultEvent, node_index
 from mqlab.errors import MqlabError
+from mqlab.netns import Network
 from mqlab.sdk.urls import host_port
 
 _ANSWER_TIMEOUT = 5.0
+#: the host (namespace) of a lossy step's network that its workers run in
+WORKERS = "workers"
 
 
 @dataclass
@@ -47,19 +53,24 @@ class ProxyProcess:
         return answer[4:] if answer.startswith("ok: ") else answer
 
 
-def via(url: str, port: int) -> str:
+def via(url: str, port: int, host: str = "127.0.0.1") -> str:
     """``url`` with its host and port replaced by the proxy's."""
     parts = urlsplit(url)
     userinfo, at, _ = parts.netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=f"{userinfo}{at}127.0.0.1:{port}"))
+    return urlunsplit(parts._replace(netloc=f"{userinfo}{at}{host}:{port}"))
 
 
 class LinkFaults:
     """The proxies of one step: started before its workers, stopped after them."""
 
-    def __init__(self, queue_node: Callable[[], Awaitable[str]]) -> None:
+    def __init__(
+        self, queue_node: Callable[[], Awaitable[str]], network: Network | None = None
+    ) -> None:
         self.queue_node = queue_node
         self.proxies: dict[str, ProxyProcess] = {}  # by upstream host:port
+        #: the workers' namespace and its link, when the step loses packets
+        self.network = network
+        self.listen = network.root_address if network is not None else "127.0.0.1"
 
     async def start(self, urls: tuple[str, ...]) -> dict[str, str]:
         """One proxy per node (distinct host:port) of ``urls``; returns URL -> proxied URL."""
@@ -69,12 +80,12 @@ class LinkFaults:
             key = f"{host}:{port}"
             if key not in self.proxies:
                 self.proxies[key] = await self._spawn(f"node{len(self.proxies) + 1}", host, port)
-            out[url] = via(url, self.proxies[key].port)
+            out[url] = via(url, self.proxies[key].port, self.listen)
         return out
 
     async def _spawn(self, node: str, host: str, port: int) -> ProxyProcess:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "mqlab.faults.proxy", host, str(port),
+            sys.executable, "-m", "mqlab.faults.proxy", host, str(port), self.listen,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
         assert proc.stdout is not None
@@ -100,6 +111,14 @@ class LinkFaults:
         return found
 
     async def fire(self, ev: FaultEvent) -> str:
+        if ev.action == "loss":
+            # the workers' one link carries their traffic to every node
+            if self.network is None:
+                raise MqlabError("loss: this step's workers have no link of their own")
+            await asyncio.to_thread(self.network.loss, WORKERS, ev.percent)
+            return f"{ev.percent:g} % of packets dropped on the workers' link, each way"
+        if ev.action == "restore" and self.network is not None:
+            await asyncio.to_thread(self.network.loss, WORKERS, 0.0)
         cmd = {"action": ev.action, "ms": ev.ms, "jitter_ms": ev.jitter_ms, "kbps": ev.kbps}
         said = [f"{p.node}: {await p.command(cmd)}" for p in await self._targets(ev)]
         return "; ".join(said)
@@ -107,6 +126,8 @@ class LinkFaults:
     async def restore(self) -> str:
         for p in self.proxies.values():
             await p.command({"action": "restore"})
+        if self.network is not None:
+            await asyncio.to_thread(self.network.loss, WORKERS, 0.0)
         return ""  # nothing to report: the proxies go with the step
 
     async def stop(self) -> None:

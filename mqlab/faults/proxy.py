@@ -1,11 +1,13 @@
 """The TCP fault proxy: one process between a step's workers and one broker node.
 
-Run as ``python -m mqlab.faults.proxy HOST PORT``: it listens on a free loopback
-port, prints ``{"port": N}`` on stdout, forwards every connection to HOST:PORT,
-and takes one JSON command per line on stdin, answering one line each:
+Run as ``python -m mqlab.faults.proxy HOST PORT [LISTEN]``: it listens on a free port
+of LISTEN (the loopback address unless given: a lossy step's workers reach it from their
+network namespace at its root address), prints ``{"port": N}`` on stdout, forwards every
+connection to HOST:PORT, and takes one JSON command per line on stdin, answering one line each:
 
 - ``{"action": "delay", "ms": 200, "jitter_ms": 20}``: every chunk, both ways,
-  is held ms ± jitter (uniform) before it is forwarded, in order;
+  is held ms ± jitter (uniform) before it is forwarded, in order; up to 64 chunks
+  (4 MiB) per direction are in flight at once, as on a long TCP link;
 - ``{"action": "bandwidth", "kbps": 512}``: each direction of each connection
   forwards at most that many kbit/s;
 - ``{"action": "cut"}``: nothing is forwarded, either way, and new connections
@@ -16,7 +18,8 @@ and takes one JSON command per line on stdin, answering one line each:
 - ``{"action": "restore"}``: no delay, no limit, no cut; held data flows on.
 
 It is its own process so that its CPU is measured apart from the controller's
-and the workers'. It has no notion of packets: packet loss needs ``tc netem``.
+and the workers'. It has no notion of packets: packet loss is made on the link to it
+(:mod:`mqlab.netns`), not here.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ import time
 from dataclasses import dataclass
 
 _CHUNK = 65536
+#: chunks one direction holds while their delay runs: up to 4 MiB in flight, about what
+#: Linux lets a TCP connection have unacknowledged on a long link
+_IN_FLIGHT = 64
 #: a bandwidth limit forwards this much at a time (about three full Ethernet frames)
 _SLICE = 4096
 
@@ -53,6 +59,15 @@ class Proxy:
         self.links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
 
     async def serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            await self._serve(client_r, client_w)
+        except asyncio.CancelledError:
+            # the proxy is exiting with this connection open (held by a cut or a delay, or
+            # a FIN lost on a lossy link): end quietly, as Python 3.11's stream callback
+            # would log a cancelled handler's CancelledError with a traceback
+            _reset(client_w)
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         await self.flowing.wait()  # a connection made during a cut is held, unanswered
         try:
             up_r, up_w = await asyncio.open_connection(*self.upstream)
@@ -74,21 +89,41 @@ class Proxy:
                     w.close()
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One direction: read, hold as the shaping says, write; in order."""
+        """One direction, in order: chunks are read as they come and each is written once
+        its delay is over, so a delayed link still carries a window of data in flight (as
+        TCP does on a long link) instead of one read per delay."""
+        chunks: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue(_IN_FLIGHT)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._read(reader, chunks))
+            tg.create_task(self._write(writer, chunks))
+
+    async def _read(
+        self, reader: asyncio.StreamReader, chunks: asyncio.Queue[tuple[float, bytes] | None]
+    ) -> None:
         due = 0.0
         while True:
             await self.flowing.wait()  # while cut: not read, so the sender's buffers fill
             data = await reader.read(_CHUNK)
             if not data:
-                with contextlib.suppress(OSError, RuntimeError):
-                    writer.write_eof()
+                await chunks.put(None)
                 return
             s = self.shape
+            hold = 0.0
             if s.delay_s or s.jitter_s:
                 hold = max(0.0, s.delay_s + random.uniform(-s.jitter_s, s.jitter_s))
-                due = max(due, time.monotonic() + hold)  # never reorder the stream
-                await asyncio.sleep(due - time.monotonic())
+            due = max(due, time.monotonic() + hold)  # never reorder the stream
+            await chunks.put((due, data))  # full: the window is in flight, stop reading
+
+    async def _write(
+        self, writer: asyncio.StreamWriter, chunks: asyncio.Queue[tuple[float, bytes] | None]
+    ) -> None:
+        while (item := await chunks.get()) is not None:
+            due, data = item
+            wait = due - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
             await self.flowing.wait()  # a cut during the hold holds this chunk too
+            s = self.shape
             if not s.bytes_per_s:
                 writer.write(data)
                 await writer.drain()
@@ -98,6 +133,8 @@ class Proxy:
                 await asyncio.sleep(len(piece) / s.bytes_per_s)
                 writer.write(piece)
                 await writer.drain()
+        with contextlib.suppress(OSError, RuntimeError):
+            writer.write_eof()
 
     def command(self, cmd: dict[str, object]) -> str:
         action = cmd.get("action")
@@ -131,9 +168,9 @@ def _reset(writer: asyncio.StreamWriter) -> None:
     writer.transport.abort()
 
 
-async def main(host: str, port: int) -> None:
+async def main(host: str, port: int, listen: str = "127.0.0.1") -> None:
     proxy = Proxy(host, port)
-    server = await asyncio.start_server(proxy.serve, "127.0.0.1", 0)
+    server = await asyncio.start_server(proxy.serve, listen, 0)
     print(json.dumps({"port": server.sockets[0].getsockname()[1]}), flush=True)
     loop = asyncio.get_running_loop()
     stdin = asyncio.StreamReader()
@@ -149,4 +186,4 @@ async def main(host: str, port: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:4]))

@@ -11,15 +11,18 @@ reaped: put back, stop the proxies).
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mqlab.config.events import FaultEvent
 from mqlab.errors import MqlabError
 from mqlab.faults.broker import BrokerFaults
-from mqlab.faults.link import LinkFaults
+from mqlab.faults.link import WORKERS, LinkFaults
 from mqlab.faults.processes import WorkerFaults
 from mqlab.faults.timeline import Effector, Timeline
+from mqlab.netns import Network, prefix_for, sweep
 from mqlab.worker.pool import StepFailed
 
 if TYPE_CHECKING:
@@ -27,6 +30,23 @@ if TYPE_CHECKING:
     from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.steps import BrokerSteps
     from mqlab.worker.pool import Worker, WorkerPool
+
+
+#: the namespace names a run makes start with this, then its PID (``MQLAB_NETNS_BASE``
+#: changes it, e.g. for tests that must keep to their own names)
+NETNS_BASE = os.environ.get("MQLAB_NETNS_BASE", "mql")
+#: the workers' TCP counters a lossy step's result gives (nstat's names)
+_LINK_COUNTERS = {
+    "segments_out": "TcpOutSegs",
+    "retransmitted_segments": "TcpRetransSegs",
+    "timeouts": "TcpExtTCPTimeouts",
+}
+
+
+def _lossy_network() -> Network:
+    """One namespace for a step's workers, joined to this one; what dead runs left removed."""
+    sweep(NETNS_BASE)
+    return Network.create(prefix_for(NETNS_BASE), [WORKERS])
 
 
 class StepFaults:
@@ -47,6 +67,10 @@ class StepFaults:
         self.nodes = nodes
         self.broker_steps = broker_steps
         self.links = LinkFaults(self.queue_node) if any(e.kind == "link" for e in events) else None
+        #: a step that loses packets: its workers' namespace and link (made in :meth:`urls`)
+        self.network: Network | None = None
+        self._counted: dict[str, int] = {}  # the workers' TCP counters when the window opened
+        self.link: dict[str, int] = {}  # and what they counted in the window
         self.workers: WorkerFaults | None = None
         self.timeline: Timeline | None = None
         self._firing: asyncio.Task[None] | None = None
@@ -72,6 +96,9 @@ class StepFaults:
             return dict(urls)
         every = tuple(dict.fromkeys(u for us in urls.values() for u in us))
         try:
+            if any(e.action == "loss" for e in self.events):
+                self.network = await asyncio.to_thread(_lossy_network)
+                self.links = LinkFaults(self.queue_node, self.network)
             proxied = await self.links.start(every)
         except MqlabError as exc:
             await self.close()
@@ -89,16 +116,42 @@ class StepFaults:
         self.timeline = Timeline(self.events, effectors)
         return self.timeline
 
+    @property
+    def netns(self) -> str | None:
+        """The namespace this step's workers run in (None: this one)."""
+        return self.network.namespace(WORKERS) if self.network is not None else None
+
+    async def count(self) -> None:
+        """The workers' TCP counters: read when the window opens, the difference when it shuts."""
+        if self.network is None:
+            return
+        now = await asyncio.to_thread(self.network.counters, WORKERS)
+        if not self._counted:
+            self._counted = now
+            return
+        self.link = {
+            field: now.get(name, 0) - self._counted.get(name, 0)
+            for field, name in _LINK_COUNTERS.items()
+        }
+
     def start(self, window_start: int) -> None:
         """Fire the armed timeline's events from ``window_start`` on, in the background."""
         if self.timeline is not None:
-            self._firing = asyncio.create_task(self.timeline.run(window_start))
+            self._firing = asyncio.create_task(self._run(self.timeline, window_start))
+
+    async def _run(self, timeline: Timeline, window_start: int) -> None:
+        if self.network is not None:
+            await asyncio.sleep(max(0.0, (window_start - time.monotonic_ns()) / 1e9))
+            await self.count()
+        await timeline.run(window_start)
 
     async def stop(self) -> None:
         """The window closed: no further event fires; one under way finishes."""
         if self.timeline is not None and self._firing is not None:
             await self.timeline.close(self._firing)
             self._firing = None
+            if self._counted:
+                await self.count()
 
     def killed(self, worker: str) -> bool:
         """A server this step's events killed: no final figures, by design."""
@@ -113,8 +166,12 @@ class StepFaults:
             if self.timeline is not None:
                 await self.timeline.restore()
         finally:
-            if self.links is not None:
-                await self.links.stop()
+            try:
+                if self.links is not None:
+                    await self.links.stop()
+            finally:
+                if self.network is not None:  # after the workers and proxies: nothing inside
+                    await asyncio.to_thread(self.network.destroy)
 
     def sample_cpu(self, measuring: bool) -> None:
         if self.links is not None:
@@ -138,7 +195,13 @@ class StepFaults:
             return {}
         if not window_s:  # running: the events so far, for the live view's markers
             return {"events": tuple(tl.events)}
-        return {"events": tuple(tl.events), "phases": tuple(tl.phases(window_s)), "faults": True}
+        link = {"link": dict(self.link)} if self.link else {}
+        return {
+            "events": tuple(tl.events),
+            "phases": tuple(tl.phases(window_s)),
+            "faults": True,
+            **link,
+        }
 
     def cpu(self) -> dict[str, Any]:
         return {"proxies": self.links.figures()} if self.links is not None else {}

@@ -27,12 +27,30 @@ RECOVER_SHARE = 0.9
 RECOVER_SECONDS = 3
 
 
-def promise(options: dict[str, Any]) -> tuple[str, str] | None:
-    """(what must stay 0, the promise in words) from the driver's ``retry``; None: none stated."""
+def declares_at_most_once(plugin: str) -> bool:
+    """Whether ``plugin`` declares at-most-once: only then does ``retry = 0`` promise it."""
+    from mqlab import registry
+    from mqlab.errors import PluginError
+
+    try:
+        return registry.get(plugin).cls.features.at_most_once
+    except PluginError:
+        return False
+
+
+def promise(options: dict[str, Any], at_most_once: bool = True) -> tuple[str, str] | None:
+    """(what must stay 0, the promise in words) from the driver's ``retry``; None: none stated.
+
+    ``retry = 0`` promises at most once only from a plugin that declares
+    ``Features.at_most_once``: elsewhere (the kombu-style driver acks after the
+    handler, so a lost connection redelivers) it only means nothing is republished.
+    """
     if "retry" not in options:
         return None
     retry = options["retry"]
     if retry == 0:
+        if not at_most_once:
+            return None
         return "duplicates", "at most once (retry = 0): no duplicates"
     forever = retry is None or retry == -1
     return "lost", f"no loss (retry = {'forever' if forever else retry})"
@@ -46,6 +64,7 @@ def per_event(
     errors: list[int],
     record: dict[str, Any],
     options: dict[str, Any],
+    at_most_once: bool = True,
 ) -> list[dict[str, Any]]:
     """One entry per event phase (every phase but "before"), in order."""
     end = first_s + seconds
@@ -53,7 +72,7 @@ def per_event(
     def at(series: list[int], i: int) -> int:
         return series[i] if 0 <= i < len(series) else 0
 
-    kept = promise(options)
+    kept = promise(options, at_most_once)
     broken = kept is not None and record[kept[0]] > 0
     timed_out = int(record["errors"].get("CallTimeout", 0))
     out = []

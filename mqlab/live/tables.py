@@ -339,10 +339,17 @@ def environment_line(env: dict[str, Any]) -> str:
     """One line stating where the figures were measured."""
     broker = env.get("broker") or {}
     brk = f"{broker.get('product', '?')} {broker.get('version', '?')}" if broker else "no broker"
-    plugins = ", ".join(f"{v['package']} {v['version']}" for v in env.get("plugins", {}).values())
+    found = env.get("plugins", {})
+    plugins = ", ".join(f"{v['package']} {v['version']}" for v in found.values())
+    # a rebuild is named as one wherever its figures are shown
+    rebuilt = "".join(
+        f"; plugin {name} is mqlab's rebuild of {v['rebuild_of']}, not that driver's code"
+        for name, v in found.items()
+        if v.get("rebuild_of")
+    )
     return (
         f"mqlab {env.get('mqlab')}, Python {env.get('python')}, uvloop {env.get('uvloop')}; "
-        f"{brk}; {env.get('cpu_model')} x {env.get('cpu_count')}; plugins: {plugins}"
+        f"{brk}; {env.get('cpu_model')} x {env.get('cpu_count')}; plugins: {plugins}{rebuilt}"
     )
 
 

@@ -69,6 +69,8 @@ class WorkerFigures:
     failed: int = 0  # in-window messages that never completed (in the percentiles as failures)
     over_range: int = 0  # latencies above the histogram's range, recorded at its top
     last_rx: int = 0  # monotonic ns of the last unique delivery or reply
+    per_topic: dict[str, int] = field(default_factory=dict)  # deliveries per queue (topic)
+    per_topic_last: dict[str, int] = field(default_factory=dict)  # its last delivery (ns)
     errors: dict[str, int] = field(default_factory=dict)
     error_messages: dict[str, str] = field(default_factory=dict)  # kind -> its latest message
     series: dict[str, list[int]] = field(default_factory=dict)
@@ -130,6 +132,14 @@ class WorkerFigures:
             failed=self.failed + other.failed,
             over_range=self.over_range + other.over_range,
             last_rx=max(self.last_rx, other.last_rx),
+            per_topic={
+                t: self.per_topic.get(t, 0) + other.per_topic.get(t, 0)
+                for t in {**self.per_topic, **other.per_topic}
+            },
+            per_topic_last={
+                t: max(self.per_topic_last.get(t, 0), other.per_topic_last.get(t, 0))
+                for t in {**self.per_topic_last, **other.per_topic_last}
+            },
             errors=errors,
             error_messages={**self.error_messages, **other.error_messages},
             series=series,

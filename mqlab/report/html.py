@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mqlab import __version__
-from mqlab.live import tables
+from mqlab.live import seedtables, tables
 from mqlab.report import charts, summary
 from mqlab.report.compare import Ratio
 from mqlab.report.load import FaultFigure, Run, Step
@@ -453,6 +453,27 @@ def _aggregates(run: Run) -> str:
     return "<h2>Across repeats</h2>" + _table(head, rows, left=3)
 
 
+def _seed_tables(run: Run) -> list[str]:
+    """Seed 001's top throughput and seed 002's real / user / sys, when the results have them."""
+    steps = list(run.raw_steps)
+    try:
+        top, times = seedtables.top_rows(steps), seedtables.times_rows(steps)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return []  # a results file from elsewhere: the tables above still stand
+    out = [
+        "<h2>Top throughput per driver and pattern</h2>",
+        _table(seedtables.TOP_HEADER, [[escape(c) for c in r] for r in top], left=1),
+    ]
+    if times:
+        out += [
+            "<h2>Time in the window: real, user, sys</h2>",
+            '<p class="note">each process\'s own user and sys seconds over the window, '
+            "clients and servers summed; real is the window's wall-clock time.</p>",
+            _table(seedtables.TIMES_HEADER, [[escape(c) for c in r] for r in times], left=4),
+        ]
+    return out  # fmt: skip
+
+
 def render(run: Run) -> str:
     """The whole report as one HTML document."""
     ch = _Charts()
@@ -483,6 +504,7 @@ def render(run: Run) -> str:
         body += ["<h2>Latency by percentile</h2>", _spectra(run, ch)]
         cpu = charts.cpu_figure(run.steps)
         body += ["<h2>CPU</h2>", ch.div(cpu) if cpu else '<p class="note">no CPU sampled.</p>']
+        body += _seed_tables(run)
         body.append("<h2>Each step, second by second</h2>")
         body += [_step_section(run, s, ch) for s in run.steps]
     else:

@@ -13,7 +13,8 @@ from typing import Any
 
 import psutil
 
-from mqlab import __version__
+from mqlab import __version__, registry
+from mqlab.errors import MqlabError
 
 # The broker's facts are RabbitMQ's specifics; they live in mqlab.rabbitmq.facts.
 from mqlab.rabbitmq.facts import amqp_server, broker_version
@@ -81,6 +82,15 @@ def mqlab_commit() -> str | None:
     return head + ("+dirty" if dirty else "")
 
 
+def _rebuild(plugin: str) -> dict[str, str]:
+    """``{"rebuild_of": ...}`` when the plugin is mqlab's rebuild of another driver."""
+    try:
+        what = registry.get(plugin).cls.rebuild_of
+    except MqlabError:
+        return {}
+    return {"rebuild_of": what} if what else {}
+
+
 def gather(
     plugins: Mapping[str, Plugin], broker: dict[str, Any] | None, used: set[str]
 ) -> dict[str, Any]:
@@ -93,7 +103,7 @@ def gather(
         "implementation": platform.python_implementation(),
         "uvloop": _pkg("uvloop"),
         "plugins": {
-            name: {"package": info.package, "version": info.version}
+            name: {"package": info.package, "version": info.version, **_rebuild(name)}
             for name, info in plugins.items()
             if name in used
         },

@@ -54,6 +54,7 @@ def cpu_figures(
             "role": w.spec.role,
             "cpu_percent": round(sum(w.cpu) / len(w.cpu), 1) if w.cpu else None,
             "peak_rss_mb": round(w.peak_rss / 2**20, 1),
+            **worker_times(w),
         }
         for w in workers
     ]
@@ -67,7 +68,20 @@ def cpu_figures(
         known = [v for v in vals if v is not None]
         return round(sum(known), 1) if known else None
 
+    def role_times(roles: set[str]) -> dict[str, float] | None:
+        mine = [c for w, c in zip(workers, cpu_workers, strict=True) if w.spec.role in roles]
+        if not mine or any("real_s" not in c for c in mine):
+            return None
+        # real: the longest worker's (they share one window); user and sys: summed
+        return {
+            "real_s": max(c["real_s"] for c in mine),
+            "user_s": round(sum(c["user_s"] for c in mine), 3),
+            "sys_s": round(sum(c["sys_s"] for c in mine), 3),
+        }
+
     return {
+        "clients_times": role_times({"client", "both"}),
+        "servers_times": role_times({"server"}),
         "clients_percent": role_cpu({"client", "both"}, live),
         "servers_percent": role_cpu({"server"}, live),
         "broker_percent": (
@@ -76,6 +90,19 @@ def cpu_figures(
         "broker_process": broker_process,
         "samples": len(broker) if broker else max((len(w.cpu) for w in workers), default=0),
         "workers": cpu_workers,
+    }
+
+
+def worker_times(w: Worker) -> dict[str, float]:
+    """A worker's real, user and sys seconds over the window, as seed 002's table gives
+    them, from the process's own counters at its first and last sample; {} if unsampled."""
+    if w.times_first is None or w.times_last is None or w.times_last is w.times_first:
+        return {}
+    (t0, u0, s0), (t1, u1, s1) = w.times_first, w.times_last
+    return {
+        "real_s": round(t1 - t0, 3),
+        "user_s": round(u1 - u0, 3),
+        "sys_s": round(s1 - s0, 3),
     }
 
 

@@ -181,6 +181,7 @@ class Runner:
             except StepFailed:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
+            self.pool.netns = self._faults.netns  # a lossy step's workers: on their own link
         lay = layout(
             step, urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp, placement=placement,
@@ -255,6 +256,7 @@ class Runner:
         finally:
             await self._losses.stop()
             shutil.rmtree(tmp, ignore_errors=True)
+            self.pool.netns = None
             if self._faults is not None:
                 await self._faults.close()
             if bsteps is not None:
@@ -366,7 +368,10 @@ class Runner:
                     await self._bg.send({"type": "stop"}, clients_only=True)
                 break
             if now >= next_cpu:
-                self._sample_cpu(workers, now > window_start)
+                # the window's first tick primes the samples (the one before the warm-up
+                # would put the warm-up into the first second's share): each sample after
+                # it covers one second of the window, as docs/results.md says
+                self._sample_cpu(workers, next_cpu > window_start)
                 next_cpu += _NS
             await asyncio.sleep(max(0.0, min(_TICK, (min(next_cpu, window_end) - now) / 1e9)))
             phase = "warm-up" if time.monotonic_ns() < window_start else "measuring"
@@ -413,6 +418,7 @@ class Runner:
             servers=figs_s,
             first_s=math.ceil(run.warmup),
             window_s=window_s,
+            window_start_ns=start_ns,
             interrupted=interrupted,
             unique=unique,
             cross_duplicates=cross,

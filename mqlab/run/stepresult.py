@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,10 @@ class Outcome:
     phases: tuple[dict[str, Any], ...] = ()  # name, start_s, end_s: the window cut at events
     update: str = ""  # a rolling update's summary, e.g. "kombu -> pika, 2 servers then ..."
     faults: bool = False  # the events are fault events: figures and a verdict per event
+    #: a lossy step's link: the workers' TCP counters over the window (segments out,
+    #: retransmitted, retransmission timeouts), from their own network namespace
+    link: Mapping[str, int] | None = None
+    window_start_ns: int = 0  # monotonic ns the window opened at
 
 
 def throughput(per_second: list[int], first: int, seconds: int) -> dict[str, Any]:
@@ -183,6 +188,8 @@ def build(o: Outcome) -> dict[str, Any]:
         "repeat": step.repeat,
         "servers": sc.servers,
         "targets": sc.targets,
+        "consumers": sc.consumers,
+        "batch": sc.batch,
         "groups": groups,
         "serializer": sc.serializer,
         "envelope": sc.envelope,
@@ -223,6 +230,23 @@ def build(o: Outcome) -> dict[str, Any]:
         },
     }
     record.update(o.broker or {})
+    if o.link:
+        record["link"] = dict(o.link)
+    # how long everything sent took to arrive, from the window's start: a fixed batch
+    # (an open loop's rate x duration) drained, as seed 002 timed it; None unless all came
+    last = s.last_rx
+    complete = o.drain_end == "complete" and not record["lost"] and not unaccounted
+    record["drained_in_s"] = (
+        round((last - o.window_start_ns) / 1e9, 3)
+        if complete and last and o.window_start_ns and o.window_s
+        else None
+    )
+    if sc.batch and record["drained_in_s"]:
+        # the batch's own rate: every message sent, drained, over the time it took
+        record["batch_rate"] = round(record["received"] / record["drained_in_s"], 1)
+    spread = per_queue(s.per_topic, s.per_topic_last, o.window_start_ns)
+    if spread is not None:
+        record["per_queue"] = spread
     if step.roles is not None:
         record["roles"] = step.roles
     if o.phases:
@@ -237,11 +261,35 @@ def build(o: Outcome) -> dict[str, Any]:
         if o.faults:
             record["faults"] = verdict.per_event(
                 list(o.phases), o.first_s, seconds, completions, record["series"]["errors"],
-                record, step.driver.options_dict,
+                record, step.driver.options_dict, verdict.declares_at_most_once(step.driver.plugin),
             )  # fmt: skip
     elif o.events:  # a running step: the live view marks what happened so far
         record["events"] = list(o.events)
     return record
+
+
+def per_queue(
+    deliveries: Mapping[str, int], last: Mapping[str, int], window_start: int
+) -> dict[str, Any] | None:
+    """How evenly the step's queues were consumed: deliveries per queue (least, most, mean,
+    spread = (most - least) / mean) and when each queue's last delivery came, from the
+    window's start (first and last queue done, seconds); None with fewer than two queues."""
+    if len(deliveries) < 2:
+        return None
+    counts = list(deliveries.values())
+    mean = statistics.fmean(counts)
+    out: dict[str, Any] = {
+        "queues": len(counts),
+        "min": min(counts),
+        "max": max(counts),
+        "mean": round(mean, 1),
+        "spread": round((max(counts) - min(counts)) / mean, 3) if mean else None,
+    }
+    done = [(t - window_start) / 1e9 for t in last.values() if t and window_start]
+    if done:
+        out["first_done_s"] = round(min(done), 3)
+        out["last_done_s"] = round(max(done), 3)
+    return out
 
 
 def load_label(concurrency: int | None, rate: float | None) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,10 @@ class Worker:
     gone: bool = False  # its control connection closed
     old_closed: bool = False  # a dual-listening server closed its old driver's transport
     cpu: list[float] = field(default_factory=list)
+    #: (monotonic s, user s, system s) of the process at its first and last sample in the
+    #: window: its real, user and sys time over the window, from its own counters
+    times_first: tuple[float, float, float] | None = None
+    times_last: tuple[float, float, float] | None = None
     peak_rss: int = 0
     rss: int = 0  # at the last sample
     ps: psutil.Process | None = None
@@ -84,6 +89,9 @@ class WorkerPool:
         self._workers: dict[str, Worker] = {}
         self._server: asyncio.Server | None = None
         self._port = 0
+        #: the network namespace new workers' drivers run in (None: this one); set by the
+        #: runner for a step whose link loses packets
+        self.netns: str | None = None
 
     async def open(self) -> None:
         self._server = await asyncio.start_server(self._on_connect, "127.0.0.1", 0)
@@ -167,6 +175,7 @@ class WorkerPool:
                 w.proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "mqlab.worker.process",
                     "--control", f"127.0.0.1:{self._port}", "--name", spec.worker,
+                    *(("--netns", self.netns) if self.netns else ()),
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                     stderr=err, start_new_session=True,
                 )  # fmt: skip
@@ -229,9 +238,16 @@ class WorkerPool:
                 continue
             try:
                 cpu = w.ps.cpu_percent(None)
+                times = w.ps.cpu_times()
                 w.rss = w.ps.memory_info().rss
                 w.peak_rss = max(w.peak_rss, w.rss)
             except psutil.Error:
                 continue
-            if measuring:
-                w.cpu.append(cpu)
+            now = (time.monotonic(), times.user, times.system)
+            if not measuring:  # a primer: the window's times start here
+                w.times_first, w.times_last = now, None
+                continue
+            w.cpu.append(cpu)
+            w.times_last = now
+            if w.times_first is None:  # started mid-window (a rolling update's successor)
+                w.times_first = now

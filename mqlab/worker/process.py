@@ -13,10 +13,11 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import socket
 import sys
 from typing import Any
 
-from mqlab import registry
+from mqlab import netns, registry
 from mqlab.codec import Codec
 from mqlab.config.plan import ClientRole, ServerRole, WorkerSpec
 from mqlab.config.sizes import SizeSampler, SizeSpec
@@ -71,12 +72,16 @@ async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = Fal
         kind, cause, conn, now=clock.now()
     )
     await transport.start()
+    topics = {srv.topic for srv in spec.servers}
+    if len(topics) == 1:
+        rec.only_topic = next(iter(topics))
     try:
         for srv in spec.servers:
             target = Target(
                 spec.exchange, srv.topic, srv.name, False, spec.durable, queue_type=spec.queue_type
             )
-            handler = server_handler(codec, rec, srv.group, spec.pattern == "call")
+            many = srv.topic if len(topics) > 1 else ""
+            handler = server_handler(codec, rec, srv.group, spec.pattern == "call", many)
             if spec.pattern == "notify":
                 await transport.serve_notifications(target, srv.pool, handler)
             else:
@@ -104,8 +109,11 @@ def _client_targets(spec: WorkerSpec, role: ClientRole) -> list[Target]:
     ]
 
 
-async def serve(host: str, port: int, name: str) -> int:
-    reader, writer = await asyncio.open_connection(host, port)
+async def serve(host: str, port: int, name: str, sock: socket.socket | None = None) -> int:
+    if sock is not None:  # connected before the worker moved into its network namespace
+        reader, writer = await asyncio.open_connection(sock=sock)
+    else:
+        reader, writer = await asyncio.open_connection(host, port)
     await protocol.send(writer, {"type": "hello", "worker": name, "pid": os.getpid()})
     spec = spec_from_dict((await protocol.recv(reader))["spec"])
     clock.set_offset(spec.clock_offset_ns)  # before any time is read: go, stamps, receipts
@@ -149,7 +157,7 @@ async def serve(host: str, port: int, name: str) -> int:
         async with asyncio.TaskGroup() as tg:
             runs = [
                 tg.create_task(
-                    load.closed_loop(role.concurrency, msg["start"], msg["window_end"])
+                    load.closed_loop(role.concurrency, msg["start"], msg["window_end"], role.batch)
                     if role.concurrency
                     else load.open_loop(role.rate, msg["start"], msg["window_end"])
                 )
@@ -218,10 +226,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mqlab-worker", description="mqlab worker process")
     parser.add_argument("--control", required=True, help="controller HOST:PORT")
     parser.add_argument("--name", required=True)
+    parser.add_argument("--netns", help="network namespace the driver's traffic runs in")
     args = parser.parse_args(argv)
     host, _, port = args.control.rpartition(":")
+    sock = None
+    if args.netns:
+        # the control channel stays on this namespace's loopback; everything the driver
+        # opens from here on (its sockets, its threads) lives in the step's namespace
+        sock = socket.create_connection((host, int(port)))
+        try:
+            netns.enter(args.netns)
+        except MqlabError as exc:
+            print(f"mqlab worker: {exc}", file=sys.stderr)
+            return 1
     try:
-        return run(lambda: serve(host, int(port), args.name))
+        return run(lambda: serve(host, int(port), args.name, sock))
     except KeyboardInterrupt:
         return 130
 

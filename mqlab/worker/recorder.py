@@ -41,6 +41,10 @@ class Recorder:
         self.failed = 0  # in-window messages that never completed
         self.over_range = 0
         self.last_rx = 0
+        #: deliveries per queue (topic): counted by the handlers of a worker that serves
+        #: several topics; a worker with one topic says ``only_topic`` and counts nothing
+        self.per_topic: dict[str, list[int]] = {}
+        self.only_topic = ""
         self.errors: dict[str, int] = {}
         self.error_messages: dict[str, str] = {}
         # client id -> how many it has sent: each client counts its own (ClientLoad.seq)
@@ -130,6 +134,17 @@ class Recorder:
             | (us << 1)
             | (self.window_start <= ts < self.window_end)
         )
+
+    def _per_topic(self) -> dict[str, int]:
+        if self.only_topic:
+            n = self.ledger.unique + self.ledger.duplicates
+            return {self.only_topic: n} if n else {}
+        return {t: box[0] for t, box in self.per_topic.items() if box[0]}
+
+    def _per_topic_last(self) -> dict[str, int]:
+        if self.only_topic:
+            return {self.only_topic: self.last_rx} if self.last_rx else {}
+        return {t: box[1] for t, box in self.per_topic.items() if box[0]}
 
     def on_reply(self, ts: int) -> None:
         """A call's own reply arrived: round-trip latency from its intended send."""
@@ -232,6 +247,8 @@ class Recorder:
             failed=self.failed,
             over_range=self.over_range,
             last_rx=self.last_rx,
+            per_topic=self._per_topic(),
+            per_topic_last=self._per_topic_last(),
             errors=errors,
             error_messages=dict(self.error_messages),
             series={k: list(v) for k, v in self.series.items()},

@@ -32,11 +32,25 @@ MAX_IN_FLIGHT = 10_000
 _YIELD_EVERY = 64
 
 
-def server_handler(codec: Codec, rec: Recorder, group: int, reply: bool) -> Handler:
-    """The core's handler: decode, record receipt (and latency), answer a call."""
+def server_handler(
+    codec: Codec, rec: Recorder, group: int, reply: bool, topic: str = ""
+) -> Handler:
+    """The core's handler: decode, record receipt (and latency), answer a call.
+
+    ``topic``: count this handler's deliveries under it (a worker serving several queues,
+    for their spread); "" counts nothing more, the usual case.
+    """
     decode = codec.decode
     record = rec.on_received
     answer = codec.reply
+    if topic:
+        box = rec.per_topic.setdefault(topic, [0, 0])  # deliveries, the last one's time
+        now_ns = clock.now  # the controller's clock, as every worker time is
+
+        def counted(body: bytes) -> bytes | None:
+            box[0] += 1
+            box[1] = now_ns()
+            return handle(body)
 
     def handle(body: bytes) -> bytes | None:
         try:
@@ -47,7 +61,7 @@ def server_handler(codec: Codec, rec: Recorder, group: int, reply: bool) -> Hand
         record(group, client, seq, ts)
         return answer(client, seq, ts) if reply else None
 
-    return handle
+    return counted if topic else handle
 
 
 class ClientLoad:
@@ -132,13 +146,15 @@ class ClientLoad:
         else:
             self.rec.on_error(f"Unmapped:{type(exc).__name__}", intended, str(exc))
 
-    async def closed_loop(self, concurrency: int, start: int, end: int) -> None:
+    async def closed_loop(self, concurrency: int, start: int, end: int, batch: int = 0) -> None:
+        """``concurrency`` senders until ``end``; with ``batch``, until this client has sent
+        that many messages (a fixed batch, sent as fast as the driver takes it)."""
         await _sleep_until(start)
         async with asyncio.TaskGroup() as tg:
             for _ in range(concurrency):
-                tg.create_task(self._sender(end))
+                tg.create_task(self._sender(end, batch or 1 << 62))
 
-    async def _sender(self, end: int) -> None:
+    async def _sender(self, end: int, limit: int = 1 << 62) -> None:
         now_ns = clock.now
         stopped = self.stop.is_set
         one = self.one
@@ -150,7 +166,7 @@ class ClientLoad:
         n = 0
         while not stopped():
             now = now_ns()
-            if now >= end:
+            if now >= end or self.seq >= limit:
                 return
             if send is None:
                 await one(now)

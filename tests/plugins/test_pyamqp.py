@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -120,3 +121,44 @@ async def test_a_prefetch_of_one_does_not_wait_out_the_poll_per_message(
     await eventually(lambda: len(got.bodies) == 200, timeout=20)
     assert loop.time() - began < 5.0, f"200 casts took {loop.time() - began:.1f} s"
     assert sorted(got.bodies) == sorted(b"c%d" % i for i in range(200))
+
+
+async def test_multi_ack_acks_every_nth_delivery_with_one_frame_and_the_rest_after_the_batch(
+    make: Make, tag: str, mgmt: Mgmt, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import amqp
+
+    acks: list[tuple[int, bool]] = []
+    real = amqp.Channel.basic_ack
+
+    def spy(self: Any, delivery_tag: int, multiple: bool = False, **kw: Any) -> Any:
+        acks.append((delivery_tag, multiple))
+        return real(self, delivery_tag, multiple, **kw)
+
+    monkeypatch.setattr(amqp.Channel, "basic_ack", spy)
+    got = Got()
+
+    def slow_first(body: bytes) -> bytes:
+        if not got.bodies:  # the rest arrive meanwhile, so the next read is a batch
+            time.sleep(0.5)
+        return got(body)
+
+    server = await make(f"{tag}-s", threads=1, multi_ack=10)
+    await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), slow_first)
+    client = await make(f"{tag}-c", threads=1)
+    await asyncio.gather(*(client.cast(Target(tag, f"{tag}-t"), b"%d" % i) for i in range(105)))
+    await eventually(lambda: len(got.bodies) == 105, timeout=10)
+
+    def queue() -> dict[str, Any]:
+        return mgmt.entity("queues", f"{tag}-t") or {}
+
+    # the broker publishes queue stats every few seconds: wait for ones that include all
+    await eventually(
+        lambda: (
+            queue().get("messages_unacknowledged") == 0
+            and queue().get("message_stats", {}).get("ack") == 105
+        ),
+        timeout=15,
+    )
+    assert all(multiple for _, multiple in acks)
+    assert len(acks) < 105  # one frame per ten, and one for what was left of each batch

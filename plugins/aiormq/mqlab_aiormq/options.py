@@ -22,12 +22,22 @@ OPTIONS: Mapping[str, Option] = {
         minimum=1,
     ),
     "confirm": Option((bool,), True, "publisher confirms: a send returns once the broker took it"),
-    "no_ack": Option((bool,), False, "consumers auto-ack (at-most-once, no basic.qos effect)"),
+    "no_ack": Option(
+        (bool,),
+        False,
+        "consumers auto-ack (at-most-once, no basic.qos effect)",
+        feature="at_most_once",
+        needs=(True,),
+    ),
     "heartbeat": Option(
         (int,), 60, "AMQP heartbeat in seconds (0 = off)", minimum=0, maximum=65535
     ),
     "mandatory": Option(
-        (bool,), False, "RPC sends are mandatory: no queue bound -> Undeliverable (needs confirm)"
+        (bool,),
+        False,
+        "RPC sends are mandatory: no queue bound -> Undeliverable (needs confirm)",
+        feature="mandatory",
+        needs=(True,),
     ),
 }
 

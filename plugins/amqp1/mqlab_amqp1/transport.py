@@ -93,6 +93,8 @@ class Amqp1Transport(Transport):
             (),
             "patterns sent pre-settled, i.e. at most once (any of call, cast, notify); "
             "the others wait for the broker's accepted outcome",
+            feature="at_most_once",
+            needs=bool,
         ),
         "credit": Option(
             (int,),

@@ -138,7 +138,12 @@ class MqttTransport(Transport):
     features = Features(at_most_once=True, fanout=True, server="mosquitto")
     option_specs: ClassVar[Mapping[str, Option]] = {
         "qos": Option(
-            (int,), 1, "0 at-most-once, 1 at-least-once, 2 exactly-once", choices=(0, 1, 2)
+            (int,),
+            1,
+            "0 at-most-once, 1 at-least-once, 2 exactly-once",
+            choices=(0, 1, 2),
+            feature="at_most_once",
+            needs=(0,),
         ),
         "session_expiry": Option(
             (int,), 0, "seconds mosquitto keeps the session (subscriptions, queued messages) "

@@ -66,7 +66,11 @@ class NatsTransport(Transport):
             (int,), 60, "reconnections tried after the connection drops", minimum=1
         ),
         "mandatory": Option(
-            (bool,), False, "casts wait for the server's receipt, so a cast to nobody fails"
+            (bool,),
+            False,
+            "casts wait for the server's receipt, so a cast to nobody fails",
+            feature="mandatory",
+            needs=(True,),
         ),
         "cast_timeout": Option(
             (int, float), 10.0, "seconds a mandatory cast waits for its receipt", minimum=0.01

@@ -21,6 +21,8 @@ OPTIONS: Mapping[str, Option] = {
         "nothing republished), N = up to N republishes, None or -1 = forever (oslo's default)",
         allow_none=True,
         minimum=-1,
+        feature="at_most_once",
+        needs=(0,),
     ),
     "mandatory": Option(
         (bool,),
@@ -28,6 +30,8 @@ OPTIONS: Mapping[str, Option] = {
         "publish RPC calls and casts as mandatory: fail fast with Undeliverable when nobody "
         "listens instead of waiting for the call timeout; turns publisher confirms on, so "
         "each such send waits for the broker's confirm",
+        feature="mandatory",
+        needs=(True,),
     ),
     "heartbeat": Option(
         (int,),

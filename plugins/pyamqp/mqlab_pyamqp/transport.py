@@ -51,6 +51,14 @@ class PyamqpTransport(Transport):
             maximum=65535,
         ),
         "confirm": Option((bool,), True, "publisher confirms: a send returns once acked"),
+        "multi_ack": Option(
+            (int,),
+            1,
+            "ack every N deliveries with one multiple ack (seed 002's multiple flag); the "
+            "rest of each batch read is acked, multiple, once its handlers ran",
+            minimum=1,
+            maximum=65535,
+        ),
     }
 
     def __init__(self, config: TransportConfig) -> None:
@@ -149,6 +157,7 @@ class PyamqpTransport(Transport):
         links = await self._links(self.options["threads"], "consume", False)
         self._consumers.extend(links)
         prefetch = self.options["prefetch"]
+        every = self.options["multi_ack"]
         handle = on_loop_each(handler)
 
         def setup(link: Link) -> Callable[[pyamqp.Connection], None]:
@@ -171,9 +180,17 @@ class PyamqpTransport(Transport):
                     messages = batch.copy()
                     batch.clear()
                     answers, error = handle([bytes(m.body) for m in messages])
+                    unacked = 0
                     for message, answer in zip(messages, answers, strict=False):
                         _reply(replies, message, answer)
-                        channel.basic_ack(message.delivery_tag)
+                        unacked += 1
+                        if unacked >= every:
+                            # one channel's deliveries are handled in order: acking tag N
+                            # with multiple acks only messages whose handlers already ran
+                            channel.basic_ack(message.delivery_tag, multiple=every > 1)
+                            unacked = 0
+                    if unacked:
+                        channel.basic_ack(message.delivery_tag, multiple=True)
                     if error is not None:
                         raise error
 

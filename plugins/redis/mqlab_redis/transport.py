@@ -65,6 +65,8 @@ class RedisStreamsTransport(Transport):
         "ack": Option(
             (str,), "after", "after: XACK once handled (at-least-once); on_read: NOACK",
             choices=("after", "on_read"),
+            feature="at_most_once",
+            needs=("on_read",),
         ),
         "batch": Option(
             (int,), 100, "entries one XREADGROUP returns at most", minimum=1, maximum=10_000

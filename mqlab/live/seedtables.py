@@ -1,0 +1,91 @@
+"""Two tables in the seeds' own shapes, built from a run's steps.
+
+- :func:`top_rows`: seed 001's "top throughput achieved" table (CALL / CAST / NOTIFY
+  msg/s per row): each driver's best step of each pattern, with the load it was reached at
+  (``mqlab show --top``).
+- :func:`times_rows`: seed 002's real / user / sys table: per step, the wall-clock window
+  and the CPU seconds the clients' and the servers' processes spent in it, in user space
+  and in the kernel, from each process's own counters; beside msg/s.
+
+Both are plain rows of text (a header and cells), rendered as a rich table or Markdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.table import Table
+
+PATTERNS = ("call", "cast", "notify")
+TOP_HEADER = ("driver", "CALL, msg/s", "CAST, msg/s", "NOTIFY, msg/s")
+TIMES_HEADER = (
+    "#", "scenario", "load", "driver", "msg/s", "real s",
+    "clients user s", "clients sys s", "servers user s", "servers sys s", "user+sys s",
+)  # fmt: skip
+
+
+def _load(s: dict[str, Any]) -> str:
+    return f"c={s['concurrency']}" if s.get("concurrency") is not None else f"{s['rate']:g}/s"
+
+
+def _rate(s: dict[str, Any]) -> float:
+    return float(s["throughput"]["mean"] or 0.0)
+
+
+def top_rows(steps: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """Per driver, its highest msg/s for each pattern and the step's load; "-" if none ran."""
+    best: dict[str, dict[str, dict[str, Any]]] = {}
+    for s in steps:
+        if s.get("status") != "done" and s.get("status") is not None:
+            continue  # an interrupted step's rate is not a top
+        mine = best.setdefault(s["driver"], {})
+        old = mine.get(s["pattern"])
+        if old is None or _rate(s) > _rate(old):
+            mine[s["pattern"]] = s
+    rows = []
+    for driver, mine in best.items():
+        cells = [driver]
+        for p in PATTERNS:
+            top = mine.get(p)
+            cells.append(f"{_rate(top):,.0f} ({_load(top)}, {top['scenario']})" if top else "-")
+        rows.append(cells)
+    return rows
+
+
+def _seconds(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def times_rows(steps: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """One row per step that has its processes' times (results from before issue 36 do not)."""
+    rows = []
+    for s in steps:
+        cpu = s.get("cpu") or {}
+        c, v = cpu.get("clients_times"), cpu.get("servers_times")
+        if c is None and v is None:
+            continue
+        parts = [t for t in (c, v) if t]
+        real = max(t["real_s"] for t in parts)
+        total = sum(t["user_s"] + t["sys_s"] for t in parts)
+        rows.append([
+            str(s["step"] + 1), s["scenario"], _load(s), s["driver"], f"{_rate(s):,.0f}",
+            _seconds(real), _seconds(c and c["user_s"]), _seconds(c and c["sys_s"]),
+            _seconds(v and v["user_s"]), _seconds(v and v["sys_s"]), _seconds(total),
+        ])  # fmt: skip
+    return rows
+
+
+def table(title: str, header: Sequence[str], rows: list[list[str]]) -> Table:
+    out = Table(title=title, title_justify="left")
+    for i, name in enumerate(header):
+        out.add_column(name, justify="left" if i < 4 and name != "#" else "right", no_wrap=True)
+    for r in rows:
+        out.add_row(*r)
+    return out
+
+
+def markdown(header: Sequence[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
