@@ -51,18 +51,40 @@ class Launch:
     url: str
 
 
-class Daemon:
-    """Starts one Debian binary as a child process; subclasses say how to run it."""
+class ChildServers:
+    """Servers mqlab started as its own child processes: kept by PID, stopped by PID (SIGTERM,
+    then SIGKILL), so no zombie and no stray server outlives a run."""
 
     kind = ""  # the Features.server name
     label = ""  # for progress lines
-    binary = ""  # the executable's path
-    package = ""  # the Debian package that ships it
-    version_argv: tuple[str, ...] = ("--version",)
 
     def __init__(self) -> None:
         # our children, by pid, so stop() can reap them (no zombie, no stray server)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def stop(self, handle: ServerHandle) -> None:
+        for pid in handle.pids:
+            proc = self._children.pop(pid, None)
+            if proc is not None and not self._terminate(proc):
+                raise BrokerError(f"{self.label} (pid {pid}) did not exit after SIGKILL")
+
+    def _terminate(self, proc: subprocess.Popen[bytes]) -> bool:
+        if not terminate(proc):
+            return False
+        self._children.pop(proc.pid, None)
+        return True
+
+    def probe(self, url: str) -> tuple[dict[str, Any] | None, int | None]:
+        # a server mqlab did not start: say what it is meant to be, no CPU sampling
+        return {"product": self.label}, None
+
+
+class Daemon(ChildServers):
+    """Starts one Debian binary as a child process; subclasses say how to run it."""
+
+    binary = ""  # the executable's path
+    package = ""  # the Debian package that ships it
+    version_argv: tuple[str, ...] = ("--version",)
 
     def installed(self) -> str | None:
         if shutil.which(self.binary) or os.access(self.binary, os.X_OK):
@@ -122,22 +144,6 @@ class Daemon:
             state_dir,
             facts,
         )
-
-    def stop(self, handle: ServerHandle) -> None:
-        for pid in handle.pids:
-            proc = self._children.pop(pid, None)
-            if proc is not None and not self._terminate(proc):
-                raise BrokerError(f"{self.label} (pid {pid}) did not exit after SIGKILL")
-
-    def _terminate(self, proc: subprocess.Popen[bytes]) -> bool:
-        if not terminate(proc):
-            return False
-        self._children.pop(proc.pid, None)
-        return True
-
-    def probe(self, url: str) -> tuple[dict[str, Any] | None, int | None]:
-        # a server mqlab did not start: say what it is meant to be, no CPU sampling
-        return {"product": self.label}, None
 
 
 def terminate(proc: subprocess.Popen[Any]) -> bool:

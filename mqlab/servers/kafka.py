@@ -25,11 +25,10 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from mqlab.errors import BrokerError
 from mqlab.servers import mavenjars
-from mqlab.servers.daemons import free_port, terminate
+from mqlab.servers.daemons import ChildServers, free_port
 from mqlab.servers.handle import ServerHandle
 
 VERSION = "3.9.2"
@@ -177,14 +176,11 @@ def cause(text: str) -> str:
     return picked[:300]
 
 
-class KafkaServer:
+class KafkaServer(ChildServers):
     """Private single-node Kafka brokers (KRaft), as :mod:`mqlab.servers.managed` starts them."""
 
     kind = "kafka"
     label = "Kafka"
-
-    def __init__(self) -> None:
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     def installed(self) -> str | None:
         if shutil.which("java") is None:
@@ -283,22 +279,6 @@ class KafkaServer:
                     f"the private Kafka broker did not start on port {port}: {why} (log {log})"
                 )
             time.sleep(0.1)
-
-    def stop(self, handle: ServerHandle) -> None:
-        for pid in handle.pids:
-            proc = self._children.pop(pid, None)
-            if proc is not None and not self._terminate(proc):
-                raise BrokerError(f"Kafka (pid {pid}) did not exit after SIGKILL")
-
-    def _terminate(self, proc: subprocess.Popen[bytes]) -> bool:
-        if not terminate(proc):
-            return False
-        self._children.pop(proc.pid, None)
-        return True
-
-    def probe(self, url: str) -> tuple[dict[str, Any] | None, int | None]:
-        # a broker mqlab did not start: say what it is meant to be, no CPU sampling
-        return {"product": "Kafka"}, None
 
 
 if __name__ == "__main__":  # scripts/setup.sh: fetch once, where Java is

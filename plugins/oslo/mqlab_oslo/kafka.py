@@ -61,6 +61,7 @@ from mqlab.transport import (
     TransportConfig,
 )
 from mqlab_oslo.config import make_conf, oslo_messaging
+from mqlab_oslo.transport import NotificationEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -84,18 +85,6 @@ def transport_url(urls: list[str]) -> str:
         host, port = host_port(url)
         hosts.append(f"{host}:{port}")
     return f"kafka://{','.join(hosts)}/"
-
-
-class _NotificationEndpoint:
-    """oslo dispatches by priority name: a method for the target's priority only."""
-
-    def __init__(self, handler: Handler, priority: str) -> None:
-        def on_notification(
-            ctxt: Any, publisher_id: str, event_type: str, payload: str, metadata: Any
-        ) -> None:
-            handler(payload.encode("latin-1"))
-
-        setattr(self, priority, on_notification)
 
 
 class OsloKafkaTransport(Transport):
@@ -216,7 +205,7 @@ class OsloKafkaTransport(Transport):
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         """An oslo notification listener; listeners of one ``pool`` are one consumer group."""
-        endpoint = _NotificationEndpoint(on_loop(handler), target.priority)
+        endpoint = NotificationEndpoint(on_loop(handler), target.priority)
         # oslo's topic for a target and priority (its impl_kafka.target_to_topic)
         topic = f"{target.topic}.{target.priority}"
 

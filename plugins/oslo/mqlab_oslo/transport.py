@@ -93,7 +93,7 @@ class _RpcEndpoint:
         return None if reply is None else reply.decode("latin-1")
 
 
-class _NotificationEndpoint:
+class NotificationEndpoint:
     """oslo dispatches by priority name, and listens to (one queue per) priority the
     endpoint has a method for: only the target's, as one queue per pool."""
 
@@ -245,7 +245,7 @@ class OsloTransport(Transport):
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         """An oslo notification listener; listeners of one ``pool`` share one queue."""
-        endpoint = _NotificationEndpoint(on_loop(handler), target.priority)
+        endpoint = NotificationEndpoint(on_loop(handler), target.priority)
 
         def start() -> Any:
             transport = self._transport("notification", target.exchange)
