@@ -24,6 +24,7 @@ from mqlab.config.profile import Profile
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq.backlog import QueueDepth, rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
+from mqlab.servers.artemis import Artemis
 from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
 from mqlab.servers.handle import ManagedServer, ServerHandle
 from mqlab.servers.kafka import KafkaServer
@@ -84,6 +85,7 @@ STARTERS: dict[str, ManagedServer] = {
     "redis": RedisServer(),
     "mosquitto": Mosquitto(),
     "kafka": KafkaServer(),
+    "artemis": Artemis(),
 }
 
 

@@ -1,0 +1,229 @@
+"""Apache ActiveMQ Artemis, managed: an embedded broker from Maven Central's jars.
+
+Artemis is the second AMQP 1.0 broker mqlab manages, beside RabbitMQ (it is
+what Red Hat AMQ Broker ships). Nothing is downloaded from outside Maven
+Central: :func:`fetch` has Maven (Debian's ``maven``) resolve
+``artemis-server`` and ``artemis-amqp-protocol`` with their dependencies into
+``$XDG_CACHE_HOME/mqlab/artemis-<version>/lib`` (``~/.cache/...``, about
+20 MB, once), and the broker runs as ``java -cp lib/* <Main>``, where Main is
+the launcher Artemis ships in ``artemis-server`` for its container image: it
+reads ``<dir>/etc/broker.xml``, keeps its journal in ``<dir>/data`` and stops
+the broker on SIGTERM. ``scripts/setup.sh`` runs ``python -m mqlab.servers.artemis``;
+a run fetches on first use too.
+
+Each start writes its own ``broker.xml``: one AMQP acceptor on a free loopback
+port, persistence on (a durable message is written to the journal before the
+broker accepts it, as RabbitMQ does), security off (any SASL login is taken,
+as a fresh RabbitMQ takes guest), addresses and queues created on first use.
+A broker that cannot start (no Java, no jars, the port taken, a journal it
+cannot read) is one line naming Artemis and the cause.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mqlab.errors import BrokerError
+from mqlab.servers.daemons import Daemon, Launch, free_port
+from mqlab.servers.handle import ServerHandle
+
+VERSION = "2.55.0"
+#: Artemis' Maven group since it became a top-level Apache project (2.50)
+GROUP = "org.apache.artemis"
+MAIN = "org.apache.activemq.artemis.core.server.embedded.Main"
+#: the heap the Artemis distribution's artemis.profile gives a new broker
+HEAP = "-Xmx2G"
+#: seconds Maven may take to resolve the jars (first time: ~20 MB from Maven Central)
+FETCH_TIMEOUT = 600.0
+
+_POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>mqlab</groupId><artifactId>mqlab-artemis</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>{GROUP}</groupId><artifactId>artemis-server</artifactId>
+      <version>{VERSION}</version></dependency>
+    <dependency><groupId>{GROUP}</groupId><artifactId>artemis-amqp-protocol</artifactId>
+      <version>{VERSION}</version></dependency>
+    <!-- the broker logs through SLF4J: without a binding its errors would vanish -->
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId>
+      <version>2.0.17</version></dependency>
+  </dependencies>
+</project>
+"""
+
+_BROKER_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<configuration xmlns="urn:activemq">
+  <core xmlns="urn:activemq:core">
+    <name>mqlab</name>
+    <persistence-enabled>true</persistence-enabled>
+    <!-- libaio (ASYNCIO) is a native extra; NIO is what every machine has -->
+    <journal-type>NIO</journal-type>
+    <journal-pool-files>10</journal-pool-files>
+    <security-enabled>false</security-enabled>
+    <!-- the default (90 %) blocks every producer on a fuller disk: RabbitMQ's own
+         disk alarm is an absolute free-space limit, so keep only that kind here -->
+    <max-disk-usage>100</max-disk-usage>
+    <min-disk-free>50M</min-disk-free>
+    <acceptors>
+      <acceptor name="amqp">tcp://127.0.0.1:{port}?protocols=AMQP;tcpNoDelay=true</acceptor>
+    </acceptors>
+    <address-settings>
+      <address-setting match="#">
+        <auto-create-addresses>true</auto-create-addresses>
+        <auto-create-queues>true</auto-create-queues>
+        <auto-delete-addresses>true</auto-delete-addresses>
+        <auto-delete-queues>true</auto-delete-queues>
+      </address-setting>
+    </address-settings>
+  </core>
+</configuration>
+"""
+
+#: an exception line of a JVM's log (not an indented "Suppressed:" one) and its root cause
+_THROWN = re.compile(r"^[\w.$]+(?:Exception|Error): (.+)")
+_ROOT = re.compile(r"^Caused by: [\w.$]+: (.+)")
+#: the log line Artemis writes once its acceptors listen
+_ACTIVE = "AMQ221007"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mqlab" / f"artemis-{VERSION}"
+
+
+def _lib() -> Path:
+    return cache_dir() / "lib"
+
+
+def fetched() -> bool:
+    """True once Maven resolved every jar (its last step writes the marker)."""
+    return (cache_dir() / "resolved").is_file()
+
+
+def fetch(say: Callable[[str], None] = lambda _: None) -> None:
+    """Resolve the jars with Maven; BrokerError with one line when it cannot."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise BrokerError(
+            "Artemis' jars are not fetched and Maven is not installed: "
+            "sudo apt-get install maven (then python -m mqlab.servers.artemis)"
+        )
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mqlab-artemis-pom-") as tmp:
+        pom = Path(tmp) / "pom.xml"
+        pom.write_text(_POM)
+        say(f"resolving Artemis {VERSION} from Maven Central into {cache_dir()}")
+        # -C: a jar whose checksum differs from Maven Central's is an error, not a warning
+        argv = [mvn, "-B", "-q", "-C", "-f", str(pom), "dependency:copy-dependencies"]
+        argv += [f"-DoutputDirectory={_lib()}", "-DincludeScope=runtime"]
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=FETCH_TIMEOUT, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BrokerError(f"Artemis' jars could not be resolved with Maven: {exc}") from None
+    if done.returncode != 0:
+        errors = [ln for ln in done.stdout.splitlines() if "ERROR" in ln] or ["no output"]
+        raise BrokerError(
+            f"Artemis' jars could not be resolved from Maven Central: {errors[0][:300]}"
+        )
+    (cache_dir() / "resolved").write_text(VERSION + "\n")
+
+
+def cause(log: Path) -> str:
+    """Why a start failed, in one line: the JVM's first exception and its root cause."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    for i, line in enumerate(lines):
+        thrown = _THROWN.match(line)
+        if thrown:
+            why = thrown.group(1).strip("[] ").removeprefix("errorType=IO_ERROR message=")
+            roots = [m.group(1) for ln in lines[i + 1 :] if (m := _ROOT.match(ln))]
+            if roots and roots[-1] not in why:
+                why = f"{why} ({roots[-1]})"
+            return why[:300]
+    errors = [ln.split(" - ", 1)[-1] for ln in lines if " ERROR " in ln]
+    return (errors[0] if errors else lines[-1] if lines else "").strip()[:300]
+
+
+class Artemis(Daemon):
+    """One embedded Artemis broker (AMQP 1.0 only) as a child JVM on a free loopback port."""
+
+    kind, label, binary, package = "artemis", "Artemis", "java", "default-jre-headless"
+    #: a cold JVM on a busy two-core machine: class loading and the journal take seconds
+    ready_within = 60.0
+
+    def installed(self) -> str | None:
+        if shutil.which("java") is None:
+            return (
+                "Artemis needs a Java runtime and there is none on PATH: "
+                "sudo apt-get install default-jre-headless"
+            )
+        if not fetched() and shutil.which("mvn") is None:
+            return (
+                f"Artemis {VERSION} is not fetched and Maven is not installed: "
+                "sudo apt-get install maven (then python -m mqlab.servers.artemis)"
+            )
+        return None
+
+    def version(self) -> str | None:
+        return VERSION
+
+    def launch(self, state_dir: Path) -> Launch:
+        port = free_port()
+        etc = state_dir / "etc"
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "broker.xml").write_text(_BROKER_XML.format(port=port))
+        argv = [self.binary, HEAP, "-XX:+UseG1GC"]
+        # the audit log writes a line per management call: only its warnings
+        argv.append("-Dorg.slf4j.simpleLogger.log.org.apache.activemq.audit=warn")
+        argv += ["-cp", f"{_lib()}/*", MAIN, str(state_dir)]
+        # security is off: the credentials are there for clients that always log in
+        return Launch(argv, port, f"amqp://guest:guest@127.0.0.1:{port}")
+
+    def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
+        problem = self.installed()
+        if problem:
+            raise BrokerError(problem)
+        if not fetched():
+            fetch()
+        log = state_dir / "server.log"
+        try:
+            handle = super().start(state_dir, nodes)
+            # the port may answer before Artemis is up, or be someone else's: only
+            # Artemis saying it is active, from the process we started, counts
+            self._await_active(handle.pids[0], log)
+        except BrokerError as exc:
+            why = cause(log) or str(exc)
+            raise BrokerError(
+                f"the private Artemis broker did not start (log {log}): {why}"
+            ) from None
+        return handle
+
+    def _await_active(self, pid: int, log: Path) -> None:
+        proc = self._children[pid]
+        deadline = time.monotonic() + self.ready_within
+        while _ACTIVE not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self._terminate(proc)
+                raise BrokerError(f"exit status {proc.returncode}")
+            time.sleep(0.05)
+
+
+if __name__ == "__main__":  # scripts/setup.sh: resolve once, where Java and Maven are
+    try:
+        fetch(lambda line: print(line, file=sys.stderr))
+    except BrokerError as exc:
+        print(f"mqlab.artemis: {exc}", file=sys.stderr)
+        sys.exit(1)
