@@ -206,7 +206,7 @@ def _run(
         broker_steps=managed.broker_steps(urls, server_of, handles),
         node_control=managed.node_control(handles),
         after_step=ceilings,
-        broker_pid_of=managed.pid_of(server_of, handles),
+        broker_pid_of=managed.pid_of(server_of, handles, urls),
         broker_pids=lambda: managed.broker_pids(handles),
     )  # fmt: skip
     status, message, code = "done", "", 0

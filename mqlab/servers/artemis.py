@@ -30,8 +30,11 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mqlab.errors import BrokerError
+from mqlab.rabbitmq.host import find_pid
+from mqlab.sdk.urls import host_port
 from mqlab.servers.daemons import Daemon, Launch, free_port
 from mqlab.servers.handle import ServerHandle
 
@@ -206,10 +209,18 @@ class Artemis(Daemon):
             self._await_active(handle.pids[0], log)
         except BrokerError as exc:
             why = cause(log) or str(exc)
+            if "AMQ1490" in why:  # the journal's own errors: say where it is
+                why = f"its journal in {state_dir / 'data'} cannot be read: {why}"
             raise BrokerError(
                 f"the private Artemis broker did not start (log {log}): {why}"
             ) from None
         return handle
+
+    def probe(self, url: str) -> tuple[dict[str, Any] | None, int | None]:
+        """An Artemis mqlab did not start: its pid when it listens on this host (for CPU)."""
+        host, port = host_port(url)
+        local = host in ("127.0.0.1", "localhost", "::1")
+        return {"product": self.label}, find_pid(port) if local else None
 
     def _await_active(self, pid: int, log: Path) -> None:
         proc = self._children[pid]
