@@ -234,7 +234,8 @@ class Artemis(Daemon):
 
 if __name__ == "__main__":  # scripts/setup.sh: resolve once, where Java and Maven are
     try:
-        fetch(lambda line: print(line, file=sys.stderr))
+        if not fetched():
+            fetch(lambda line: print(line, file=sys.stderr))
     except BrokerError as exc:
         print(f"mqlab.artemis: {exc}", file=sys.stderr)
         sys.exit(1)
