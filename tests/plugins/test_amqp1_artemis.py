@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from mqlab import registry
+from mqlab.errors import DriverError
 from mqlab.servers.handle import ServerHandle
 from mqlab.transport import Target, Transport
 from tests.conftest import BrokerHandle
@@ -121,3 +122,15 @@ def test_one_run_on_both_brokers_loses_nothing_and_samples_each_broker_s_cpu(
     sampled = {s["driver"]: s["cpu"]["broker_process"] for s in steps}
     assert sampled["artemis"]["pid"] == artemis_server.pids[0]
     assert sampled["rabbitmq"]["name"] == "beam.smp"
+
+
+def test_a_rabbitmq_queue_type_is_refused_on_artemis_not_ignored(
+    artemis_server: ServerHandle,
+) -> None:
+    async def check() -> None:
+        async with _transport(artemis_server, "s1", []) as server:
+            quorum = Target(f"ex{uuid.uuid4().hex[:8]}", "t", queue_type="quorum")
+            with pytest.raises(DriverError, match="quorum queues are RabbitMQ's; Artemis has none"):
+                await server.serve_rpc(quorum.to_server("s1"), lambda body: None)
+
+    asyncio.run(check())

@@ -252,21 +252,28 @@ class Amqp1Transport(Transport):
         """Consume ``<topic>``, ``<topic>.<server>`` and this server's fanout queue."""
         server = target.server or self.config.worker
         nodes = self._addressing.rpc_from(target, server)
-        await self._declare(nodes, *rpc_exchanges(target))
+        await self._declare(nodes, *rpc_exchanges(target), queue_type=target.queue_type)
         presettled = {"call", "cast"} <= self._presettled
         await self._links.consume(nodes, presettled, self._server_callback(handler))
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         """Consume the pool's queue, bound to ``<topic>.<priority>`` on the exchange."""
         node = self._addressing.notify_from(target, pool)
-        await self._declare((node,), notification_exchange(target))
+        await self._declare((node,), notification_exchange(target), queue_type=target.queue_type)
         presettled = "notify" in self._presettled
         await self._links.consume((node,), presettled, self._server_callback(handler))
 
-    async def _declare(self, nodes: tuple[Node, ...], *exchanges: ExchangeDecl) -> None:
+    async def _declare(
+        self, nodes: tuple[Node, ...], *exchanges: ExchangeDecl, queue_type: str = "classic"
+    ) -> None:
         """Declare the exchanges and the nodes' queues where the broker needs it (RabbitMQ)."""
         declarer = self._declarer()
         if not self._addressing.declares:
+            if queue_type != "classic":
+                raise DriverError(
+                    f"{queue_type} queues are RabbitMQ's; Artemis has none "
+                    "(leave the scenario's queue type classic for a broker = 'artemis' driver)"
+                )
             return
         for exchange in exchanges:
             await declarer.exchange(exchange)
