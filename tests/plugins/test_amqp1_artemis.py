@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from mqlab import registry
+from mqlab.ceiling import refloop
 from mqlab.errors import DriverError
+from mqlab.sdk.reference import ReferenceSpec
 from mqlab.servers.handle import ServerHandle
 from mqlab.transport import Target, Transport
 from tests.conftest import BrokerHandle
@@ -134,3 +136,20 @@ def test_a_rabbitmq_queue_type_is_refused_on_artemis_not_ignored(
                 await server.serve_rpc(quorum.to_server("s1"), lambda body: None)
 
     asyncio.run(check())
+
+
+def test_the_reference_loop_runs_on_artemis_s_anycast_queue(artemis_server: ServerHandle) -> None:
+    """`mqlab ceiling`'s loop for an artemis driver: proton alone, on an address Artemis
+    creates (no AMQP 0-9-1 declaration: Artemis has no 0-9-1 port)."""
+
+    async def warm() -> None:
+        # as after a step: a JVM serving its first AMQP connection is slow enough to
+        # let the loop's window (opened before its publisher starts) pass unseen
+        async with _transport(artemis_server, "warm", []) as client:
+            await client.notify(Target("warm", "up"), b"x")
+
+    asyncio.run(warm())
+    options = registry.get("amqp1").check({"broker": "artemis"})
+    spec = ReferenceSpec(artemis_server.urls, f"ref-{uuid.uuid4().hex[:8]}", 200, options)
+    got = asyncio.run(refloop.measure("amqp1", spec, 2.0, 2.0))
+    assert got.received_per_s > 0
