@@ -2,31 +2,29 @@
 
 Artemis is the second AMQP 1.0 broker mqlab manages, beside RabbitMQ (it is
 what Red Hat AMQ Broker ships). Nothing is downloaded from outside Maven
-Central: :func:`fetch` has Maven (Debian's ``maven``) resolve
-``artemis-server`` and ``artemis-amqp-protocol`` with their dependencies into
-``$XDG_CACHE_HOME/mqlab/artemis-<version>/lib`` (``~/.cache/...``, about
-20 MB, once), and the broker runs as ``java -cp lib/* <Main>``, where Main is
-the launcher Artemis ships in ``artemis-server`` for its container image: it
-reads ``<dir>/etc/broker.xml``, keeps its journal in ``<dir>/data`` and stops
-the broker on SIGTERM. ``scripts/setup.sh`` runs ``python -m mqlab.servers.artemis``;
+Central: :data:`JARS` is ``artemis-server`` and ``artemis-amqp-protocol`` with
+every library they load, pinned as Maven resolved them, fetched and SHA-1
+checked by :mod:`mqlab.servers.mavenjars` into
+``$XDG_CACHE_HOME/mqlab/artemis-<version>`` (``~/.cache/...``, about 20 MB,
+once). The broker runs as ``java -cp <jars> <Main>``, where Main is the
+launcher Artemis ships in ``artemis-server`` for its container image: it reads
+``<dir>/etc/broker.xml``, keeps its journal in ``<dir>/data`` and stops the
+broker on SIGTERM. ``scripts/setup.sh`` runs ``python -m mqlab.servers.artemis``;
 a run fetches on first use too.
 
 Each start writes its own ``broker.xml``: one AMQP acceptor on a free loopback
 port, persistence on (a durable message is written to the journal before the
 broker accepts it, as RabbitMQ does), security off (any SASL login is taken,
 as a fresh RabbitMQ takes guest), addresses and queues created on first use.
-A broker that cannot start (no Java, no jars, the port taken, a journal it
-cannot read) is one line naming Artemis and the cause.
+A broker that cannot start (no Java, jars it cannot fetch, the port taken, a
+journal it cannot read) is one line naming Artemis and the cause.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,33 +33,72 @@ from typing import Any
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq.host import find_pid
 from mqlab.sdk.urls import host_port
+from mqlab.servers import mavenjars
 from mqlab.servers.daemons import Daemon, Launch, free_port
 from mqlab.servers.handle import ServerHandle
 
 VERSION = "2.55.0"
-#: Artemis' Maven group since it became a top-level Apache project (2.50)
-GROUP = "org.apache.artemis"
 MAIN = "org.apache.activemq.artemis.core.server.embedded.Main"
 #: the heap the Artemis distribution's artemis.profile gives a new broker
 HEAP = "-Xmx2G"
-#: seconds Maven may take to resolve the jars (first time: ~20 MB from Maven Central)
-FETCH_TIMEOUT = 600.0
-
-_POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>mqlab</groupId><artifactId>mqlab-artemis</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>{GROUP}</groupId><artifactId>artemis-server</artifactId>
-      <version>{VERSION}</version></dependency>
-    <dependency><groupId>{GROUP}</groupId><artifactId>artemis-amqp-protocol</artifactId>
-      <version>{VERSION}</version></dependency>
-    <!-- the broker logs through SLF4J: without a binding its errors would vanish -->
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId>
-      <version>2.0.17</version></dependency>
-  </dependencies>
-</project>
-"""
+#: the runtime classpath, as ``mvn dependency:list -DincludeScope=runtime`` resolved
+#: ``artemis-server`` and ``artemis-amqp-protocol`` 2.55.0 plus ``slf4j-simple`` (the broker
+#: logs through SLF4J: without a binding its errors would vanish); Netty's native epoll
+#: transport for Linux x86-64 (elsewhere Netty uses NIO), not its macOS one
+JARS = mavenjars.JarSet(
+    f"artemis-{VERSION}",
+    mavenjars.jars(
+        [
+            ("com.github.ben-manes.caffeine", "caffeine", "3.2.4"),
+            ("com.hierynomus", "asn-one", "0.6.0"),
+            ("com.nimbusds", "nimbus-jose-jwt", "10.9.1"),
+            ("commons-beanutils", "commons-beanutils", "1.11.0"),
+            ("commons-collections", "commons-collections", "3.2.2"),
+            ("commons-io", "commons-io", "2.22.0"),
+            ("commons-logging", "commons-logging", "1.3.5"),
+            ("de.dentrassi.crypto", "pem-keystore", "3.0.0"),
+            ("io.micrometer", "micrometer-commons", "1.17.0"),
+            ("io.micrometer", "micrometer-core", "1.17.0"),
+            ("io.micrometer", "micrometer-observation", "1.17.0"),
+            ("io.netty", "netty-buffer", "4.1.135.Final"),
+            ("io.netty", "netty-codec-haproxy", "4.1.135.Final"),
+            ("io.netty", "netty-codec-http", "4.1.135.Final"),
+            ("io.netty", "netty-codec-socks", "4.1.135.Final"),
+            ("io.netty", "netty-codec", "4.1.135.Final"),
+            ("io.netty", "netty-common", "4.1.135.Final"),
+            ("io.netty", "netty-handler-proxy", "4.1.135.Final"),
+            ("io.netty", "netty-handler", "4.1.135.Final"),
+            ("io.netty", "netty-resolver", "4.1.135.Final"),
+            ("io.netty", "netty-transport-classes-epoll", "4.1.135.Final"),
+            ("io.netty", "netty-transport-classes-kqueue", "4.1.135.Final"),
+            ("io.netty", "netty-transport-native-epoll", "4.1.135.Final", "linux-x86_64"),
+            ("io.netty", "netty-transport-native-unix-common", "4.1.135.Final"),
+            ("io.netty", "netty-transport", "4.1.135.Final"),
+            ("jakarta.transaction", "jakarta.transaction-api", "1.3.3"),
+            ("org.apache.activemq", "activemq-artemis-native", "2.0.0"),
+            ("org.apache.artemis", "artemis-amqp-protocol", "2.55.0"),
+            ("org.apache.artemis", "artemis-commons", "2.55.0"),
+            ("org.apache.artemis", "artemis-core-client", "2.55.0"),
+            ("org.apache.artemis", "artemis-jdbc-store", "2.55.0"),
+            ("org.apache.artemis", "artemis-journal", "2.55.0"),
+            ("org.apache.artemis", "artemis-lockmanager-api", "2.55.0"),
+            ("org.apache.artemis", "artemis-selector", "2.55.0"),
+            ("org.apache.artemis", "artemis-server", "2.55.0"),
+            ("org.apache.commons", "commons-configuration2", "2.15.1"),
+            ("org.apache.commons", "commons-dbcp2", "2.14.0"),
+            ("org.apache.commons", "commons-lang3", "3.20.0"),
+            ("org.apache.commons", "commons-pool2", "2.13.0"),
+            ("org.apache.commons", "commons-text", "1.15.0"),
+            ("org.apache.qpid", "proton-j", "0.34.1"),
+            ("org.jctools", "jctools-core", "4.0.6"),
+            ("org.jgroups", "jgroups", "5.3.13.Final"),
+            ("org.jspecify", "jspecify", "1.0.0"),
+            ("org.slf4j", "slf4j-api", "2.0.18"),
+            ("org.slf4j", "slf4j-simple", "2.0.17"),
+            ("org.snakeyaml", "snakeyaml-engine", "3.0.1"),
+        ]
+    ),
+)
 
 _BROKER_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <configuration xmlns="urn:activemq">
@@ -98,48 +135,12 @@ _ROOT = re.compile(r"^Caused by: [\w.$]+: (.+)")
 _ACTIVE = "AMQ221007"
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mqlab" / f"artemis-{VERSION}"
-
-
-def _lib() -> Path:
-    return cache_dir() / "lib"
-
-
-def fetched() -> bool:
-    """True once Maven resolved every jar (its last step writes the marker)."""
-    return (cache_dir() / "resolved").is_file()
-
-
 def fetch(say: Callable[[str], None] = lambda _: None) -> None:
-    """Resolve the jars with Maven; BrokerError with one line when it cannot."""
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise BrokerError(
-            "Artemis' jars are not fetched and Maven is not installed: "
-            "sudo apt-get install maven (then python -m mqlab.servers.artemis)"
-        )
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="mqlab-artemis-pom-") as tmp:
-        pom = Path(tmp) / "pom.xml"
-        pom.write_text(_POM)
-        say(f"resolving Artemis {VERSION} from Maven Central into {cache_dir()}")
-        # -C: a jar whose checksum differs from Maven Central's is an error, not a warning
-        argv = [mvn, "-B", "-q", "-C", "-f", str(pom), "dependency:copy-dependencies"]
-        argv += [f"-DoutputDirectory={_lib()}", "-DincludeScope=runtime"]
-        try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=FETCH_TIMEOUT, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BrokerError(f"Artemis' jars could not be resolved with Maven: {exc}") from None
-    if done.returncode != 0:
-        errors = [ln for ln in done.stdout.splitlines() if "ERROR" in ln] or ["no output"]
-        raise BrokerError(
-            f"Artemis' jars could not be resolved from Maven Central: {errors[0][:300]}"
-        )
-    (cache_dir() / "resolved").write_text(VERSION + "\n")
+    """Download the jars still missing; BrokerError with one line when it cannot."""
+    try:
+        JARS.fetch(say)
+    except (OSError, ValueError) as exc:
+        raise BrokerError(f"Artemis' jars could not be fetched from Maven Central: {exc}") from None
 
 
 def cause(log: Path) -> str:
@@ -173,11 +174,6 @@ class Artemis(Daemon):
                 "Artemis needs a Java runtime and there is none on PATH: "
                 "sudo apt-get install default-jre-headless"
             )
-        if not fetched() and shutil.which("mvn") is None:
-            return (
-                f"Artemis {VERSION} is not fetched and Maven is not installed: "
-                "sudo apt-get install maven (then python -m mqlab.servers.artemis)"
-            )
         return None
 
     def version(self) -> str | None:
@@ -191,7 +187,7 @@ class Artemis(Daemon):
         argv = [self.binary, HEAP, "-XX:+UseG1GC"]
         # the audit log writes a line per management call: only its warnings
         argv.append("-Dorg.slf4j.simpleLogger.log.org.apache.activemq.audit=warn")
-        argv += ["-cp", f"{_lib()}/*", MAIN, str(state_dir)]
+        argv += ["-cp", JARS.classpath(), MAIN, str(state_dir)]
         # security is off: the credentials are there for clients that always log in
         return Launch(argv, port, f"amqp://guest:guest@127.0.0.1:{port}")
 
@@ -199,8 +195,7 @@ class Artemis(Daemon):
         problem = self.installed()
         if problem:
             raise BrokerError(problem)
-        if not fetched():
-            fetch()
+        fetch()
         log = state_dir / "server.log"
         try:
             handle = super().start(state_dir, nodes)
@@ -232,10 +227,9 @@ class Artemis(Daemon):
             time.sleep(0.05)
 
 
-if __name__ == "__main__":  # scripts/setup.sh: resolve once, where Java and Maven are
+if __name__ == "__main__":  # scripts/setup.sh: fetch once
     try:
-        if not fetched():
-            fetch(lambda line: print(line, file=sys.stderr))
+        fetch(lambda line: print(line, file=sys.stderr))
     except BrokerError as exc:
         print(f"mqlab.artemis: {exc}", file=sys.stderr)
         sys.exit(1)
