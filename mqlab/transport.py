@@ -314,6 +314,15 @@ class Transport(abc.ABC):
             **config.options,
         }
 
+    @classmethod
+    def server_for(cls, options: Mapping[str, Any]) -> str | None:
+        """The managed server a driver with these (checked) options talks to.
+
+        ``features.server`` unless a plugin speaks to several kinds of server and
+        an option picks one (amqp1's ``broker``: RabbitMQ or Artemis).
+        """
+        return cls.features.server
+
     @classmethod  # noqa: B027 - an optional hook
     def check_combinations(cls, options: Mapping[str, Any]) -> None:
         """Refuse option values that are fine alone but not together.

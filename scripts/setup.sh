@@ -107,6 +107,20 @@ if command -v java >/dev/null; then
   fi
 fi
 
+# ActiveMQ Artemis (the amqp1 driver's second broker, `broker = "artemis"`): its jars come from
+# Maven Central into ~/.cache/mqlab/artemis-<version> (about 20 MB, once). The tests start it:
+# there, a jar that cannot be fetched stops the set-up; otherwise the first run fetches them.
+if command -v java >/dev/null; then
+  if ! .venv/bin/python -m mqlab.servers.artemis >/dev/null 2>.venv/setup-artemis.log; then
+    if [[ $mode == test ]]; then
+      say "the Artemis jars could not be fetched from Maven Central:"
+      cat .venv/setup-artemis.log >&2
+      exit 1
+    fi
+    say "the Artemis jars could not be fetched; a run that needs Artemis will try again"
+  fi
+fi
+
 if [[ $mode == run ]]; then
   exec .venv/bin/mqlab run profiles/pika-vs-kombu.toml "$@"
 fi

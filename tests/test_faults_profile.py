@@ -99,6 +99,14 @@ REFUSED = {
         "scenario[0].event[0].action",
         "in-process",
     ),
+    "a node fault with a driver on Artemis": (
+        MANAGED
+        + '[drivers.artemis]\nplugin = "amqp1"\nbroker = "artemis"\n'
+        + CAST
+        + '[[scenario.event]]\nat = "5s"\naction = "kill_node"\nnode = "node1"\n',
+        "scenario[0].event[0].action",
+        "needs a RabbitMQ node mqlab manages",
+    ),
     "delay without ms": (
         MANAGED + KOMBU + CAST + '[[scenario.event]]\nat = "5s"\naction = "delay"\n',
         "scenario[0].event[0].ms",

@@ -11,7 +11,7 @@ is missing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mqlab import netns
 from mqlab.config.events import node_index
@@ -20,6 +20,11 @@ from mqlab.errors import ProfileError
 if TYPE_CHECKING:
     from mqlab.config.profile import Profile
     from mqlab.registry import LoadedPlugin
+
+
+def _server(plugin: LoadedPlugin, options: Mapping[str, Any]) -> str | None:
+    """The server a driver talks to (an option may pick it: amqp1's ``broker``)."""
+    return plugin.cls.server_for(plugin.check(options))
 
 
 def check_events(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> None:
@@ -35,7 +40,9 @@ def check_events(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> None:
                     f"{profile.run.duration:g} s window; lower at or raise run.duration",
                 )  # fmt: skip
             if ev.kind == "broker":
-                rabbit = any(plugins[d.name].cls.features.server == "rabbitmq" for d in drivers)
+                rabbit = any(
+                    _server(plugins[d.name], d.options_dict) == "rabbitmq" for d in drivers
+                )
                 if not (profile.broker.managed and rabbit):
                     raise ProfileError(
                         path, f"{where}.action", f"{ev.action} needs a RabbitMQ node mqlab "

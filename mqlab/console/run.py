@@ -66,6 +66,14 @@ def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> di
     return doc
 
 
+def _servers_of(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> dict[str, str | None]:
+    """Driver name -> the managed server kind it talks to (an option may pick it)."""
+    return {
+        d.name: plugins[d.name].cls.server_for(plugins[d.name].check(d.options_dict))
+        for d in profile.drivers
+    }
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """The pipeline: profile, check, plan, servers, run, record."""
     profile = load(args.profile, args)
@@ -84,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = make_plan(profile)
     console = _console()
     err = _console(stderr=True)
-    server_of = {name: p.cls.features.server for name, p in plugins.items()}
+    server_of = _servers_of(profile, plugins)
     kinds = managed.needed(server_of) if profile.broker.managed else []
 
     def say(line: str) -> None:
@@ -139,7 +147,7 @@ def _run(
 ) -> int:
     from mqlab.run.controller import Interrupted, Runner, StepFailed
 
-    server_of = {name: p.cls.features.server for name, p in plugins.items()}
+    server_of = _servers_of(profile, plugins)
     broker_info, broker_pid = managed.facts(urls, server_of, handles)
 
     def warn(line: str) -> None:
@@ -150,6 +158,8 @@ def _run(
         err.print(f"{profile.run.name}: measuring codec costs…")
     env = environment.gather(registry.discover(), broker_info, {d.plugin for d in profile.drivers})
     env["codec_cost_us"] = codec_costs(profile)
+    # every managed server, not only the first driver's (RabbitMQ and Artemis in one run)
+    env["servers"] = {kind: {"managed": True, **h.facts} for kind, h in handles.items()}
     results = ResultsFile(out, _profile_record(profile, urls), env, warn)
     if not results.write():
         raise CliError(results.write_error or "cannot write the results file", EXIT_FAILED)
@@ -198,7 +208,7 @@ def _run(
         broker_steps=managed.broker_steps(urls, server_of, handles),
         node_control=managed.node_control(handles),
         after_step=ceilings,
-        broker_pid_of=managed.pid_of(server_of, handles),
+        broker_pid_of=managed.pid_of(server_of, handles, urls),
         broker_pids=lambda: managed.broker_pids(handles),
     )  # fmt: skip
     status, message, code = "done", "", 0

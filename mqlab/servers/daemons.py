@@ -85,6 +85,7 @@ class Daemon(ChildServers):
     binary = ""  # the executable's path
     package = ""  # the Debian package that ships it
     version_argv: tuple[str, ...] = ("--version",)
+    ready_within = READY_WITHIN  # a JVM-based server needs longer
 
     def installed(self) -> str | None:
         if shutil.which(self.binary) or os.access(self.binary, os.X_OK):
@@ -124,7 +125,7 @@ class Daemon(ChildServers):
         finally:
             log.close()
         self._children[proc.pid] = proc
-        deadline = time.monotonic() + READY_WITHIN
+        deadline = time.monotonic() + self.ready_within
         while not _accepts(how.port):
             if proc.poll() is not None or time.monotonic() > deadline:
                 self._terminate(proc)

@@ -24,6 +24,7 @@ from mqlab.config.profile import Profile
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq.backlog import QueueDepth, rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
+from mqlab.servers.artemis import Artemis
 from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
 from mqlab.servers.handle import ManagedServer, ServerHandle
 from mqlab.servers.kafka import KafkaServer
@@ -84,6 +85,7 @@ STARTERS: dict[str, ManagedServer] = {
     "redis": RedisServer(),
     "mosquitto": Mosquitto(),
     "kafka": KafkaServer(),
+    "artemis": Artemis(),
 }
 
 
@@ -266,15 +268,25 @@ def facts(
 
 
 def pid_of(
-    server_of: Mapping[str, str | None], handles: Mapping[str, ServerHandle]
+    server_of: Mapping[str, str | None],
+    handles: Mapping[str, ServerHandle],
+    urls: Mapping[str, tuple[str, ...]] | None = None,
 ) -> dict[str, int | None]:
-    """Driver name -> the pid of the managed server it talks to (its first node's), for
-    the drivers whose server mqlab started: a run with RabbitMQ and Kafka samples each."""
+    """Driver name -> the pid of the server it talks to (its first node's), for the drivers
+    whose server mqlab started, and, given ``urls``, those whose server the starter finds
+    listening on this host (``probe``): a run with RabbitMQ and Kafka or Artemis samples each."""
     out: dict[str, int | None] = {}
+    probed: dict[tuple[str, str], int | None] = {}
     for name, kind in server_of.items():
         handle = handles.get(kind) if kind is not None else None
         if handle is not None and handle.pids:
             out[name] = handle.pids[0]
+        elif kind in STARTERS and urls and urls.get(name):
+            key = (kind, urls[name][0])
+            if key not in probed:
+                probed[key] = STARTERS[kind].probe(key[1])[1]
+            if probed[key] is not None:
+                out[name] = probed[key]
     return out
 
 

@@ -30,10 +30,13 @@ class Jar:
     group: str
     artifact: str
     version: str
+    #: a platform build beside the plain jar, e.g. Netty's "linux-x86_64" native transport
+    classifier: str = ""
 
     @property
     def file(self) -> str:
-        return f"{self.artifact}-{self.version}.jar"
+        tail = f"-{self.classifier}" if self.classifier else ""
+        return f"{self.artifact}-{self.version}{tail}.jar"
 
     @property
     def url(self) -> str:
@@ -72,7 +75,7 @@ class JarSet:
             _download(jar.url, self.cache_dir / jar.file)
 
 
-def jars(rows: Sequence[tuple[str, str, str]]) -> tuple[Jar, ...]:
+def jars(rows: Sequence[tuple[str, ...]]) -> tuple[Jar, ...]:
     return tuple(Jar(*row) for row in rows)
 
 

@@ -45,3 +45,15 @@ def mosquitto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve
 @pytest.fixture(scope="session")
 def kafka_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
     yield from _managed("kafka", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def artemis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
+    """A private ActiveMQ Artemis (a JVM): started once for the session, and gone after it."""
+    import psutil
+
+    handle: ServerHandle | None = None
+    for handle in _managed("artemis", tmp_path_factory):
+        yield handle
+    assert handle is not None
+    assert not psutil.pid_exists(handle.pids[0]), "the Artemis JVM outlived its stop"

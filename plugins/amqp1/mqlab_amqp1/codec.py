@@ -38,11 +38,12 @@ def encode(
     correlation_id: str | None = None,
     reply_to: str | None = None,
     durable: bool = False,
+    to: str | None = None,
 ) -> bytes:
     """The wire form of a message whose body is one data section (raw bytes for 0-9-1)."""
     # properties list: message-id, user-id, to, subject, reply-to, correlation-id
     fields = (
-        _str(message_id) + _NULL + _NULL + _str(subject) + _str(reply_to) + _str(correlation_id)
+        _str(message_id) + _NULL + _str(to) + _str(subject) + _str(reply_to) + _str(correlation_id)
     )
     if len(fields) + 1 < 256:
         props = _PROPERTIES + b"\xc0" + bytes((len(fields) + 1, 6)) + fields

@@ -142,19 +142,23 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
         self._names += 1
         return f"{kind}-{self._names}:{address}"
 
-    def sender(self, address: str) -> Sender:
+    def sender(self, address: str, capability: str | None = None) -> Sender:
         self._check()
-        sender = Sender(self, address, self._name("snd", address))
+        sender = Sender(self, address, self._name("snd", address), capability)
         self._senders.append(sender)
         return sender
 
     def receiver(
-        self, address: str, credit: int, presettled: bool, on_message: OnMessage
+        self,
+        address: str,
+        credit: int,
+        presettled: bool,
+        on_message: OnMessage,
+        capability: str | None = None,
     ) -> Receiver:
         self._check()
-        receiver = Receiver(
-            self, address, self._name("rcv", address), credit, presettled, on_message
-        )
+        name = self._name("rcv", address)
+        receiver = Receiver(self, address, name, credit, presettled, on_message, capability)
         self._receivers.append(receiver)
         return receiver
 
@@ -232,6 +236,7 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
             self._fail(ConnectFailed(f"cannot open an AMQP 1.0 connection: {error}"))
 
     def connection_remote_closed(self, connection: Any, pn_condition: Any) -> None:
+        self.remote_closed = True
         if self._closing:
             return
         what = describe(pn_condition)

@@ -43,6 +43,8 @@ class EnginePump(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._pending_input = b""
+        #: the peer sent its close frame: only then is our half-close safe
+        self.remote_closed = False
 
     def wake(self) -> None:
         """Ask for one engine pass on the next loop iteration."""
@@ -87,7 +89,7 @@ class EnginePump(asyncio.Protocol):
                 break
             transport.write(data)
             conn.output_written(len(data))
-        if pending < 0 and not self._eof_sent:
+        if pending < 0 and not self._eof_sent and self.remote_closed:
             # half-close: the broker may still have frames for us (its close)
             self._eof_sent = True
             if transport.can_write_eof():

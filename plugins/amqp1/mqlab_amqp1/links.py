@@ -58,6 +58,21 @@ def describe(condition: Any) -> str:
     return str(name or text or condition)
 
 
+def set_capability(terminus: Any, capability: str | None) -> None:
+    """Ask for a node kind (Artemis: ``queue`` = anycast, ``topic`` = multicast).
+
+    pyngus has no property for terminus capabilities: they are set on its
+    proton link before it opens.
+    """
+    if capability is None:
+        return
+    caps = terminus.capabilities
+    caps.put_array(False, proton.Data.SYMBOL)
+    caps.enter()
+    caps.put_symbol(capability)
+    caps.exit()
+
+
 class _Link:
     """What both link handlers share: the attach future and failing once, for good."""
 
@@ -96,14 +111,18 @@ class _Link:
 class Sender(_Link, pyngus.SenderEventHandler):  # type: ignore[misc]
     """A sender link to one target address, with a future per unsettled send."""
 
-    def __init__(self, conn: LinkOwner, address: str, name: str) -> None:
+    def __init__(
+        self, conn: LinkOwner, address: str, name: str, capability: str | None = None
+    ) -> None:
         super().__init__(conn, address)
         self._loop = conn.loop
         self._credit = asyncio.Event()
         # futures of sends still waiting for the broker's outcome
         self._unsettled: set[asyncio.Future[None]] = set()
         assert conn.pyngus is not None
+        # an empty address is the anonymous sender: each message names its ``to``
         self.link = conn.pyngus.create_sender(name, address, self, name)
+        set_capability(self.link._pn_link.target, capability)
         self.link.open()
         conn.wake()
 
@@ -181,6 +200,7 @@ class Receiver(_Link, pyngus.ReceiverEventHandler):  # type: ignore[misc]
         credit: int,
         presettled: bool,
         on_message: OnMessage,
+        capability: str | None = None,
     ) -> None:
         super().__init__(conn, address)
         self._window = credit
@@ -194,6 +214,7 @@ class Receiver(_Link, pyngus.ReceiverEventHandler):  # type: ignore[misc]
         props = {"snd-settle-mode": "settled"} if presettled else {"snd-settle-mode": "unsettled"}
         assert conn.pyngus is not None
         self.link = conn.pyngus.create_receiver(name, address, self, name, props)
+        set_capability(self.link._pn_link.source, capability)
         self.link.add_capacity(credit)
         self.link.open()
         conn.wake()

@@ -1,9 +1,11 @@
-"""The transport's links on its one connection: a sender per exchange, receivers, replies.
+"""The transport's links on its one connection: a sender per target, receivers, replies.
 
-Senders are attached lazily, one per exchange (the routing key travels in each
-message's ``subject``), and replaced when they fail. Receivers are attached per
-queue and kept for :attr:`LinkSet.max_unsettled`. Replies go out on one sender
-to the default exchange (``/queue``), addressed by ``subject``.
+Senders are attached lazily, one per target node (on RabbitMQ an exchange, the
+routing key travelling in each message's ``subject``; on Artemis an address),
+and replaced when they fail. Receivers are attached per queue and kept for
+:attr:`LinkSet.max_unsettled`. Replies go out on one sender: RabbitMQ's default
+exchange (``/queue``, addressed by ``subject``) or Artemis' anonymous relay
+(addressed by ``to``). :mod:`mqlab_amqp1.addressing` says which.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import proton
 
 from mqlab.errors import DriverError, TransportError
-from mqlab.sdk.amqp import QueueDecl
+from mqlab_amqp1.addressing import Addressing, Node, RabbitMQ, queue_of
 from mqlab_amqp1.codec import Encoded, encode
 from mqlab_amqp1.connection import Amqp1Connection
 from mqlab_amqp1.links import OnMessage, Outgoing, Receiver, Sender
@@ -26,8 +28,8 @@ LOG = logging.getLogger(__name__)
 
 #: bound on a link attach
 ATTACH_TIMEOUT = 10.0
-#: the broker's own prefixes for queue addresses; a reply-to may carry one
-_QUEUE_PREFIXES = ("/queue/", "/amq/queue/")
+
+__all__ = ["LinkSet", "attached", "body_of", "queue_of"]
 
 
 def body_of(message: proton.Message) -> bytes:
@@ -43,14 +45,6 @@ def body_of(message: proton.Message) -> bytes:
         return body.encode()
     # an AMQP value (map, list, number) from some other AMQP 1.0 client
     raise ValueError(f"message body is a {type(body).__name__}, not bytes")
-
-
-def queue_of(reply_to: str) -> str:
-    """The bare queue name of a reply-to address."""
-    for prefix in _QUEUE_PREFIXES:
-        if reply_to.startswith(prefix):
-            return reply_to[len(prefix) :]
-    return reply_to
 
 
 async def attached(link: Sender | Receiver) -> None:
@@ -80,6 +74,8 @@ class LinkSet:
         self._declarer = declarer
         #: receiver credit window (the transport's ``credit`` option)
         self.credit = 100
+        #: the broker's addresses (the transport's ``broker`` option)
+        self.addressing: Addressing = RabbitMQ()
         self._senders: dict[str, Sender] = {}
         self._reply_sender: Sender | None = None
         self._receivers: list[Receiver] = []
@@ -100,15 +96,15 @@ class LinkSet:
         self._receivers.clear()
         self._reply_sender = None
 
-    async def sender(self, exchange: str) -> Sender:
-        """The attached sender to ``exchange``; a failed one is replaced."""
-        sender = self._senders.get(exchange)
+    async def sender(self, node: Node) -> Sender:
+        """The attached sender to ``node``; a failed one is replaced."""
+        sender = self._senders.get(node.address)
         if sender is None or not sender.alive:
             conn = self._connection()
             if sender is not None:
                 conn.forget(sender)
-            sender = conn.sender(f"/exchange/{exchange}")
-            self._senders[exchange] = sender
+            sender = conn.sender(node.address, node.capability)
+            self._senders[node.address] = sender
         if not sender.ready.done():
             await attached(sender)
         elif sender.error is not None:
@@ -116,13 +112,13 @@ class LinkSet:
         return sender
 
     async def consume(
-        self, queues: tuple[QueueDecl, ...], presettled: bool, on_message: OnMessage
+        self, nodes: tuple[Node, ...], presettled: bool, on_message: OnMessage
     ) -> None:
         """Attach one receiver per (declared) queue; return once all consume."""
         conn = self._connection()
         links = [
-            conn.receiver(f"/amq/queue/{q.name}", self.credit, presettled, on_message)
-            for q in queues
+            conn.receiver(n.address, self.credit, presettled, on_message, n.capability)
+            for n in nodes
         ]
         self._receivers.extend(links)
         try:
@@ -130,9 +126,9 @@ class LinkSet:
                 await attached(link)
         except TransportError:
             # an auto-delete queue nobody ever consumed would stay forever
-            for q in queues:
-                if not q.durable:
-                    await self._declarer().delete_unused(q.name)
+            for n in nodes:
+                if n.queue is not None and not n.queue.durable:
+                    await self._declarer().delete_unused(n.queue.name)
             raise
 
     def reply(self, reply_to: str, correlation_id: Any, body: bytes, presettled: bool) -> None:
@@ -142,16 +138,17 @@ class LinkSet:
             conn = self._connection()
             if sender is not None:
                 conn.forget(sender)
-            sender = self._reply_sender = conn.sender("/queue")
-        subject = queue_of(reply_to)
+            node = self.addressing.reply_sender
+            sender = self._reply_sender = conn.sender(node.address, node.capability)
+        to, subject = self.addressing.reply(reply_to)
         message: Outgoing
         if correlation_id is None or isinstance(correlation_id, str):
-            message = Encoded(encode(body, subject=subject, correlation_id=correlation_id))
+            message = Encoded(encode(body, subject=subject, correlation_id=correlation_id, to=to))
         else:
             # a uuid, ulong or binary id from another AMQP 1.0 client: echo it as is
-            message = proton.Message(body=body, inferred=True)
-            message.subject = subject
-            message.correlation_id = correlation_id
+            message = proton.Message(
+                body=body, inferred=True, subject=subject, address=to, correlation_id=correlation_id
+            )
         outcome = sender.send(message, presettled)
         if outcome is not None:
             outcome.add_done_callback(self._reply_done)

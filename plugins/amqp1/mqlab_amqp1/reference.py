@@ -7,8 +7,10 @@ accepting each. The publisher keeps ``WINDOW`` unsettled messages in flight and
 sends another as each outcome arrives: a publisher that never waits (pre-settled
 sends) starved the consumer of the same queue entirely on RabbitMQ 3.10 (0
 messages received in 5 s while 11,000/s went in), which is no ceiling at all.
-The queue is declared over AMQP 0-9-1 first, as the plugin does (RabbitMQ's
-AMQP 1.0 plugin cannot declare an auto-deleted queue).
+On RabbitMQ the queue is declared over AMQP 0-9-1 first, as the plugin does
+(RabbitMQ's AMQP 1.0 plugin cannot declare an auto-deleted queue); on Artemis
+(``broker = "artemis"``) both links name an anycast address, which Artemis
+creates.
 """
 
 from __future__ import annotations
@@ -20,15 +22,24 @@ from typing import Any, ClassVar
 import aiormq
 from proton import Message
 from proton.handlers import MessagingHandler
-from proton.reactor import AtMostOnce, Container
+from proton.reactor import AtMostOnce, Container, LinkOption
 
 from mqlab.sdk.reference import ReferenceLoop, Tally
+from mqlab_amqp1.addressing import ANYCAST
+from mqlab_amqp1.links import set_capability
 from mqlab_amqp1.url import parse_url
 
 #: seconds between two looks at ``tally.stop``
 TICK = 0.1
 #: unsettled messages the publisher keeps in flight (the plugin's default credit)
 WINDOW = 100
+
+
+class _Anycast(LinkOption):
+    """Artemis: the link's node is a queue (anycast), whichever end it is."""
+
+    def apply(self, link: Any) -> None:
+        set_capability(link.source if link.is_receiver else link.target, ANYCAST)
 
 
 class _Side(MessagingHandler):
@@ -49,12 +60,15 @@ class _Side(MessagingHandler):
             allowed_mechs="PLAIN", virtual_host=url.amqp_hostname,
         )  # fmt: skip
         name = self.ref.spec.name
+        artemis = self.ref.spec.options["broker"] == "artemis"
+        address = name if artemis else f"/amq/queue/{name}"
+        options: list[Any] = [_Anycast()] if artemis else []
         if self.receive:
-            at_most_once = self.ref.auto_ack(self.ref.spec.options)
-            options = AtMostOnce() if at_most_once else None
-            event.container.create_receiver(self.conn, f"/amq/queue/{name}", options=options)
+            if self.ref.auto_ack(self.ref.spec.options):
+                options.append(AtMostOnce())
+            event.container.create_receiver(self.conn, address, options=options)
         else:
-            self.sender = event.container.create_sender(self.conn, f"/amq/queue/{name}")
+            self.sender = event.container.create_sender(self.conn, address, options=options)
         event.container.schedule(TICK, self)
 
     def on_link_opened(self, event: Any) -> None:
@@ -94,7 +108,8 @@ class Amqp1Reference(ReferenceLoop):
         return "cast" in options["presettled"]
 
     def consume(self, tally: Tally, ready: Callable[[str], None]) -> None:
-        asyncio.run(self._declare())
+        if self.spec.options["broker"] != "artemis":
+            asyncio.run(self._declare())
         side = _Side(self, tally, True, int(self.spec.options["credit"]))
         side.ready = ready
         Container(side).run()

@@ -1,6 +1,9 @@
 """The ``amqp1`` transport: call, cast and notify over AMQP 1.0 links.
 
-Addresses (RabbitMQ 3.x AMQP 1.0 plugin, topology of :mod:`mqlab.sdk.amqp`):
+The same links, messages and settlement on RabbitMQ and on ActiveMQ Artemis
+(option ``broker``); only the addresses differ (:mod:`mqlab_amqp1.addressing`).
+
+Addresses on RabbitMQ (3.x AMQP 1.0 plugin, topology of :mod:`mqlab.sdk.amqp`):
 
 | what | link | address | per message |
 |---|---|---|---|
@@ -14,7 +17,8 @@ One sender link per exchange, whatever the routing key: the key travels in the
 message's ``subject``. Requests carry ``reply-to`` = ``/queue/reply_<id>``
 (RabbitMQ hands 0-9-1 consumers the bare queue name) and ``correlation-id`` =
 ``message-id``. Queues, exchanges and bindings are declared over AMQP 0-9-1
-(:mod:`mqlab_amqp1.topology`): the AMQP 1.0 plugin cannot.
+(:mod:`mqlab_amqp1.topology`): the AMQP 1.0 plugin cannot. Artemis creates
+its addresses and queues as links name them: nothing is declared there.
 """
 
 from __future__ import annotations
@@ -34,14 +38,10 @@ from mqlab.errors import (
     TransportError,
 )
 from mqlab.sdk.amqp import (
-    Route,
+    ExchangeDecl,
     notification_exchange,
-    notification_queue,
-    notification_route,
     reply_queue,
     rpc_exchanges,
-    rpc_route,
-    rpc_server_queues,
 )
 from mqlab.sdk.connect import connect_first
 from mqlab.sdk.pending import PendingCalls
@@ -54,6 +54,7 @@ from mqlab.transport import (
     Transport,
     TransportConfig,
 )
+from mqlab_amqp1.addressing import BROKERS, Addressing, Destination, Node, addressing
 from mqlab_amqp1.codec import Encoded, encode
 from mqlab_amqp1.connection import Amqp1Connection
 from mqlab_amqp1.links import OnMessage, Sender
@@ -109,6 +110,14 @@ class Amqp1Transport(Transport):
         "sasl_mechanisms": Option(
             (str,), "PLAIN", "SASL mechanisms allowed, space separated (PLAIN, ANONYMOUS, ...)"
         ),
+        "broker": Option(
+            (str,),
+            "rabbitmq",
+            "the broker's addressing, and the managed server it is: rabbitmq (exchanges and "
+            "queues declared over AMQP 0-9-1) or artemis (anycast and multicast addresses "
+            "the broker creates on first use)",
+            choices=BROKERS,
+        ),
     }
 
     def __init__(self, config: TransportConfig) -> None:
@@ -117,6 +126,7 @@ class Amqp1Transport(Transport):
         self._topology: Topology | None = None
         self._url: BrokerUrl | None = None
         self._presettled: frozenset[str] = frozenset()
+        self._addressing: Addressing = addressing("rabbitmq")
         self._links = LinkSet(self._connection, self._declarer)
         self._calls = PendingCalls()
         self._ids = itertools.count()
@@ -125,6 +135,11 @@ class Amqp1Transport(Transport):
         self._reply_ready: asyncio.Task[None] | None = None
 
     # -- options --------------------------------------------------------------
+
+    @classmethod
+    def server_for(cls, options: Mapping[str, Any]) -> str | None:
+        """The managed server: RabbitMQ, or Artemis with ``broker = "artemis"``."""
+        return str(options["broker"])
 
     @classmethod
     def check_combinations(cls, options: Mapping[str, Any]) -> None:
@@ -147,6 +162,8 @@ class Amqp1Transport(Transport):
         opts = self.options
         self._presettled = frozenset(opts["presettled"])
         self._links.credit = opts["credit"]
+        self._addressing = self._links.addressing = addressing(opts["broker"])
+        reply_node = self._addressing.reply_sender
         container = opts["container_id"] or f"mqlab-{self.config.worker}-{uuid.uuid4().hex[:8]}"
 
         async def open_url(raw: str, timeout: float) -> tuple[BrokerUrl, Amqp1Connection, Sender]:
@@ -156,7 +173,7 @@ class Amqp1Transport(Transport):
                 await conn.connect(timeout)
                 # RabbitMQ opens the connection whatever the vhost and refuses at
                 # the first link: attach the reply link now to fail here, not later
-                reply = conn.sender("/queue")
+                reply = conn.sender(reply_node.address, reply_node.capability)
                 await attached(reply)
             except BaseException:
                 await conn.close(CLOSE_TIMEOUT)
@@ -234,23 +251,35 @@ class Amqp1Transport(Transport):
     async def serve_rpc(self, target: Target, handler: Handler) -> None:
         """Consume ``<topic>``, ``<topic>.<server>`` and this server's fanout queue."""
         server = target.server or self.config.worker
-        declarer = self._declarer()
-        for exchange in rpc_exchanges(target):
-            await declarer.exchange(exchange)
-        queues = rpc_server_queues(target, server)
-        for queue in queues:
-            await declarer.queue(queue)
+        nodes = self._addressing.rpc_from(target, server)
+        await self._declare(nodes, *rpc_exchanges(target), queue_type=target.queue_type)
         presettled = {"call", "cast"} <= self._presettled
-        await self._links.consume(queues, presettled, self._server_callback(handler))
+        await self._links.consume(nodes, presettled, self._server_callback(handler))
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         """Consume the pool's queue, bound to ``<topic>.<priority>`` on the exchange."""
-        declarer = self._declarer()
-        await declarer.exchange(notification_exchange(target))
-        queue = notification_queue(target, pool)
-        await declarer.queue(queue)
+        node = self._addressing.notify_from(target, pool)
+        await self._declare((node,), notification_exchange(target), queue_type=target.queue_type)
         presettled = "notify" in self._presettled
-        await self._links.consume((queue,), presettled, self._server_callback(handler))
+        await self._links.consume((node,), presettled, self._server_callback(handler))
+
+    async def _declare(
+        self, nodes: tuple[Node, ...], *exchanges: ExchangeDecl, queue_type: str = "classic"
+    ) -> None:
+        """Declare the exchanges and the nodes' queues where the broker needs it (RabbitMQ)."""
+        declarer = self._declarer()
+        if not self._addressing.declares:
+            if queue_type != "classic":
+                raise DriverError(
+                    f"{queue_type} queues are RabbitMQ's; Artemis has none "
+                    "(leave the scenario's queue type classic for a broker = 'artemis' driver)"
+                )
+            return
+        for exchange in exchanges:
+            await declarer.exchange(exchange)
+        for node in nodes:
+            if node.queue is not None:
+                await declarer.queue(node.queue)
 
     # -- client side ----------------------------------------------------------
 
@@ -266,40 +295,40 @@ class Amqp1Transport(Transport):
     async def _open_replies(self) -> None:
         # not exclusive (as oslo's): it is declared on the 0-9-1 connection and
         # consumed on the 1.0 one; the topology deletes it at close
-        decl = reply_queue()
-        await self._declarer().queue(decl)
-        await self._links.consume((decl,), "call" in self._presettled, self._on_reply)
-        self._reply_address = f"/queue/{decl.name}"
+        node, reply_to = self._addressing.replies_from(reply_queue())
+        await self._declare((node,))
+        await self._links.consume((node,), "call" in self._presettled, self._on_reply)
+        self._reply_address = reply_to
 
     def _on_reply(self, message: proton.Message) -> None:
         corr = message.correlation_id
         if isinstance(corr, str):
             self._calls.resolve(corr, body_of(message))
 
-    async def _send(self, route: Route, body: bytes, pattern: str) -> None:
-        sender = await self._links.sender(route.exchange)
+    async def _send(self, to: Destination, durable: bool, body: bytes, pattern: str) -> None:
+        sender = await self._links.sender(to.node)
         await sender.wait_credit()
-        message = Encoded(encode(body, subject=route.routing_key, durable=route.persistent))
+        message = Encoded(encode(body, subject=to.subject, durable=durable))
         outcome = sender.send(message, pattern in self._presettled)
         if outcome is not None:
             await outcome
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         """Send a request and wait for its reply; CallTimeout after ``timeout`` seconds."""
-        route = rpc_route(target)
+        to = self._addressing.rpc_to(target)
         corr = f"{next(self._ids):x}"
         async with self._calls.waiting(corr, target, timeout) as fut:
             if not self._reply_address:
                 await self._ensure_replies()
-            sender = await self._links.sender(route.exchange)
+            sender = await self._links.sender(to.node)
             await sender.wait_credit()
             message = encode(
                 body,
-                subject=route.routing_key,
+                subject=to.subject,
                 message_id=corr,
                 correlation_id=corr,
                 reply_to=self._reply_address,
-                durable=route.persistent,
+                durable=target.durable,
             )
             outcome = sender.send(Encoded(message), "call" in self._presettled)
             if outcome is not None:
@@ -308,11 +337,11 @@ class Amqp1Transport(Transport):
 
     async def cast(self, target: Target, body: bytes) -> None:
         """Send without a reply; returns once the broker accepted it (or at once, pre-settled)."""
-        await self._send(rpc_route(target), body, "cast")
+        await self._send(self._addressing.rpc_to(target), target.durable, body, "cast")
 
     async def notify(self, target: Target, body: bytes) -> None:
         """Publish a notification to ``<topic>.<priority>`` on the notification exchange."""
-        await self._send(notification_route(target), body, "notify")
+        await self._send(self._addressing.notify_to(target), target.durable, body, "notify")
 
 
 def _fail_with(fut: asyncio.Future[bytes], outcome: asyncio.Future[None]) -> None:
