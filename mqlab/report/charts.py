@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from hdrh.histogram import HdrHistogram
 from plotly.subplots import make_subplots
 
-from mqlab.report.load import Step
+from mqlab.results.record import Step
 
 # how a step's completions are counted in its throughput (docs/results.md)
 COMPLETIONS = {"call": "round_trip", "cast": "received", "notify": "received"}

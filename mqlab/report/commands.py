@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from mqlab.report.load import ResultsError, load_run
 from mqlab.results import paths
+from mqlab.results.read import ResultsError, load_run
 from mqlab.terminal import console as safe_console
 
 EXIT_BAD_INPUT = 2

@@ -23,7 +23,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from mqlab.report.load import Run, Step
+from mqlab.results.record import Run, Step
 
 NOISE_RULE = (
     "within noise: |B - A| <= 2 x sqrt(se_A^2 + se_B^2), se = per-second stdev / sqrt(seconds) "

@@ -2,7 +2,7 @@
 
 ``<stem>.steps.csv`` holds one row per step (its counts, throughput, latency, CPU, flags)
 and ``<stem>.series.csv`` one row per second of each step's per-second series. Both are
-read from the results file through :mod:`mqlab.report.load`; a figure the file does not
+read from the results file through :mod:`mqlab.results.read`; a figure the file does not
 hold is an empty cell, never a made-up 0.
 """
 
@@ -13,7 +13,7 @@ import io
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from mqlab.report.load import PERCENTILES, Run, Step
+from mqlab.results.record import PERCENTILES, Run, Step
 from mqlab.results import paths
 
 #: the columns every step row has (error kinds follow, one ``errors:<kind>`` column each)

@@ -21,7 +21,7 @@ from mqlab import __version__
 from mqlab.live import seedtables, tables
 from mqlab.report import charts, summary
 from mqlab.report.compare import Ratio
-from mqlab.report.load import FaultFigure, Run, Step
+from mqlab.results.record import FaultFigure, Run, Step
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1400px; color: #222; }

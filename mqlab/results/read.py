@@ -27,11 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mqlab import latency, limits
+from mqlab.config import limits
+from mqlab.measure import latency
+from mqlab.results.record import Run, run_from
+from mqlab.results.store import SCHEMA
+from mqlab.terminal import printable_doc
 
-#: the schema this mqlab writes; the readers also read schema 1 (before histograms were stored)
-SCHEMA: Final = 2
-SCHEMAS: Final = (1, 2)
+#: the schemas the readers read: this mqlab's, and 1 (before histograms were stored)
+SCHEMAS: Final = (1, SCHEMA)
 #: the readers read no further: a results file of 10,000 steps with their series is far smaller
 MAX_RESULTS_BYTES: Final = 64 * 1024 * 1024
 #: steps and aggregates of one run (a run has at most limits.MAX_STEPS)
@@ -232,7 +235,12 @@ BACKGROUND = Record(
     null=True,
 )  # fmt: skip
 PERFTEST = _record(
-    null=True, version=WORDS, rate=RATE, percent=Num(0.0, 1e9, null=True), command=WORDS, missing=WORDS,
+    null=True,
+    version=WORDS,
+    rate=RATE,
+    percent=Num(0.0, 1e9, null=True),
+    command=WORDS,
+    missing=WORDS,
 )
 CEILING = _record(
     "size library mode",
@@ -307,7 +315,7 @@ PROFILE = _record(
 )  # fmt: skip
 DOCUMENT = _record(
     "schema status profile environment steps",
-    schema=Int(1, 2),
+    schema=Int(1, SCHEMA),
     status=Text(40),
     message=WORDS,
     profile=PROFILE,
@@ -553,17 +561,14 @@ def read_bounded(path: str | Path) -> bytes:
 def parse(raw: bytes) -> Any:
     """Strict JSON: no NaN or Infinity; a number no run writes is kept aside for the check."""
     try:
-        return json.loads(
-            raw, parse_constant=_no_constant, parse_int=_int, parse_float=_float
-        )
+        return json.loads(raw, parse_constant=_no_constant, parse_int=_int, parse_float=_float)
     except RecursionError:
         raise ResultsShapeError("nested too deeply to be a results file") from None
     except UnicodeDecodeError:
         raise ResultsShapeError("not a UTF-8 text file") from None
     except json.JSONDecodeError as exc:
         raise ResultsShapeError(
-            f"not JSON ({exc.msg} at line {exc.lineno}): give a results file written by "
-            "`mqlab run`"
+            f"not JSON ({exc.msg} at line {exc.lineno}): give a results file written by `mqlab run`"
         ) from None
 
 
@@ -589,3 +594,24 @@ def load(path: str | Path) -> dict[str, Any]:
     """Read, parse and check a results file; ResultsShapeError (one line) if it is not one."""
     return validate(parse(read_bounded(path)))
 
+
+class ResultsError(ValueError):
+    """The file cannot be read as an mqlab results file; one line naming the file (and the
+    field)."""
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a results file into typed values; :class:`ResultsError` (one line) if it is not one
+    this mqlab reads. Every name in it is made printable: shown as text, never interpreted."""
+    p = Path(path)
+    try:
+        doc = load(p)
+    except FileNotFoundError:
+        raise ResultsError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise ResultsError(f"{p}: is a directory, not a results file") from None
+    except OSError as exc:
+        raise ResultsError(f"{p}: cannot read it: {exc.strerror or exc}") from None
+    except ResultsShapeError as exc:
+        raise ResultsError(f"{p}: cannot read the results file: {exc}") from None
+    return run_from(p, printable_doc(doc))
