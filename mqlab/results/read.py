@@ -117,7 +117,7 @@ class Record:
     """A JSON object with known fields: each checked when present, ``required`` ones always."""
 
     fields: Mapping[str, Spec]
-    required: frozenset[str] = frozenset()
+    required: tuple[str, ...] = ()
     null: bool = False
 
 
@@ -148,7 +148,7 @@ Spec = Int | Num | Text | Flag | Seq | Table | Record | Either | Histogram | Fre
 
 
 def _record(required: str = "", null: bool = False, **fields: Spec) -> Record:
-    return Record(fields, frozenset(required.split()), null)
+    return Record(fields, tuple(required.split()), null)
 
 
 COUNT = Int(0, MAX_COUNT)
@@ -218,21 +218,17 @@ FAULT = _record(
     lost=COUNT_OR_NULL, duplicates=COUNT_OR_NULL, timed_out=COUNT_OR_NULL,
     promise=WORDS, verdict=Text(40),
 )  # fmt: skip
-BACKGROUND = Record(
-    {
-        "pattern": PATTERN, "rate": RATE, "achieved_rate": RATE, "kept_up": Flag(null=True),
-        "sent": COUNT_OR_NULL, "expected": COUNT_OR_NULL, "received": COUNT_OR_NULL,
-        "lost": COUNT_OR_NULL, "unaccounted": COUNT_OR_NULL, "still_queued": COUNT_OR_NULL,
-        "duplicates": COUNT_OR_NULL, "errors": Either(COUNT, Table(COUNT), null=True),
-        "throughput": THROUGHPUT, "latency_ms": LATENCY, "drain_end": Text(20, null=True),
-        "workers_lost": Seq(NAME), "flags": Seq(Either(NAME, FLAG)),
-        "cpu": _record(clients_percent=CPU, servers_percent=CPU, null=True),
-    },
-    frozenset(
-        "pattern rate achieved_rate sent received lost unaccounted duplicates throughput "
-        "latency_ms flags".split()
-    ),
+BACKGROUND = _record(
+    "pattern rate achieved_rate sent received lost unaccounted duplicates throughput "
+    "latency_ms flags",
     null=True,
+    pattern=PATTERN, rate=RATE, achieved_rate=RATE, kept_up=Flag(null=True),
+    sent=COUNT_OR_NULL, expected=COUNT_OR_NULL, received=COUNT_OR_NULL,
+    lost=COUNT_OR_NULL, unaccounted=COUNT_OR_NULL, still_queued=COUNT_OR_NULL,
+    duplicates=COUNT_OR_NULL, errors=Either(COUNT, Table(COUNT), null=True),
+    throughput=THROUGHPUT, latency_ms=LATENCY, drain_end=Text(20, null=True),
+    workers_lost=Seq(NAME), flags=Seq(Either(NAME, FLAG)),
+    cpu=_record(clients_percent=CPU, servers_percent=CPU, null=True),
 )  # fmt: skip
 PERFTEST = _record(
     null=True,
