@@ -141,19 +141,34 @@ def _show(args: argparse.Namespace, run: Run) -> int:
     top, times = seedtables.top_rows(steps), seedtables.times_rows(steps)
     if args.top:
         if args.markdown:
-            print(f"{name}: {top_title}\n\n{seedtables.markdown(seedtables.TOP_HEADER, top)}")
+            from mqlab.live import markdown
+
+            print(
+                f"{markdown.text(name)}: {top_title}\n\n"
+                f"{seedtables.markdown(seedtables.TOP_HEADER, top)}"
+            )
         else:
             _console().print(seedtables.table(top_title, seedtables.TOP_HEADER, top))
         return 0
     if args.markdown:
         from mqlab.ceiling import hook
+        from mqlab.live import markdown
 
         agg = f"\n\n{repeated}\n\n{tables.comparison_markdown(aggregates)}" if aggregates else ""
         agg += f"\n\n{hook.markdown(steps)}" if ceilings else ""
         if times:
-            agg += f"\n\n{times_title}\n\n{seedtables.markdown(seedtables.TIMES_HEADER, times)}"
-        print(f"{name}: {status}\n\n{tables.comparison_markdown(steps)}{agg}\n\n"
-              f"Measured with {tables.environment_line(env)}.")  # fmt: skip
+            agg += f"
+
+{times_title}
+
+{seedtables.markdown(seedtables.TIMES_HEADER, times)}"
+        print(f"{markdown.text(name)}: {markdown.text(status)}
+
+"
+              f"{tables.comparison_markdown(steps)}{agg}
+
+"
+              f"Measured with {markdown.text(tables.environment_line(env))}.")  # fmt: skip
         return 0
     console = _console()
     console.print(f"{name}: {status}")

@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mqlab.live import texttable
+from mqlab.live import markdown, texttable
 from mqlab.live.snapshot import RunSnapshot, StepRow
 from mqlab.measure.aggregate import within_noise
 
@@ -328,10 +328,10 @@ def comparison(steps: list[dict[str, Any]], title: str = "") -> Table:
 
 def comparison_markdown(steps: list[dict[str, Any]]) -> str:
     """The comparison as a Markdown table, for publishing."""
-    rows = ["| " + " | ".join(name for name, _ in _COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    rows = [markdown.row(name for name, _ in _COLUMNS), "|" + "---|" * len(_COLUMNS)]
     for members in _groups(steps).values():
         for j, s in enumerate(members):
-            rows.append("| " + " | ".join(_cells(s, members[0], j == 0)) + " |")
+            rows.append(markdown.row(_cells(s, members[0], j == 0)))
     return "\n".join(rows)
 
 

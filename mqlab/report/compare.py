@@ -23,6 +23,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from mqlab.live import markdown as md
 from mqlab.results.record import Run, Step
 
 NOISE_RULE = (
@@ -243,13 +244,13 @@ def markdown(a: Run, b: Run) -> str:
     for name in FIGURES:
         head += [f"{name} A", f"{name} B", "B/A"]
     head += ["lost A / B", "note"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [md.row(head), "|" + "---|" * len(head)]
     for row in match(a, b):
         cells = list(row.label)
         for va, vb, r in _cells(row):
             cells += [va, vb, f"{r.text} ({r.noise})" if r.noise else r.text]
         cells += [_lost(row), _presence(row)]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md.row(cells))
     return "\n".join(lines)
 
 

@@ -119,6 +119,8 @@ class Record:
     fields: Mapping[str, Spec]
     required: tuple[str, ...] = ()
     null: bool = False
+    #: at least one of these is present and not null (a step's load: concurrency or rate)
+    one_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +249,7 @@ CEILING = _record(
 )  # fmt: skip
 ERRORS = Table(COUNT, 1000)
 
-STEP = _record(
+STEP_FIELDS = _record(
     "step driver scenario pattern concurrency rate sent received round_trip lost duplicates "
     "errors throughput latency_ms",
     step=Int(0, MAX_STEPS - 1), driver=NAME, plugin=NAME, scenario=NAME, pattern=PATTERN,
@@ -278,12 +280,7 @@ STEP = _record(
     update=_record(verdict=WORDS, null=True),
     placement=Free(), queues=Free(), connections=Free(), error=WORDS,
 )  # fmt: skip
-#: an aggregate's latency: read from the repeats' merged histograms; {mean, ci95} in older files
-_AGG_MS = Either(MS, _record(mean=MS, ci95=MS), null=True)
-AGGREGATE_LATENCY = Record(
-    {**LATENCY.fields, **{k: _AGG_MS for k in ("p50", "p90", "p99", "p999", "max")}}
-)
-AGGREGATE = _record(
+AGGREGATE_FIELDS = _record(
     "driver scenario pattern concurrency rate repeats throughput latency_ms lost duplicates "
     "errors",
     driver=NAME, scenario=NAME, pattern=PATTERN,
@@ -291,10 +288,15 @@ AGGREGATE = _record(
     message_size=Free(), serializer=Text(40, null=True),
     repeats=Int(0, limits.MAX_REPEAT), steps=Seq(Int(0, MAX_STEPS - 1), MAX_STEPS),
     throughput=THROUGHPUT,
-    latency_ms=AGGREGATE_LATENCY,
+    latency_ms=LATENCY,
     sent=COUNT_OR_NULL, lost=COUNT, unaccounted=COUNT_OR_NULL, duplicates=COUNT,
     errors=Either(COUNT, ERRORS), flags=Seq(Either(NAME, FLAG), 100),
 )  # fmt: skip
+#: a load level is a concurrency (closed loop) or a rate (open loop)
+STEP = Record(STEP_FIELDS.fields, STEP_FIELDS.required, one_of=("concurrency", "rate"))
+AGGREGATE = Record(
+    AGGREGATE_FIELDS.fields, AGGREGATE_FIELDS.required, one_of=("concurrency", "rate")
+)
 ENVIRONMENT = _record(
     plugins=Table(_record("package version", package=NAME, version=NAME), 100),
     broker=Table(Free(), 100, null=True),
@@ -451,6 +453,8 @@ def check(spec: Spec, value: Any, where: str) -> None:
         for key, v in value.items():
             sub = spec.fields.get(key)
             check(sub if sub is not None else FREE, v, f"{where}.{key}")
+        if spec.one_of and all(value.get(k) is None for k in spec.one_of):
+            raise _Bad(where, f"expected {' or '.join(spec.one_of)}, got neither")
     elif isinstance(spec, Either):
         try:
             check(spec.first, value, where)
