@@ -21,6 +21,7 @@ from mqlab import __version__
 from mqlab.live import seedtables, tables
 from mqlab.report import charts, summary
 from mqlab.report.compare import Ratio
+from mqlab.results import paths
 from mqlab.results.record import FaultFigure, Run, Step
 
 _CSS = """
@@ -554,6 +555,6 @@ def render(run: Run) -> str:
 def write_report(run: Run, out: Path) -> int:
     """Write the report; return how many charts it holds."""
     text = render(run)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    # a full disk or a crash leaves the previous report whole, never half of this one
+    paths.replace_atomically(out, text, ".report-")
     return text.count('class="chart"')

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mqlab.measure.aggregate import aggregate
+from mqlab.results import paths
 
 SCHEMA = 2
 
@@ -70,26 +69,13 @@ class ResultsFile:
     def write(self) -> bool:
         """Replace the file with the document; False (reported once) if the disk refused."""
         text = json.dumps(strict(self.doc), indent=1, allow_nan=False) + "\n"
-        tmp: str | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".results-", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            paths.replace_atomically(self.path, text, ".results-")
         except OSError as exc:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
             problem = f"cannot write the results file {self.path}: {exc.strerror or exc}"
             if problem != self.write_error:
                 self.on_write_error(f"mqlab: {problem}; the last good copy is kept")
             self.write_error = problem
             return False
-        except BaseException:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
-            raise
         self.write_error = None
         return True
