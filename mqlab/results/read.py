@@ -149,6 +149,9 @@ class Free:
 Spec = Int | Num | Text | Flag | Seq | Table | Record | Either | Histogram | Free
 
 
+FREE = Free()
+
+
 def _record(required: str = "", null: bool = False, **fields: Spec) -> Record:
     return Record(fields, tuple(required.split()), null)
 
@@ -299,6 +302,8 @@ AGGREGATE = Record(
 )
 ENVIRONMENT = _record(
     plugins=Table(_record("package version", package=NAME, version=NAME), 100),
+    libraries=Table(FREE, 1000, null=True),
+    codec_cost_us=Table(FREE, 1000, null=True),
     broker=Table(Free(), 100, null=True),
     cpu_count=Int(0, 1_000_000, null=True),
     memory_gb=Num(0.0, 1e9, null=True),
@@ -472,9 +477,6 @@ def check(spec: Spec, value: Any, where: str) -> None:
                 raise _Bad(where, problem)
     else:
         _free(value, where, [0])
-
-
-FREE = Free()
 
 
 def _numbers(spec: Num, values: list[Any], where: str) -> None:
