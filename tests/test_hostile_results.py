@@ -249,16 +249,22 @@ def test_two_finite_throughputs_never_give_an_infinite_ratio(
     real: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     a, b = json.loads(json.dumps(real)), json.loads(json.dumps(real))
-    a["steps"][0]["throughput"]["mean"] = 1e-300  # finite, tiny: B/A would overflow
-    b["steps"][0]["throughput"]["mean"] = 1e12
+    # finite, far apart: B/A (compare) and the second driver's ratio to the first (show)
+    # would overflow to infinity
+    a["steps"][-1]["throughput"]["mean"] = 1e-300
+    b["steps"][-1]["throughput"]["mean"] = 1e12
+    b["steps"].append({**a["steps"][-1], "driver": "other", "step": len(b["steps"])})
     (tmp_path / "a.json").write_text(json.dumps(a))
     (tmp_path / "b.json").write_text(json.dumps(b))
-    for extra in ([], ["--markdown"]):
-        code, out, err = _run(
-            capsys, "compare", *extra, str(tmp_path / "a.json"), str(tmp_path / "b.json")
-        )
+    for args in (
+        ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
+        ["compare", "--markdown", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
+        ["show", str(tmp_path / "b.json")],
+        ["show", "--markdown", str(tmp_path / "b.json")],
+    ):
+        code, out, err = _run(capsys, *args)
         assert code == 0, err
-        assert "inf" not in out.lower() and "nan" not in out.lower(), out
+        assert "infx" not in out and "nanx" not in out, out
 
 
 def test_a_results_file_at_the_limits_of_a_run_reads_and_reports(

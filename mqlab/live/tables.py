@@ -6,6 +6,7 @@ Nothing here measures or waits; the CLI drives ``rich.live.Live`` with what
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -221,7 +222,7 @@ def _load(step: dict[str, Any]) -> str:
 
 
 def _ratio(v: float | None, base: float | None) -> str:
-    if v is None or not base:
+    if v is None or not base or not math.isfinite(v / base):
         return "-"
     return f"{v / base:.2f}x"
 

@@ -66,7 +66,10 @@ FIGURES = ("msg/s", "p50 ms", "p99 ms")
 def ratio(a: Figure, b: Figure) -> Ratio:
     if a.value is None or b.value is None or a.value == 0:
         return Ratio("-", "")
-    text = f"{b.value / a.value:.2f}x"
+    quotient = b.value / a.value
+    if not math.isfinite(quotient):  # two finite figures far apart: no ratio to show
+        return Ratio("-", "")
+    text = f"{quotient:.2f}x"
     if a.se is None or b.se is None:
         return Ratio(text, "noise unknown")
     within = abs(b.value - a.value) <= 2 * math.hypot(a.se, b.se)
