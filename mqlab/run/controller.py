@@ -87,6 +87,9 @@ class Runner:
         self.progress = Progress(plan, label, on_snapshot)
         self.interrupt = asyncio.Event()  # first Ctrl-C: finish this interval, keep results
         self.force = asyncio.Event()  # second Ctrl-C: stop now
+        #: True from the end of a step's window until its record is written: a second
+        #: Ctrl-C then only cuts the waits short (drain_end "user"), the step is kept
+        self.measured = False
         self._interrupted_at: float | None = None
         self.skip = asyncio.Event()  # the monitor's `n`: end this step's window now, go on
         self.stop_after = asyncio.Event()  # the monitor's `q`: no step after this one
@@ -155,11 +158,13 @@ class Runner:
         for step in self.plan.steps:
             if self.interrupt.is_set() or self.stop_after.is_set():
                 break
+            self.measured = False
             record = await self.run_step(step)
-            if self.after_step is not None:
+            if self.after_step is not None and not self.force.is_set():
                 await self.after_step(step, record)
             records.append(record)
             self.on_step(record)
+            self.measured = False
         return records
 
     async def run_step(self, step: Step) -> dict[str, Any]:
@@ -311,6 +316,7 @@ class Runner:
                 ((w.spec.worker, w.spec.role, w.proc.pid if w.proc else None) for w in everyone),
                 self.broker_pids(),
             )
+            self.measured = True
         finally:
             if self._faults is not None:
                 await self._faults.stop()  # none after the window; one under way finishes
