@@ -348,7 +348,8 @@ def _terminated(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    previous = {sig: signal.signal(sig, _terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    stops = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    previous = {sig: signal.signal(sig, _terminated) for sig in stops}
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # name the command whose options they are not, as its own parser would

@@ -138,8 +138,12 @@ def _run(
     out: Path,
     metrics: MetricsServer | None = None,
 ) -> int:
+    from mqlab.run import leftovers
     from mqlab.run.controller import Interrupted, Runner, StepFailed
 
+    for path in leftovers.sweep():  # a run killed with SIGKILL (or a crash) left these
+        with contextlib.suppress(OSError):
+            err.print(f"mqlab: removed {path}, a step directory of a run that was killed")
     server_of = {name: p.cls.features.server for name, p in plugins.items()}
     broker_info, broker_pid = managed.facts(urls, server_of, handles)
 
@@ -215,7 +219,9 @@ def _run(
 
         # a closed terminal (SIGHUP) or a kill (SIGTERM) stops as cleanly as Ctrl-C:
         # the measured steps are written and a managed broker is stopped
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        # SIGQUIT (Ctrl-\) too: by default it ends Python at once, leaving the results
+        # file "running", its lock and the step's directory behind
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             loop.add_signal_handler(sig, on_sigint)
         if monitor is not None:
             monitor.attach(loop)

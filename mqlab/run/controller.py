@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import math
 import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from mqlab.config.plan import Layout, Plan, Step, layout
 from mqlab.faults.losses import StepLosses
 from mqlab.live.snapshot import RunSnapshot
 from mqlab.rabbitmq.backlog import QueueDepth
-from mqlab.run import background, collect, stepresult
+from mqlab.run import background, collect, leftovers, stepresult
 from mqlab.run.background import BackgroundLoad
 from mqlab.run.brokerprocess import BrokerProcess
 from mqlab.run.drain import drain, in_flight
@@ -172,7 +171,7 @@ class Runner:
         broker = self.plan.profile.broker
         sc = step.scenario
         placement = (sc.clients_on or broker.clients, sc.servers_on or broker.servers)
-        tmp = tempfile.mkdtemp(prefix="mqlab-step-")
+        tmp = leftovers.step_dir()
         urls = self.urls
         self._faults = None
         if sc.events:
