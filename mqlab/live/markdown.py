@@ -11,8 +11,9 @@ from collections.abc import Iterable
 
 
 def text(value: object) -> str:
-    """Any value as Markdown text: HTML escaped (``&``, ``<``, ``>``), ``|`` escaped."""
-    out = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Any value as Markdown text: ``&`` and ``<`` as HTML entities (no tag, no entity
+    can start; a lone ``>`` such as "->" starts nothing inside a line), ``|`` escaped."""
+    out = str(value).replace("&", "&amp;").replace("<", "&lt;")
     return out.replace("\\", "\\\\").replace("|", "\\|")
 
 

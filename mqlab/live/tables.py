@@ -253,7 +253,7 @@ _COLUMNS = (
 )  # fmt: skip
 
 
-def _count(v: int | dict[str, int]) -> int:
+def _count(v: int | dict[str, int] | None) -> int | None:
     return sum(v.values()) if isinstance(v, dict) else v
 
 
@@ -261,30 +261,31 @@ def _cells(s: dict[str, Any], base: dict[str, Any], first: bool) -> list[str]:
     """One comparison row as text: a step (± stdev over seconds) or an aggregate (± 95 % CI)."""
     lat = s["latency_ms"]
     tp = s["throughput"]
+    # a figure the file does not hold (an older file, a key left out) is "-", never 0
     noise = tp.get("ci95", tp.get("stdev"))
     censored = lat.get("censored", ())
     if first:
         rate_ratio, p99_ratio = "1.00x", "1.00x"
     else:
-        rate_ratio = _ratio(tp["mean"], base["throughput"]["mean"])
-        p99_ratio = _ratio(lat["p99"], base["latency_ms"]["p99"])
+        rate_ratio = _ratio(tp.get("mean"), base["throughput"].get("mean"))
+        p99_ratio = _ratio(lat.get("p99"), base["latency_ms"].get("p99"))
         if "repeats" in s and within_noise(s, base):
             rate_ratio = f"≈{rate_ratio} (noise)"
     flags = s.get("flags", [])
     codes = [f["code"] if isinstance(f, dict) else f for f in flags]
-    lost = f"{s['lost']:,}" + (f" +{s['unaccounted']:,}?" if s.get("unaccounted") else "")
+    lost = _num(s.get("lost")) + (f" +{s['unaccounted']:,}?" if s.get("unaccounted") else "")
     return [
         f"{s['scenario']} ({_pattern(s['pattern'], s.get('queue_type', 'classic'))})",
         _load(s),
         s["driver"],
-        _num(tp["mean"], "{:,.0f}"),
+        _num(tp.get("mean"), "{:,.0f}"),
         _num(noise, "{:,.0f}"),
         _ms(lat.get("p50")),
-        _p99(lat["p99"], "p99" in censored),
+        _p99(lat.get("p99"), "p99" in censored),
         _failed(lat.get("failed_percent", 0.0)),
         lost,
-        f"{s['duplicates']:,}",
-        f"{_count(s['errors']):,}",
+        _num(s.get("duplicates")),
+        _num(_count(s.get("errors"))),
         rate_ratio,
         p99_ratio,
         "; ".join(
@@ -314,11 +315,11 @@ def comparison(steps: list[dict[str, Any]], title: str = "") -> Table:
                 styled[0] = ""
             if j:
                 styled[1] = ""
-            if s["lost"] or s.get("unaccounted"):
+            if s.get("lost") or s.get("unaccounted"):
                 styled[8] = Text(cells[8], style="bold red")
-            if s["duplicates"]:
+            if s.get("duplicates"):
                 styled[9] = Text(cells[9], style="yellow")
-            if _count(s["errors"]):
+            if _count(s.get("errors")):
                 styled[10] = Text(cells[10], style="red")
             if cells[13]:
                 failed = (s.get("verdict") or {}).get("failed")

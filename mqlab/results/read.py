@@ -168,7 +168,7 @@ WORDS = Text(MAX_TEXT, null=True)
 PATTERN = Text(choices=frozenset({"call", "cast", "notify"}))
 
 LATENCY = _record(
-    "p50 p99",
+    "",
     kind=Text(20, null=True),
     p50=MS, p90=MS, p99=MS, p999=MS, max=MS,
     count=COUNT_OR_NULL, failed=COUNT_OR_NULL,
@@ -176,7 +176,7 @@ LATENCY = _record(
     censored=Seq(Text(10), 10),
 )  # fmt: skip
 THROUGHPUT = _record(
-    "mean",
+    "",
     mean=RATE, stdev=RATE, ci95=RATE,
     seconds=Int(0, MAX_SECONDS, null=True), n=Int(0, MAX_STEPS, null=True),
 )  # fmt: skip
@@ -253,8 +253,7 @@ CEILING = _record(
 ERRORS = Table(COUNT, 1000)
 
 STEP_FIELDS = _record(
-    "step driver scenario pattern concurrency rate sent received round_trip lost duplicates "
-    "errors throughput latency_ms",
+    "step driver scenario pattern throughput latency_ms",
     step=Int(0, MAX_STEPS - 1), driver=NAME, plugin=NAME, scenario=NAME, pattern=PATTERN,
     concurrency=Int(1, 10**9, null=True), rate=Num(0.0, limits.MAX_RATE, null=True),
     repeat=Int(0, limits.MAX_REPEAT - 1),
@@ -284,8 +283,7 @@ STEP_FIELDS = _record(
     placement=Free(), queues=Free(), connections=Free(), error=WORDS,
 )  # fmt: skip
 AGGREGATE_FIELDS = _record(
-    "driver scenario pattern concurrency rate repeats throughput latency_ms lost duplicates "
-    "errors",
+    "driver scenario pattern throughput latency_ms",
     driver=NAME, scenario=NAME, pattern=PATTERN,
     concurrency=Int(1, 10**9, null=True), rate=Num(0.0, limits.MAX_RATE, null=True),
     message_size=Free(), serializer=Text(40, null=True),
@@ -578,6 +576,10 @@ def validate(doc: Any) -> dict[str, Any]:
     """The document, checked against :data:`DOCUMENT`; ResultsShapeError names the field."""
     if not isinstance(doc, dict):
         raise ResultsShapeError("not a results file (expected a JSON object)")
+    if "schema" not in doc or not isinstance(doc.get("steps"), list):
+        raise ResultsShapeError(
+            "not an mqlab results file (no schema and steps): give a file written by `mqlab run`"
+        )
     schema = doc.get("schema")
     if type(schema) is not int or schema not in SCHEMAS:
         raise ResultsShapeError(
