@@ -284,7 +284,7 @@ def test_the_console_prints_any_text_as_text() -> None:
     ("content", "words"),
     [
         ("[]", "expected a JSON object"),
-        ('{"schema": 3}', "results schema 3 is not one this mqlab reads"),
+        ('{"schema": 3, "steps": []}', "results schema 3 is not one this mqlab reads"),
         ('{"schema": 2}', "no schema and steps"),
         (
             '{"schema": 2, "steps": [1], "profile": {}, "environment": {}, "status": "done"}',
