@@ -24,7 +24,7 @@ import pytest
 
 from mqlab.ceiling import hook
 from mqlab.console.cli import main
-from mqlab.live import tables
+from mqlab.live import seedtables, tables
 from mqlab.report import compare
 from mqlab.results import read
 from mqlab.results.record import Run
@@ -130,6 +130,8 @@ def _figures(run: Run, base: Run) -> None:
         tables.comparison(records)
         tables.comparison_markdown(records)
     tables.environment_line(run.environment)
+    seedtables.top_rows(steps)
+    seedtables.times_rows(steps)
     hook.markdown(steps)
     for a, b in ((base, run), (run, base)):
         compare.table(a, b)
@@ -147,6 +149,7 @@ def test_every_field_mutated_is_shown_reported_and_compared_or_refused_in_one_li
     commands = (
         ["show", str(path)],
         ["show", "--markdown", str(path)],
+        ["show", "--top", str(path)],
         ["compare", str(base), str(path)],
         ["report", str(path), "-o", str(html)],
     )

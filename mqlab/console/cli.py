@@ -157,17 +157,9 @@ def _show(args: argparse.Namespace, run: Run) -> int:
         agg = f"\n\n{repeated}\n\n{tables.comparison_markdown(aggregates)}" if aggregates else ""
         agg += f"\n\n{hook.markdown(steps)}" if ceilings else ""
         if times:
-            agg += f"
-
-{times_title}
-
-{seedtables.markdown(seedtables.TIMES_HEADER, times)}"
-        print(f"{markdown.text(name)}: {markdown.text(status)}
-
-"
-              f"{tables.comparison_markdown(steps)}{agg}
-
-"
+            agg += f"\n\n{times_title}\n\n{seedtables.markdown(seedtables.TIMES_HEADER, times)}"
+        print(f"{markdown.text(name)}: {markdown.text(status)}\n\n"
+              f"{tables.comparison_markdown(steps)}{agg}\n\n"
               f"Measured with {markdown.text(tables.environment_line(env))}.")  # fmt: skip
         return 0
     console = _console()

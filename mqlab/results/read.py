@@ -188,10 +188,18 @@ SERIES = _record(
     errors=SERIES_VALUES, p50_ms=Seq(MS, MAX_SECONDS), p99_ms=Seq(MS, MAX_SECONDS),
 )  # fmt: skip
 FLAG = _record("code", code=NAME, message=WORDS)
+#: a role's processes' times over the window (real, user and sys seconds)
+_SECONDS_SPENT = Num(0.0, 1e9)
+_TIMES = _record(
+    "real_s user_s sys_s", null=True,
+    real_s=_SECONDS_SPENT, user_s=_SECONDS_SPENT, sys_s=_SECONDS_SPENT,
+)  # fmt: skip
 CPU_RECORD = _record(
     clients_percent=CPU, servers_percent=CPU, broker_percent=CPU,
     broker_process=_record(pid=Int(0, 2**31, null=True), name=WORDS, null=True),
     samples=Int(0, MAX_SECONDS, null=True),
+    clients_times=_TIMES,
+    servers_times=_TIMES,
     workers=Seq(_record(
         worker=NAME, role=NAME, cpu_percent=CPU, peak_rss_mb=Num(0.0, 1e9, null=True),
     )),
