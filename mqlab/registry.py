@@ -40,9 +40,15 @@ class LoadedPlugin:
             raise OptionError(self.name, exc.option, exc.problem) from exc
         return options
 
-    def build(self, urls: Sequence[str], raw: Mapping[str, Any], worker: str = "w0") -> Transport:
+    def build(
+        self,
+        urls: Sequence[str],
+        raw: Mapping[str, Any],
+        worker: str = "w0",
+        scratch_dir: str | None = None,
+    ) -> Transport:
         """A transport for one worker, its options checked (not started yet)."""
-        return self.cls(TransportConfig(tuple(urls), self.check(raw), worker))
+        return self.cls(TransportConfig(tuple(urls), self.check(raw), worker, scratch_dir))
 
 
 def load(plugin: Plugin) -> LoadedPlugin:

@@ -285,6 +285,10 @@ class TransportConfig:
     urls: tuple[str, ...]
     options: Mapping[str, Any] = field(default_factory=dict)
     worker: str = "w0"  # this worker's name, unique within a step (use it in queue names)
+    #: a directory only this step's workers share (mode 0700, inside the step's own
+    #: ``mkdtemp`` directory, removed when the step ends): where a plugin keeps files its
+    #: clients and servers must find (zmq's registry); None outside a run
+    scratch_dir: str | None = None
 
 
 class Transport(abc.ABC):

@@ -284,11 +284,11 @@ def test_the_console_prints_any_text_as_text() -> None:
     ("content", "words"),
     [
         ("[]", "expected a JSON object"),
-        ('{"schema": 1}', "unsupported results schema"),
-        ('{"schema": 2}', "'steps'"),
+        ('{"schema": 3, "steps": []}', "results schema 3 is not one this mqlab reads"),
+        ('{"schema": 2}', "no schema and steps"),
         (
             '{"schema": 2, "steps": [1], "profile": {}, "environment": {}, "status": "done"}',
-            "a step",
+            "steps[0]: expected an object, got 1",
         ),
         (
             '{"schema": 2, "steps": [{"driver": NaN}], "profile": {}, "environment": {}, '
@@ -299,7 +299,7 @@ def test_the_console_prints_any_text_as_text() -> None:
         (
             '{"schema": 2, "steps": [{"throughput": "x"}], "profile": {"run": []}, '
             '"environment": {}, "status": "done"}',
-            "not a results file mqlab can show",
+            "steps[0].step: missing",
         ),
         ("\xff\xfe", "cannot read"),
     ],

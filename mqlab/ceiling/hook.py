@@ -26,6 +26,7 @@ from mqlab.config.cores import Cores
 from mqlab.config.plan import Step
 from mqlab.config.sizes import SizeSpec
 from mqlab.errors import PluginError
+from mqlab.live import markdown as md
 from mqlab.sdk import reference
 from mqlab.sdk.reference import ReferenceSpec
 
@@ -208,8 +209,8 @@ def markdown(steps: Iterable[Mapping[str, Any]]) -> str:
     steps = list(steps)
     head = "| " + " | ".join(c for c, _ in _COLUMNS) + " |"
     rule = "|" + "|".join("---:" if j == "right" else "---" for _, j in _COLUMNS) + "|"
-    body = ["| " + " | ".join(r) + " |" for r in _rows(steps)]
-    notes_ = "".join(f"\n\n{line}" for line in notes(steps))
+    body = [md.row(r) for r in _rows(steps)]
+    notes_ = "".join(f"\n\n{md.text(line)}" for line in notes(steps))
     return "\n".join([TITLE, "", head, rule, *body]) + notes_
 
 

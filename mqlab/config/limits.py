@@ -55,6 +55,37 @@ MAX_TOPIC_BYTES = 128
 SCHEMES = frozenset(DEFAULT_PORTS) | {"ipc", "inproc", "loopback"}
 
 
+#: TOML's integers are 64-bit signed (the TOML spec); tomllib reads any size, so mqlab checks
+TOML_INT_MIN, TOML_INT_MAX = -(2**63), 2**63 - 1
+#: a weight in a message_size table is a relative share
+MAX_SIZE_WEIGHT = 1_000_000_000
+
+
+def integers_in_range(value: object, where: str = "") -> tuple[str, str] | None:
+    """``(field path, problem)`` for the first integer anywhere in a parsed profile that is
+    outside TOML's 64-bit range, else None. Checked before any field converts a number:
+    a 400-digit integer overflows ``float()``, a 5,000-digit one cannot even be printed."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if TOML_INT_MIN <= value <= TOML_INT_MAX:
+            return None
+        digits = value.bit_length() * 30103 // 100000 + 1  # about: str() may refuse it
+        return where, (
+            f"a whole number of about {digits:,} digits is outside TOML's 64-bit range "
+            f"({TOML_INT_MIN:,} .. {TOML_INT_MAX:,})"
+        )
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = integers_in_range(v, f"{where}.{k}" if where else str(k))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = integers_in_range(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def processes_limit() -> int:
     return MAX_PROCESSES_PER_CORE * (os.cpu_count() or 1)
 

@@ -8,6 +8,7 @@ rename.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -202,17 +203,35 @@ def load_profile(path: str | Path) -> Profile:
             p, "", f"larger than mqlab's limit for a profile ({limits.MAX_PROFILE_BYTES:,} bytes)"
         )
     try:
-        data = tomllib.loads(text.decode("utf-8"))
+        source = text.decode("utf-8")
+        data = tomllib.loads(source)
     except UnicodeDecodeError:
         raise ProfileError(p, "", "not a UTF-8 text file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(p, "", f"TOML syntax error: {exc}") from None
+    except ValueError:  # int() refuses more than 4,300 digits (sys.get_int_max_str_digits)
+        raise ProfileError(p, "", _too_long(source)) from None
     except RecursionError:
         raise ProfileError(p, "", "tables or arrays nested too deeply to be a profile") from None
     return parse_profile(data, p)
 
 
+def _too_long(source: str) -> str:
+    """Where the number too long for tomllib to read is."""
+    found = re.search(r"[0-9_]{1000,}", source)
+    if found is None:
+        return "a number too long to read (TOML integers are 64-bit)"
+    line = source.count("\n", 0, found.start()) + 1
+    return (
+        f"line {line}: a whole number of {len(found.group()):,} digits; TOML integers are "
+        f"64-bit ({limits.TOML_INT_MIN:,} .. {limits.TOML_INT_MAX:,})"
+    )
+
+
 def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
+    huge = limits.integers_in_range(dict(data))
+    if huge is not None:
+        raise ProfileError(path, *huge)
     top = FieldReader(path, "", dict(data), _TOP_KEYS)
 
     run_r = FieldReader(path, "run", top.table.get("run", {}), _RUN_KEYS)

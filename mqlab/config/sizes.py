@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from mqlab.config.limits import MAX_MESSAGE_BYTES, MAX_SIZE_TABLE
+from mqlab.config.limits import MAX_MESSAGE_BYTES, MAX_SIZE_TABLE, MAX_SIZE_WEIGHT
 
 # (low, high, messages) from oslo.messaging tools/messages_length.yaml, 500-char bins
 OPENSTACK_BINS: tuple[tuple[int, int, int], ...] = (
@@ -99,10 +99,13 @@ def _parse_size(value: object) -> SizeSpec:
                 and len(item) == 2
                 and all(isinstance(x, int) and not isinstance(x, bool) for x in item)
                 and item[0] >= 1
-                and item[1] >= 1
+                and 1 <= item[1] <= MAX_SIZE_WEIGHT
             )
             if not ok:
-                raise ValueError(f"{expected}; bad table entry {item!r}")
+                shown = repr(item) if len(repr(item)) < 80 else repr(item)[:77] + "..."
+                raise ValueError(
+                    f"{expected} (a weight 1 .. {MAX_SIZE_WEIGHT:,}); bad table entry {shown}"
+                )
             bins.append((item[0], item[0], item[1]))
         return SizeSpec(repr(value), tuple(bins))
     raise ValueError(f"{expected}, got {value!r}")

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.table import Table
 from rich.text import Text
@@ -37,8 +37,11 @@ from mqlab.errors import BrokerError, MqlabError, PluginError
 from mqlab.report import commands as report
 from mqlab.sdk.urls import mask
 from mqlab.terminal import console as _console
-from mqlab.terminal import printable, printable_doc
+from mqlab.terminal import printable
 from mqlab.transport import PATTERNS
+
+if TYPE_CHECKING:
+    from mqlab.results.record import Run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -112,36 +115,25 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from mqlab.results.store import load_results
+    from mqlab.results.read import ResultsError, load_run
 
     try:
-        # a results file is user input too: its text is shown, never interpreted
-        doc = printable_doc(load_results(args.results))
-    except OSError as exc:
-        raise CliError(
-            f"{args.results}: cannot read the results file: {exc.strerror or exc}", EXIT_BAD_INPUT
-        ) from None
-    except ValueError as exc:
-        raise CliError(
-            f"{args.results}: cannot read the results file: {exc}", EXIT_BAD_INPUT
-        ) from None
-    try:
-        return _show(args, doc)
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise CliError(
-            f"{args.results}: not a results file mqlab can show ({type(exc).__name__}: "
-            f"{str(exc)[:80]})", EXIT_BAD_INPUT,
-        ) from None  # fmt: skip
+        # a results file is user input too: checked field by field (mqlab.results.read), and
+        # its text is shown, never interpreted
+        run = load_run(args.results)
+    except ResultsError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    return _show(args, run)
 
 
-def _show(args: argparse.Namespace, doc: dict[str, Any]) -> int:
+def _show(args: argparse.Namespace, run: Run) -> int:
     from mqlab.live import seedtables, tables
 
-    steps = doc.get("steps", [])
-    aggregates = doc.get("aggregates", [])
-    env = doc.get("environment", {})
-    name = doc.get("profile", {}).get("run", {}).get("name", "?")
-    status = f"{len(steps)} step(s), {doc.get('status')}"
+    steps = list(run.raw_steps)
+    aggregates = list(run.raw_aggregates)
+    env = run.environment
+    name = run.name
+    status = f"{len(steps)} step(s), {run.status}"
     repeated = "across repeats: msg/s ± 95 % CI, latency from the merged histograms"
     ceilings = any(s.get("ceiling") for s in steps)  # written by `mqlab ceiling`
     top_title = "top throughput (each driver's best step per pattern: msg/s (load, scenario))"
@@ -149,19 +141,26 @@ def _show(args: argparse.Namespace, doc: dict[str, Any]) -> int:
     top, times = seedtables.top_rows(steps), seedtables.times_rows(steps)
     if args.top:
         if args.markdown:
-            print(f"{name}: {top_title}\n\n{seedtables.markdown(seedtables.TOP_HEADER, top)}")
+            from mqlab.live import markdown
+
+            print(
+                f"{markdown.text(name)}: {top_title}\n\n"
+                f"{seedtables.markdown(seedtables.TOP_HEADER, top)}"
+            )
         else:
             _console().print(seedtables.table(top_title, seedtables.TOP_HEADER, top))
         return 0
     if args.markdown:
         from mqlab.ceiling import hook
+        from mqlab.live import markdown
 
         agg = f"\n\n{repeated}\n\n{tables.comparison_markdown(aggregates)}" if aggregates else ""
         agg += f"\n\n{hook.markdown(steps)}" if ceilings else ""
         if times:
             agg += f"\n\n{times_title}\n\n{seedtables.markdown(seedtables.TIMES_HEADER, times)}"
-        print(f"{name}: {status}\n\n{tables.comparison_markdown(steps)}{agg}\n\n"
-              f"Measured with {tables.environment_line(env)}.")  # fmt: skip
+        print(f"{markdown.text(name)}: {markdown.text(status)}\n\n"
+              f"{tables.comparison_markdown(steps)}{agg}\n\n"
+              f"Measured with {markdown.text(tables.environment_line(env))}.")  # fmt: skip
         return 0
     console = _console()
     console.print(f"{name}: {status}")
@@ -341,7 +340,8 @@ def _terminated(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    previous = {sig: signal.signal(sig, _terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    stops = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    previous = {sig: signal.signal(sig, _terminated) for sig in stops}
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # name the command whose options they are not, as its own parser would

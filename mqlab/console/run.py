@@ -49,6 +49,7 @@ from mqlab.terminal import console as _console
 
 if TYPE_CHECKING:
     from mqlab.live.exporter import MetricsServer
+    from mqlab.run.controller import Runner
 
 
 def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
@@ -145,8 +146,12 @@ def _run(
     out: Path,
     metrics: MetricsServer | None = None,
 ) -> int:
+    from mqlab.run import leftovers
     from mqlab.run.controller import Interrupted, Runner, StepFailed
 
+    for path in leftovers.sweep():  # a run killed with SIGKILL (or a crash) left these
+        with contextlib.suppress(OSError):
+            err.print(f"mqlab: removed {path}, a step directory of a run that was killed")
     server_of = _servers_of(profile, plugins)
     broker_info, broker_pid = managed.facts(urls, server_of, handles)
 
@@ -218,18 +223,15 @@ def _run(
         main_task = asyncio.current_task()
 
         def on_sigint() -> None:
-            if runner.interrupt.is_set():
-                runner.force.set()
-                if main_task is not None:
-                    main_task.cancel()
-            else:
-                runner.interrupt.set()
-                with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-                    err.print("\nstopping after this interval (Ctrl-C again to stop now)…")
+            said = ctrl_c(runner, main_task)
+            with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+                err.print(f"\n{said}")
 
         # a closed terminal (SIGHUP) or a kill (SIGTERM) stops as cleanly as Ctrl-C:
         # the measured steps are written and a managed broker is stopped
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        # SIGQUIT (Ctrl-\) too: by default it ends Python at once, leaving the results
+        # file "running", its lock and the step's directory behind
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             loop.add_signal_handler(sig, on_sigint)
         if monitor is not None:
             monitor.attach(loop)
@@ -292,6 +294,25 @@ def _run(
     if not args.quiet:
         err.print(f"results: {out} ({len(steps)} of {len(plan.steps)} steps, {status})")
     return code
+
+
+def ctrl_c(runner: Runner, main_task: asyncio.Task[Any] | None) -> str:
+    """What one Ctrl-C (or SIGTERM, SIGHUP) does, by how many came before; the line to say.
+
+    The first ends the window at the interval; a later one stops now, except that a step
+    whose window has closed is kept: its waits are cut short (``drain_end: user``) and its
+    record is written before the run stops. One more abandons even that.
+    """
+    if not runner.interrupt.is_set():
+        runner.interrupt.set()
+        return "stopping after this interval (Ctrl-C again to stop now)…"
+    if runner.measured and not runner.force.is_set():
+        runner.force.set()
+        return "stopping now; writing the measured step first (Ctrl-C again to abandon it)…"
+    runner.force.set()
+    if main_task is not None:
+        main_task.cancel()
+    return "stopping now…"
 
 
 def show_ceilings(console: Console, steps: list[dict[str, Any]]) -> None:

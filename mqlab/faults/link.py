@@ -86,7 +86,10 @@ class LinkFaults:
     async def _spawn(self, node: str, host: str, port: int) -> ProxyProcess:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "mqlab.faults.proxy", host, str(port), self.listen,
+            # its stderr never reaches the terminal: a traceback there would draw over the
+            # live monitor (its health shows in its answers and its exit)
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
         assert proc.stdout is not None
         try:

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import random
+import signal
 import socket
 import struct
 import sys
@@ -185,5 +186,14 @@ async def main(host: str, port: int, listen: str = "127.0.0.1") -> None:
     # stdin closed: the controller is gone or done; so is the proxy
 
 
+def _quiet(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+    """A connection's error ends that connection; nothing is written over the live monitor."""
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:4]))
+    # the controller stops the proxy by closing its stdin; a Ctrl-C at the terminal reaches
+    # the whole process group and must not print a traceback over the monitor
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_exception_handler(_quiet)
+        runner.run(main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:4]))

@@ -17,6 +17,8 @@ from typing import Any
 
 from rich.table import Table
 
+from mqlab.live import markdown as md
+
 PATTERNS = ("call", "cast", "notify")
 TOP_HEADER = ("driver", "CALL, msg/s", "CAST, msg/s", "NOTIFY, msg/s")
 TIMES_HEADER = (
@@ -30,7 +32,7 @@ def _load(s: dict[str, Any]) -> str:
 
 
 def _rate(s: dict[str, Any]) -> float:
-    return float(s["throughput"]["mean"] or 0.0)
+    return float(s["throughput"].get("mean") or 0.0)
 
 
 def top_rows(steps: Sequence[dict[str, Any]]) -> list[list[str]]:
@@ -86,6 +88,6 @@ def table(title: str, header: Sequence[str], rows: list[list[str]]) -> Table:
 
 
 def markdown(header: Sequence[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines = [md.row(header), "|" + "---|" * len(header)]
+    lines += [md.row(r) for r in rows]  # names escaped: no markup, no shifted column
     return "\n".join(lines)

@@ -6,6 +6,7 @@ Nothing here measures or waits; the CLI drives ``rich.live.Live`` with what
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -13,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mqlab.live import texttable
+from mqlab.live import markdown, texttable
 from mqlab.live.snapshot import RunSnapshot, StepRow
 from mqlab.measure.aggregate import within_noise
 
@@ -221,7 +222,7 @@ def _load(step: dict[str, Any]) -> str:
 
 
 def _ratio(v: float | None, base: float | None) -> str:
-    if v is None or not base:
+    if v is None or not base or not math.isfinite(v / base):
         return "-"
     return f"{v / base:.2f}x"
 
@@ -252,7 +253,7 @@ _COLUMNS = (
 )  # fmt: skip
 
 
-def _count(v: int | dict[str, int]) -> int:
+def _count(v: int | dict[str, int] | None) -> int | None:
     return sum(v.values()) if isinstance(v, dict) else v
 
 
@@ -260,30 +261,31 @@ def _cells(s: dict[str, Any], base: dict[str, Any], first: bool) -> list[str]:
     """One comparison row as text: a step (± stdev over seconds) or an aggregate (± 95 % CI)."""
     lat = s["latency_ms"]
     tp = s["throughput"]
+    # a figure the file does not hold (an older file, a key left out) is "-", never 0
     noise = tp.get("ci95", tp.get("stdev"))
     censored = lat.get("censored", ())
     if first:
         rate_ratio, p99_ratio = "1.00x", "1.00x"
     else:
-        rate_ratio = _ratio(tp["mean"], base["throughput"]["mean"])
-        p99_ratio = _ratio(lat["p99"], base["latency_ms"]["p99"])
+        rate_ratio = _ratio(tp.get("mean"), base["throughput"].get("mean"))
+        p99_ratio = _ratio(lat.get("p99"), base["latency_ms"].get("p99"))
         if "repeats" in s and within_noise(s, base):
             rate_ratio = f"≈{rate_ratio} (noise)"
     flags = s.get("flags", [])
     codes = [f["code"] if isinstance(f, dict) else f for f in flags]
-    lost = f"{s['lost']:,}" + (f" +{s['unaccounted']:,}?" if s.get("unaccounted") else "")
+    lost = _num(s.get("lost")) + (f" +{s['unaccounted']:,}?" if s.get("unaccounted") else "")
     return [
         f"{s['scenario']} ({_pattern(s['pattern'], s.get('queue_type', 'classic'))})",
         _load(s),
         s["driver"],
-        _num(tp["mean"], "{:,.0f}"),
+        _num(tp.get("mean"), "{:,.0f}"),
         _num(noise, "{:,.0f}"),
         _ms(lat.get("p50")),
-        _p99(lat["p99"], "p99" in censored),
+        _p99(lat.get("p99"), "p99" in censored),
         _failed(lat.get("failed_percent", 0.0)),
         lost,
-        f"{s['duplicates']:,}",
-        f"{_count(s['errors']):,}",
+        _num(s.get("duplicates")),
+        _num(_count(s.get("errors"))),
         rate_ratio,
         p99_ratio,
         "; ".join(
@@ -313,11 +315,11 @@ def comparison(steps: list[dict[str, Any]], title: str = "") -> Table:
                 styled[0] = ""
             if j:
                 styled[1] = ""
-            if s["lost"] or s.get("unaccounted"):
+            if s.get("lost") or s.get("unaccounted"):
                 styled[8] = Text(cells[8], style="bold red")
-            if s["duplicates"]:
+            if s.get("duplicates"):
                 styled[9] = Text(cells[9], style="yellow")
-            if _count(s["errors"]):
+            if _count(s.get("errors")):
                 styled[10] = Text(cells[10], style="red")
             if cells[13]:
                 failed = (s.get("verdict") or {}).get("failed")
@@ -328,10 +330,10 @@ def comparison(steps: list[dict[str, Any]], title: str = "") -> Table:
 
 def comparison_markdown(steps: list[dict[str, Any]]) -> str:
     """The comparison as a Markdown table, for publishing."""
-    rows = ["| " + " | ".join(name for name, _ in _COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    rows = [markdown.row(name for name, _ in _COLUMNS), "|" + "---|" * len(_COLUMNS)]
     for members in _groups(steps).values():
         for j, s in enumerate(members):
-            rows.append("| " + " | ".join(_cells(s, members[0], j == 0)) + " |")
+            rows.append(markdown.row(_cells(s, members[0], j == 0)))
     return "\n".join(rows)
 
 

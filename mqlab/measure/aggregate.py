@@ -70,6 +70,6 @@ def aggregate(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def within_noise(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """True when two aggregates' throughput intervals overlap: the difference is not shown."""
     ta, tb = a["throughput"], b["throughput"]
-    if ta["mean"] is None or tb["mean"] is None or ta["ci95"] is None or tb["ci95"] is None:
+    if any(t.get(k) is None for t in (ta, tb) for k in ("mean", "ci95")):
         return False
     return bool(abs(ta["mean"] - tb["mean"]) <= ta["ci95"] + tb["ci95"])

@@ -15,10 +15,13 @@ other nodes use is never killed.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
+import signal
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -178,11 +181,14 @@ def start(
             for record in launched:
                 state.write(record)
         except BaseException:
-            _in_parallel(lambda r: host.terminate(r.node.pid, grace=5), launched)
-            for record in launched:
-                state.forget(record.node)
-            if epmd_started:
-                host.epmd_kill(epmd_port)
+            # a second Ctrl-C here must not leave nodes running while the caller says
+            # they are stopped: the clean-up (bounded by the 5 s grace) is not interrupted
+            with _deferred_signals():
+                _in_parallel(lambda r: host.terminate(r.node.pid, grace=5), launched)
+                for record in launched:
+                    state.forget(record.node)
+                if epmd_started:
+                    host.epmd_kill(epmd_port)
             raise
         return Cluster(tuple(r.node for r in launched))
 
@@ -340,6 +346,22 @@ def _ctl_reason(output: str) -> str:
     hint = next((ln[11:].strip() for ln in lines if ln.startswith("suggestion:")), "")
     parts = [p for p in (head, failed) if p] or lines[-1:] or ["no output"]
     return ": ".join(parts) + (f" ({hint})" if hint else "")
+
+
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+@contextlib.contextmanager
+def _deferred_signals() -> Iterator[None]:
+    """Ctrl-C, SIGTERM, SIGHUP and SIGQUIT held until the block ends, then delivered."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _in_parallel(work: Callable[[_T], object], items: Iterable[_T]) -> None:

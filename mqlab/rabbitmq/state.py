@@ -72,32 +72,59 @@ class Record:
 
     @classmethod
     def load(cls, path: Path, state_dir: Path) -> Record:
+        """The record in ``path``; BrokerError (one line) if any field is not what mqlab
+        writes: a pid mqlab would signal (``stop``) must be a real process's, never 0
+        (``kill(0)`` signals the whole process group), negative or init."""
         try:
             data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
             node = BrokerNode(
-                name=str(data["name"]),
-                url=str(data["url"]),
-                management_url=str(data["management_url"]),
-                port=int(data["port"]),
-                management_port=int(data["management_port"]),
-                dist_port=int(data["dist_port"]),
-                pid=int(data["pid"]),
+                name=_text(data, "name"),
+                url=_text(data, "url"),
+                management_url=_text(data, "management_url"),
+                port=_whole(data, "port", 1, 65535),
+                management_port=_whole(data, "management_port", 1, 65535),
+                dist_port=_whole(data, "dist_port", 1, 65535),
+                pid=_whole(data, "pid", 2, MAX_PID),
                 state_dir=state_dir,
-                version=str(data["version"]),
-                prometheus_port=int(data.get("prometheus_port", 0)),
+                version=_text(data, "version"),
+                prometheus_port=_whole(data, "prometheus_port", 0, 65535, 0),
             )
+            created: Any = data.get("create_time")
+            if type(created) not in (int, float) or not 0 <= created < 1e11:
+                raise ValueError(f"create_time: expected a time in seconds, got {created!r:.40}")
             return cls(
                 node,
-                float(data["create_time"]),
-                int(data["epmd_port"]),
-                bool(data["epmd_started"]),
-                int(data.get("index", 1)),
-                str(data.get("seed", node.name)),
+                float(created),
+                _whole(data, "epmd_port", 1, 65535),
+                bool(data.get("epmd_started")),
+                _whole(data, "index", 1, 64, 1),
+                _text(data, "seed", node.name),
             )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise BrokerError(
                 f"cannot read broker record {path}: {exc} (stop the node by hand, then delete it)"
-            ) from exc
+            ) from None
+
+
+#: Linux's largest pid (pid_max is at most 2**22)
+MAX_PID = 2**22
+
+
+def _whole(data: dict[str, Any], key: str, lo: int, hi: int, default: int | None = None) -> int:
+    value = data.get(key, default)
+    if type(value) is not int or not lo <= value <= hi:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ValueError(f"{key}: expected a whole number {lo} .. {hi:,}, got {shown}")
+    return value
+
+
+def _text(data: dict[str, Any], key: str, default: str | None = None) -> str:
+    value = data.get(key, default)
+    if type(value) is not str or not value or len(value) > 2048:
+        raise ValueError(f"{key}: expected a non-empty text, got {str(value)[:40]!r}")
+    return value
 
 
 def record_path(node: BrokerNode) -> Path:

@@ -13,13 +13,15 @@ import plotly.graph_objects as go
 from hdrh.histogram import HdrHistogram
 from plotly.subplots import make_subplots
 
-from mqlab.report.load import Step
+from mqlab.results.record import Step
 
 # how a step's completions are counted in its throughput (docs/results.md)
 COMPLETIONS = {"call": "round_trip", "cast": "received", "notify": "received"}
 KIND_LABEL = {"round_trip": "round trip", "one_way": "one way"}
 _LAYOUT: dict[str, Any] = {
-    "template": "plotly_white",
+    # plotly.js's own look (white, light grid): a named template such as plotly_white is
+    # copied into every figure, which cost 0.1 s and 7 KB a chart (a report of 10,000 steps)
+    "template": "none",
     "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
     "legend": {"orientation": "h", "y": -0.2},
     # a legend even for one line: a reader always sees which driver a line is

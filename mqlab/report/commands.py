@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from mqlab.report.load import ResultsError, load_run
 from mqlab.results import paths
+from mqlab.results.read import ResultsError, load_run
 from mqlab.terminal import console as safe_console
 
 EXIT_BAD_INPUT = 2
@@ -51,9 +51,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     env = "\n".join(compare.environment_lines(a, b))
     if args.markdown:
+        from mqlab.live import markdown
+
+        head = f"A: {a.path.name} ({a.name}), B: {b.path.name} ({b.name})"
         print(
-            f"A: {a.path.name} ({a.name}), B: {b.path.name} ({b.name})\n\n{env}\n\n"
-            f"{compare.markdown(a, b)}\n\n{compare.NOISE_RULE}"
+            f"{markdown.text(head)}\n\n{markdown.text(env)}\n\n"
+            f"{compare.markdown(a, b)}\n\n{markdown.text(compare.NOISE_RULE)}"
         )
         return 0
     console = safe_console(width=200)

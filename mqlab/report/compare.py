@@ -23,7 +23,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from mqlab.report.load import Run, Step
+from mqlab.live import markdown as md
+from mqlab.results.record import Run, Step
 
 NOISE_RULE = (
     "within noise: |B - A| <= 2 x sqrt(se_A^2 + se_B^2), se = per-second stdev / sqrt(seconds) "
@@ -65,7 +66,10 @@ FIGURES = ("msg/s", "p50 ms", "p99 ms")
 def ratio(a: Figure, b: Figure) -> Ratio:
     if a.value is None or b.value is None or a.value == 0:
         return Ratio("-", "")
-    text = f"{b.value / a.value:.2f}x"
+    quotient = b.value / a.value
+    if not math.isfinite(quotient):  # two finite figures far apart: no ratio to show
+        return Ratio("-", "")
+    text = f"{quotient:.2f}x"
     if a.se is None or b.se is None:
         return Ratio(text, "noise unknown")
     within = abs(b.value - a.value) <= 2 * math.hypot(a.se, b.se)
@@ -243,13 +247,13 @@ def markdown(a: Run, b: Run) -> str:
     for name in FIGURES:
         head += [f"{name} A", f"{name} B", "B/A"]
     head += ["lost A / B", "note"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [md.row(head), "|" + "---|" * len(head)]
     for row in match(a, b):
         cells = list(row.label)
         for va, vb, r in _cells(row):
             cells += [va, vb, f"{r.text} ({r.noise})" if r.noise else r.text]
         cells += [_lost(row), _presence(row)]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md.row(cells))
     return "\n".join(lines)
 
 

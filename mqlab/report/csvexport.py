@@ -2,7 +2,7 @@
 
 ``<stem>.steps.csv`` holds one row per step (its counts, throughput, latency, CPU, flags)
 and ``<stem>.series.csv`` one row per second of each step's per-second series. Both are
-read from the results file through :mod:`mqlab.report.load`; a figure the file does not
+read from the results file through :mod:`mqlab.results.read`; a figure the file does not
 hold is an empty cell, never a made-up 0.
 """
 
@@ -13,8 +13,8 @@ import io
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from mqlab.report.load import PERCENTILES, Run, Step
 from mqlab.results import paths
+from mqlab.results.record import PERCENTILES, Run, Step
 
 #: the columns every step row has (error kinds follow, one ``errors:<kind>`` column each)
 STEP_COLUMNS = (
@@ -130,8 +130,6 @@ def write(run: Run, directory: Path) -> tuple[tuple[Path, int], tuple[Path, int]
     out = []
     for path, (head, rows) in ((steps_path, step_rows(run.steps)),
                                (series_path, series_rows(run.steps))):  # fmt: skip
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(_text(head, rows), encoding="utf-8")
-        tmp.replace(path)  # a reader never sees half a file
+        paths.replace_atomically(path, _text(head, rows), ".csv-")  # never half a file
         out.append((path, len(rows)))
     return out[0], out[1]

@@ -21,7 +21,8 @@ from mqlab import __version__
 from mqlab.live import seedtables, tables
 from mqlab.report import charts, summary
 from mqlab.report.compare import Ratio
-from mqlab.report.load import FaultFigure, Run, Step
+from mqlab.results import paths
+from mqlab.results.record import FaultFigure, Run, Step
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1400px; color: #222; }
@@ -37,6 +38,19 @@ table.summary td:first-child { font-weight: bold; }
 table.comparison tr.end td { border-bottom: 2px solid #999; }
 table.environment tr.first th, table.environment tr.first td { border-top: 2px solid #999; }
 """
+
+
+#: a report draws at most this many per-step charts (and percentile spectra): each costs
+#: tens of ms and tens of KB, and a run may hold 10,000 steps
+MAX_CHARTED = 100
+#: percentile spectra: the first steps' histograms, walked bucket by bucket
+MAX_SPECTRA = 40
+#: rows of the comparison table (mqlab show's, drawn by Rich); "Every step" holds them all
+MAX_COMPARED = 500
+_LEFT_OUT = (
+    f"a report draws at most {MAX_CHARTED} of them; the tables hold every step's figures, "
+    "and the results file every series"
+)
 
 
 class _Charts:
@@ -202,10 +216,16 @@ def rich_table_html(table: Table, left: Sequence[str] = ()) -> str:
 
 def _comparison(run: Run) -> str:
     # mqlab show's own table, so the report and the terminal state the same figures
-    table = tables.comparison(list(run.raw_steps))
-    return f'<p class="note">{escape(str(table.title or ""))}</p>' + rich_table_html(
+    table = tables.comparison(list(run.raw_steps[:MAX_COMPARED]))
+    html = f'<p class="note">{escape(str(table.title or ""))}</p>' + rich_table_html(
         table, left=("scenario", "driver", "note")
     )
+    if len(run.raw_steps) > MAX_COMPARED:
+        html += (
+            f'<p class="note">the first {MAX_COMPARED:,} steps of {len(run.raw_steps):,}; the '
+            "table of every step follows</p>"
+        )
+    return html
 
 
 def _ratio_cell(r: Ratio) -> str:
@@ -335,7 +355,8 @@ def _groups(steps: Sequence[Step]) -> dict[tuple[str, str, str, str | None], lis
 
 def _spectra(run: Run, ch: _Charts) -> str:
     parts = []
-    for (scenario, pattern, load, _size), members in _groups(run.steps).items():
+    # a spectrum walks each histogram bucket by bucket: the first steps only (MAX_SPECTRA)
+    for (scenario, pattern, load, _size), members in _groups(run.steps[:MAX_SPECTRA]).items():
         title = f"{scenario} ({pattern}) {load}"
         fig = charts.spectrum_figure(title, members)
         if fig is not None:
@@ -347,10 +368,16 @@ def _spectra(run: Run, ch: _Charts) -> str:
                 else "no latency was measured"
             )
             parts.append(f'<p class="note">{escape(title)}: histograms not stored ({why}).</p>')
+    if len(run.steps) > MAX_SPECTRA:
+        parts.append(
+            f'<p class="note">spectra for the first {MAX_SPECTRA} steps of {len(run.steps):,}: '
+            "each walks its histograms bucket by bucket; the results file stores every "
+            "step's histograms</p>"
+        )
     return "".join(parts)
 
 
-def _step_section(run: Run, s: Step, ch: _Charts) -> str:
+def _step_section(run: Run, s: Step, ch: _Charts, charted: bool) -> str:
     parts = [f'<h3 id="step-{s.index + 1}">{escape(s.label)}</h3>']
     for f in s.flags:
         # an unexplained loss (a failed verdict) in red: a finding in its own right
@@ -379,8 +406,11 @@ def _step_section(run: Run, s: Step, ch: _Charts) -> str:
         parts.append(
             "<p>open loop: " + escape(", ".join(f"{k} {v}" for k, v in ol.items())) + "</p>"
         )
-    fig = charts.timeline_figure(s, run.duration_s)
-    parts.append(ch.div(fig) if fig else '<p class="note">no per-second series stored.</p>')
+    fig = charts.timeline_figure(s, run.duration_s) if charted else None
+    if fig is not None:
+        parts.append(ch.div(fig))
+    elif charted:
+        parts.append('<p class="note">no per-second series stored.</p>')
     if s.events:
         parts.append(
             _table(
@@ -409,7 +439,7 @@ def _step_section(run: Run, s: Step, ch: _Charts) -> str:
                 left=2,
             )
         )
-    node_fig = charts.node_cpu_figure(s)
+    node_fig = charts.node_cpu_figure(s) if charted else None
     if node_fig is not None:
         parts.append(ch.div(node_fig))
     if s.cpu.nodes:
@@ -506,7 +536,12 @@ def render(run: Run) -> str:
         body += ["<h2>CPU</h2>", ch.div(cpu) if cpu else '<p class="note">no CPU sampled.</p>']
         body += _seed_tables(run)
         body.append("<h2>Each step, second by second</h2>")
-        body += [_step_section(run, s, ch) for s in run.steps]
+        if len(run.steps) > MAX_CHARTED:
+            body.append(
+                f'<p class="note">per-second charts for the first {MAX_CHARTED} steps of '
+                f"{len(run.steps):,}: {_LEFT_OUT}.</p>"
+            )
+        body += [_step_section(run, s, ch, i < MAX_CHARTED) for i, s in enumerate(run.steps)]
     else:
         body.append('<p class="note">no step finished: nothing to chart.</p>')
     return (
@@ -520,6 +555,6 @@ def render(run: Run) -> str:
 def write_report(run: Run, out: Path) -> int:
     """Write the report; return how many charts it holds."""
     text = render(run)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    # a full disk or a crash leaves the previous report whole, never half of this one
+    paths.replace_atomically(out, text, ".report-")
     return text.count('class="chart"')

@@ -4,7 +4,7 @@ Every sentence states what the figures of the results file support and nothing m
 the fastest driver at a load only when the difference is beyond the noise rule of
 :mod:`mqlab.report.compare` (else "within noise" or "noise unknown"), every loss and
 duplicate with the verdict of the step's fault events when it has any, every step that
-could not keep up. Steps are read through :mod:`mqlab.report.load`.
+could not keep up. Steps are read through :mod:`mqlab.results.read`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mqlab.report.compare import Ratio, ratio, step_figures
-from mqlab.report.load import Run, Step
+from mqlab.results.record import Run, Step
 
 
 @dataclass(frozen=True)

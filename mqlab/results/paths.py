@@ -15,6 +15,7 @@ import json
 import os
 import re
 import stat
+import tempfile
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -74,11 +75,16 @@ def check(
     ``protect`` is the input (a profile, a results file) that must never be the output.
     """
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise OutputRefused(f"{path}: cannot use as {what} file: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):  # even a dangling one: writing through it lands elsewhere
+        raise OutputRefused(
+            f"{path} is a symbolic link; mqlab writes only regular files (give the file itself "
+            "or a new name with -o)"
+        )
     if not stat.S_ISREG(st.st_mode):
         raise OutputRefused(f"{path} is not a regular file; give a new file name with -o")
     with contextlib.suppress(OSError):
@@ -89,6 +95,23 @@ def check(
             f"{path} exists and is not an mqlab {what} file; mqlab will not overwrite it "
             "(give a new file name with -o)"
         )
+
+
+def replace_atomically(path: Path, text: str, prefix: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, flush it to disk, then rename it
+    over ``path``: a reader, a crash or a full disk never sees half a file, and a failed
+    write (OSError, raised) leaves the previous file whole and no temporary file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class OutputLock:

@@ -4,25 +4,22 @@ Written atomically (temporary file, then rename) after each step, so a crash,
 a Ctrl-C or a full disk never loses a finished step: a write that fails leaves
 the last good file in place, is reported in one line, and the run goes on. The
 file is strict JSON: a figure that is not a finite number is written as
-``null``. Every field is documented in ``docs/results.md``.
+``null``. Every field is documented in ``docs/results.md``; :mod:`mqlab.results.read`
+is its one reader.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mqlab.measure.aggregate import aggregate
+from mqlab.results import paths
 
 SCHEMA = 2
-#: the largest results file mqlab reads (``show``, ``report``, ``compare``): a device or a
-#: huge file is refused instead of read without end
-MAX_RESULTS_BYTES = 64 * 1024 * 1024
 
 
 def strict(value: Any) -> Any:
@@ -72,66 +69,13 @@ class ResultsFile:
     def write(self) -> bool:
         """Replace the file with the document; False (reported once) if the disk refused."""
         text = json.dumps(strict(self.doc), indent=1, allow_nan=False) + "\n"
-        tmp: str | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".results-", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            paths.replace_atomically(self.path, text, ".results-")
         except OSError as exc:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
             problem = f"cannot write the results file {self.path}: {exc.strerror or exc}"
             if problem != self.write_error:
                 self.on_write_error(f"mqlab: {problem}; the last good copy is kept")
             self.write_error = problem
             return False
-        except BaseException:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
-            raise
         self.write_error = None
         return True
-
-
-class ResultsShapeError(ValueError):
-    """A file that is JSON but not an mqlab results document."""
-
-
-def read_bounded(path: str | Path) -> bytes:
-    """A results file's bytes; ResultsShapeError if larger than MAX_RESULTS_BYTES."""
-    with open(path, "rb") as f:
-        raw = f.read(MAX_RESULTS_BYTES + 1)
-    if len(raw) > MAX_RESULTS_BYTES:
-        raise ResultsShapeError(f"larger than {MAX_RESULTS_BYTES:,} bytes: not a results file")
-    return raw
-
-
-def load_results(path: str | Path) -> dict[str, Any]:
-    """Read a results file; ValueError (one line) if it is not one mqlab can show."""
-    raw = read_bounded(path)
-
-    def refuse(constant: str) -> Any:
-        raise ResultsShapeError(f"not strict JSON ({constant})")
-
-    try:
-        doc = json.loads(raw, parse_constant=refuse)
-    except RecursionError:
-        raise ResultsShapeError("nested too deeply to be a results file") from None
-    except UnicodeDecodeError:
-        raise ResultsShapeError("not a UTF-8 text file") from None
-    if not isinstance(doc, dict):
-        raise ResultsShapeError("not a results file (expected a JSON object)")
-    if doc.get("schema") != SCHEMA:
-        shown = repr(doc.get("schema"))[:20]
-        raise ResultsShapeError(f"unsupported results schema {shown} (expected {SCHEMA})")
-    kinds = {"steps": list, "profile": dict, "environment": dict, "status": str}
-    for key, kind in kinds.items():
-        if not isinstance(doc.get(key), kind):
-            raise ResultsShapeError(f"not a results file: {key!r} missing or not a {kind.__name__}")
-    if not all(isinstance(s, dict) for s in doc["steps"]):
-        raise ResultsShapeError("not a results file: a step is not a JSON object")
-    return doc

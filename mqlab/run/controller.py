@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import math
 import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from mqlab.config.plan import Layout, Plan, Step, layout
 from mqlab.faults.losses import StepLosses
 from mqlab.live.snapshot import RunSnapshot
 from mqlab.rabbitmq.backlog import QueueDepth
-from mqlab.run import background, collect, stepresult
+from mqlab.run import background, collect, leftovers, stepresult
 from mqlab.run.background import BackgroundLoad
 from mqlab.run.brokerprocess import BrokerProcess
 from mqlab.run.drain import drain, in_flight
@@ -87,6 +86,9 @@ class Runner:
         self.progress = Progress(plan, label, on_snapshot)
         self.interrupt = asyncio.Event()  # first Ctrl-C: finish this interval, keep results
         self.force = asyncio.Event()  # second Ctrl-C: stop now
+        #: True from the end of a step's window until its record is written: a second
+        #: Ctrl-C then only cuts the waits short (drain_end "user"), the step is kept
+        self.measured = False
         self._interrupted_at: float | None = None
         self.skip = asyncio.Event()  # the monitor's `n`: end this step's window now, go on
         self.stop_after = asyncio.Event()  # the monitor's `q`: no step after this one
@@ -155,11 +157,13 @@ class Runner:
         for step in self.plan.steps:
             if self.interrupt.is_set() or self.stop_after.is_set():
                 break
+            self.measured = False
             record = await self.run_step(step)
-            if self.after_step is not None:
+            if self.after_step is not None and not self.force.is_set():
                 await self.after_step(step, record)
             records.append(record)
             self.on_step(record)
+            self.measured = False
         return records
 
     async def run_step(self, step: Step) -> dict[str, Any]:
@@ -167,7 +171,7 @@ class Runner:
         broker = self.plan.profile.broker
         sc = step.scenario
         placement = (sc.clients_on or broker.clients, sc.servers_on or broker.servers)
-        tmp = tempfile.mkdtemp(prefix="mqlab-step-")
+        tmp = leftovers.step_dir()
         urls = self.urls
         self._faults = None
         if sc.events:
@@ -311,6 +315,7 @@ class Runner:
                 ((w.spec.worker, w.spec.role, w.proc.pid if w.proc else None) for w in everyone),
                 self.broker_pids(),
             )
+            self.measured = True
         finally:
             if self._faults is not None:
                 await self._faults.stop()  # none after the window; one under way finishes

@@ -28,6 +28,10 @@ class StepFailed(MqlabError):
     """A step could not run (a worker refused to start); the message says why."""
 
 
+#: after a second Ctrl-C, how long the workers' final figures are still waited for
+FORCED_FINISH_S = 2.0
+
+
 class Interrupted(MqlabError):
     """The user asked twice to stop: stop now."""
 
@@ -211,9 +215,14 @@ class WorkerPool:
         """Ask every worker for its final figures; wait up to ``timeout`` (or a second Ctrl-C)."""
         for w in workers:
             await w.send({"type": "finish"})
-        deadline = asyncio.get_running_loop().time() + timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while any(w.final is None and not w.gone for w in workers):
-            if asyncio.get_running_loop().time() > deadline or self.force.is_set():
+            if self.force.is_set():
+                # a second Ctrl-C after the window: the final figures are the step's, worth
+                # a moment more (a worker answers within milliseconds); then stop waiting
+                deadline = min(deadline, loop.time() + FORCED_FINISH_S)
+            if loop.time() > deadline:
                 break
             await asyncio.sleep(0.05)
 

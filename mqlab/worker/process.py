@@ -53,6 +53,15 @@ def _error(exc: BaseException) -> dict[str, Any]:
     return {"type": "error", "kind": kind, "message": str(exc) or kind}
 
 
+def _scratch(step_dir: str) -> str | None:
+    """The step's scratch directory for plugins, inside the step's own mkdtemp directory."""
+    if not step_dir:
+        return None
+    path = os.path.join(step_dir, "scratch")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
 async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = False) -> Transport:
     """The worker's transport with its servers listening; ``dual``: the old driver's."""
     name = spec.dual_plugin if dual else spec.plugin
@@ -63,6 +72,7 @@ async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = Fal
         spec.dual_urls if dual else spec.urls,
         spec.dual_options if dual else spec.options,
         spec.worker,
+        _scratch(spec.ledger_dir),
     )
     # what the driver reports from the background (a dropped connection) is counted
     # as an error of the step, like one a send raised, but fails no message

@@ -21,6 +21,8 @@ import contextlib
 import json
 import os
 import socket
+import stat
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -106,6 +108,37 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def private_dir() -> Path:
+    """This user's own directory for registries: ``$XDG_RUNTIME_DIR/mqlab`` (a per-user
+    directory), else ``<tmp>/mqlab-<uid>``. Created with mode 0700; an existing one that
+    is a symbolic link, not a directory, another user's, or open to others is refused
+    (ConnectFailed, one line): in a shared /tmp anyone may have made that path first."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
+        path = Path(runtime) / "mqlab"
+    else:
+        path = Path(tempfile.gettempdir()) / f"mqlab-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise ConnectFailed(f"cannot use {path}: {exc.strerror or exc}") from exc
+    problem = (
+        "is a symbolic link" if stat.S_ISLNK(st.st_mode)
+        else "is not a directory" if not stat.S_ISDIR(st.st_mode)
+        else f"belongs to uid {st.st_uid}" if st.st_uid != os.getuid()
+        else "is open to other users" if st.st_mode & 0o077
+        else ""
+    )  # fmt: skip
+    if problem:
+        raise ConnectFailed(
+            f"refusing {path} for the zmq registry: it {problem} (remove it, or set the "
+            "registry_dir option)"
+        )
+    return path
+
+
 class StaticMatchmaker(Matchmaker):
     """A directory of JSON files: ``<dir>/<kind>/<exchange>/<topic>/<instance>.json``.
 
@@ -113,8 +146,11 @@ class StaticMatchmaker(Matchmaker):
     recognised by their pid and removed on the next lookup.
     """
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path | str, private: bool = False) -> None:
+        #: ``private``: ``root`` is a name inside this user's private directory (see
+        #: :func:`private_dir`), resolved and checked when the matchmaker starts
+        self.root = Path(root)
+        self._private = private
 
     def describe(self) -> str:
         return f"static matchmaker registry {self.root}"
@@ -124,6 +160,9 @@ class StaticMatchmaker(Matchmaker):
         return self.root / kind / _component(exchange) / _component(topic)
 
     async def start(self) -> None:
+        if self._private:
+            self.root = private_dir() / self.root
+            self._private = False
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             probe = self.root / f".probe-{os.getpid()}"

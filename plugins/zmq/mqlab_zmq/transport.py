@@ -7,8 +7,6 @@ import contextlib
 import hashlib
 import itertools
 import logging
-import os
-import tempfile
 import uuid
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
@@ -110,10 +108,15 @@ class ZmqTransport(Transport):
             prefix = f"mqlab-zmq:{self._namespace()}"
             return RedisMatchmaker(self.options["redis_url"], float(self.options["ttl"]), prefix)
         root = self.options["registry_dir"]
-        if root is None:
-            name = f"mqlab-zmq-{os.getuid()}-{self._namespace()}"
-            return StaticMatchmaker(Path(tempfile.gettempdir()) / name)
-        return StaticMatchmaker(Path(root).expanduser())
+        if root is not None:
+            return StaticMatchmaker(Path(root).expanduser())
+        name = f"zmq-{self._namespace()}"
+        if self.config.scratch_dir is not None:
+            # in a run: the step's own directory, which only its workers share
+            return StaticMatchmaker(Path(self.config.scratch_dir) / name)
+        # outside a run (a test, the conformance kit): this user's private directory, never
+        # a path another user of a shared /tmp could have made first
+        return StaticMatchmaker(name, private=True)
 
     async def start(self) -> None:
         """Check the options, create the zmq context and reach the matchmaker."""

@@ -1,27 +1,19 @@
-"""A results file (schema 1 or 2) read into typed values for the report and compare.
+"""A results file (schema 1 or 2) as typed values, for show, the report and compare.
 
-Tolerant by design: a key that is missing means "not measured", and is kept as
-``None`` or an empty tuple, never replaced by an invented figure. What is not
-mqlab's results file at all gets one :class:`ResultsError` line naming the file.
+Built only from a document :mod:`mqlab.results.read` has checked field by field,
+so every value here has its declared type and range. A key that is missing
+means "not measured", and is kept as ``None`` or an empty tuple, never replaced
+by an invented figure.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqlab.results.store import ResultsShapeError, read_bounded
-from mqlab.terminal import printable_doc
-
-SCHEMAS = (1, 2)
 PERCENTILES = ("p50", "p90", "p99", "p999", "max")
-
-
-class ResultsError(ValueError):
-    """The file cannot be read as an mqlab results file; the message is one line."""
 
 
 @dataclass(frozen=True)
@@ -215,7 +207,8 @@ class Run:
     environment: dict[str, Any]
     steps: tuple[Step, ...]
     aggregates: tuple[Aggregate, ...]
-    raw_steps: tuple[dict[str, Any], ...]  # as stored, for mqlab.live.tables's comparison
+    raw_steps: tuple[dict[str, Any], ...]  # as stored, for mqlab.live.tables' comparison
+    raw_aggregates: tuple[dict[str, Any], ...] = ()
 
 
 def _f(v: Any) -> float | None:
@@ -404,46 +397,17 @@ def _aggregate(raw: dict[str, Any]) -> Aggregate:
     )
 
 
-def load_run(path: str | Path) -> Run:
-    """Read a results file; raise :class:`ResultsError` (one line) if it is not one we know."""
-    p = Path(path)
-    try:
-        doc = json.loads(read_bounded(p))
-    except FileNotFoundError:
-        raise ResultsError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ResultsError(f"{p}: is a directory, not a results file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{p}: cannot read it: {exc}") from None
-    except RecursionError:
-        raise ResultsError(f"{p}: nested too deeply to be a results file") from None
-    except ResultsShapeError as exc:
-        raise ResultsError(f"{p}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ResultsError(
-            f"{p}: not JSON ({exc.msg} at line {exc.lineno}): give a results file "
-            "written by `mqlab run`"
-        ) from None
-    doc = printable_doc(doc)  # names are shown as text, whatever they hold
-    if not isinstance(doc, dict) or "schema" not in doc or not isinstance(doc.get("steps"), list):
-        raise ResultsError(
-            f"{p}: not an mqlab results file (no schema and steps): give a file written by "
-            "`mqlab run`"
-        )
-    if doc["schema"] not in SCHEMAS:
-        raise ResultsError(
-            f"{p}: results schema {doc['schema']!r} is not one this mqlab reads "
-            f"({', '.join(map(str, SCHEMAS))}): use the mqlab version that wrote it"
-        )
+def run_from(path: Path, doc: dict[str, Any]) -> Run:
+    """The typed run of a document :func:`mqlab.results.read.validate` has checked."""
     profile = _d(doc.get("profile"))
     duration = _f(_d(profile.get("run")).get("duration"))
     raw_steps = tuple(s for s in doc["steps"] if isinstance(s, dict))
     return Run(
-        path=p,
+        path=path,
         schema=int(doc["schema"]),
         status=str(doc.get("status", "?")),
         message=str(doc.get("message", "")),
-        name=str(_d(profile.get("run")).get("name", p.stem)),
+        name=str(_d(profile.get("run")).get("name", path.stem)),
         duration_s=duration,
         run_settings=_d(profile.get("run")),
         broker_urls=tuple(str(u) for u in _l(_d(profile.get("broker")).get("urls"))),
@@ -451,4 +415,5 @@ def load_run(path: str | Path) -> Run:
         steps=tuple(_step(s, duration) for s in raw_steps),
         aggregates=tuple(_aggregate(a) for a in _l(doc.get("aggregates")) if isinstance(a, dict)),
         raw_steps=raw_steps,
+        raw_aggregates=tuple(a for a in _l(doc.get("aggregates")) if isinstance(a, dict)),
     )
