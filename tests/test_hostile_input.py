@@ -177,6 +177,8 @@ COMMANDS = {
     "show": ["r.json"],
     "report": ["r.json"],
     "compare": ["a.json", "b.json"],
+    "export": ["r.json", "--csv", "out"],
+    "hosts": ["certs", "dir"],
     "plugins": [],
     "broker": ["status"],
 }
