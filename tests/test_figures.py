@@ -250,10 +250,10 @@ def test_a_recorders_histograms_are_the_values_recorded_one_by_one(
     # the recorder packs, counts and buckets latencies before hdrh sees them: its
     # step histogram (3 digits) and per-second histogram (2 digits) must be exactly
     # what recording each latency would give
-    import mqlab.worker.recorder
+    from mqlab.worker import clock
 
     now = 10**15
-    monkeypatch.setattr(mqlab.worker.recorder, "_clock", lambda: now)
+    monkeypatch.setattr(clock, "now", lambda: now)
     rec = Recorder(str(tmp_path), "w")
     rec.open(now - 10**8, now - 10**13, now + 10**9)  # every send time in the window
     rng = random.Random(3)

@@ -163,6 +163,11 @@ def _environment(run: Run) -> str:
     if isinstance(broker, dict):  # no broker (loopback, brokerless drivers): no broker rows
         rows += _rows_of("broker", broker)
         rows += [("broker", "URL", u) for u in run.broker_urls]
+    servers = env.get("servers")
+    for kind, facts in sorted(servers.items() if isinstance(servers, dict) else []):
+        if isinstance(facts, dict):  # every managed server of the run (RabbitMQ, Kafka, ...)
+            what = " ".join(str(facts[k]) for k in ("product", "version") if facts.get(k))
+            rows.append(("managed server", str(kind), what or "?"))
     for name, plugin in sorted((env.get("plugins") or {}).items()):
         if isinstance(plugin, dict):
             rows.append(
@@ -173,7 +178,7 @@ def _environment(run: Run) -> str:
     rows += _rows_of("run settings", run.run_settings)
     shown = {"mqlab", "mqlab_commit", "python", "implementation", "uvloop", "cpu_model",
              "cpu_count", "memory_gb", "hostname", "platform", "broker", "plugins", "libraries",
-             "codec_cost_us"}  # fmt: skip
+             "codec_cost_us", "servers"}  # fmt: skip
     rows += _rows_of("other", {k: v for k, v in env.items() if k not in shown})
     body = "".join(
         f'<tr class="{"first" if i == 0 or rows[i - 1][0] != sec else ""}">'
