@@ -35,7 +35,7 @@ def test_matrix_expands_drivers_side_by_side_per_load_level() -> None:
     # (2 drivers x 2 levels + 1 driver x 1 level) x 2 repeats
     assert len(plan.steps) == 10
     assert labels[:5] == [
-        "a call c=1", "b call c=1", "a call c=10", "b call c=10", "b notify 100 msg/s",
+        "a call c=1", "b call c=1", "a call c=10", "b call c=10", "b notify 100/s",
     ]  # fmt: skip
     assert [s.index for s in plan.steps] == list(range(10))
     assert plan.eta() > 0

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqlab.config.profile import DriverSpec, Profile, Scenario
+from mqlab.measure.load import Load
 from mqlab.rabbitmq.placement import worker_urls
 
 #: seconds a step costs beyond warm-up and window: spawn, connect, drain, collect
@@ -64,8 +65,8 @@ class Step:
 
     @property
     def label(self) -> str:
-        lvl = f"c={int(self.level)}" if self.load == "concurrency" else f"{self.level:g} msg/s"
-        return f"{self.driver_label} {self.scenario.pattern} {lvl}"
+        load = Load(self.concurrency, self.rate)
+        return f"{self.driver_label} {self.scenario.pattern} {load.label()}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from mqlab.live.snapshot import RunSnapshot, WorkerRow
 from mqlab.measure import latency
+from mqlab.measure.load import Load
 
 __all__ = ["BUCKETS_S", "STEP_LABELS", "Exporter", "MetricsServer", "serve"]
 
@@ -44,11 +45,6 @@ _US = 1e-6
 _MS = 1e-3
 
 
-def _load(record: Mapping[str, Any]) -> str:
-    c, r = record.get("concurrency"), record.get("rate")
-    return f"c={c}" if c is not None else f"{r or 0:g}/s"
-
-
 def step_labels(run: str, record: Mapping[str, Any]) -> tuple[str, ...]:
     """The labels of one step: ``step`` is its number as the monitor shows it (index + 1)."""
     return (
@@ -58,7 +54,7 @@ def step_labels(run: str, record: Mapping[str, Any]) -> tuple[str, ...]:
         str(record.get("plugin", "")),
         str(record.get("scenario", record["pattern"])),
         str(record["pattern"]),
-        _load(record),
+        Load.of(record).label(),
     )
 
 

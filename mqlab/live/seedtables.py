@@ -18,6 +18,7 @@ from typing import Any
 from rich.table import Table
 
 from mqlab.live import markdown as md
+from mqlab.measure.load import Load
 
 PATTERNS = ("call", "cast", "notify")
 TOP_HEADER = ("driver", "CALL, msg/s", "CAST, msg/s", "NOTIFY, msg/s")
@@ -25,10 +26,6 @@ TIMES_HEADER = (
     "#", "scenario", "load", "driver", "msg/s", "real s",
     "clients user s", "clients sys s", "servers user s", "servers sys s", "user+sys s",
 )  # fmt: skip
-
-
-def _load(s: dict[str, Any]) -> str:
-    return f"c={s['concurrency']}" if s.get("concurrency") is not None else f"{s['rate']:g}/s"
 
 
 def _rate(s: dict[str, Any]) -> float:
@@ -50,7 +47,9 @@ def top_rows(steps: Sequence[dict[str, Any]]) -> list[list[str]]:
         cells = [driver]
         for p in PATTERNS:
             top = mine.get(p)
-            cells.append(f"{_rate(top):,.0f} ({_load(top)}, {top['scenario']})" if top else "-")
+            cells.append(
+                f"{_rate(top):,.0f} ({Load.of(top).label()}, {top['scenario']})" if top else "-"
+            )
         rows.append(cells)
     return rows
 
@@ -71,7 +70,7 @@ def times_rows(steps: Sequence[dict[str, Any]]) -> list[list[str]]:
         real = max(t["real_s"] for t in parts)
         total = sum(t["user_s"] + t["sys_s"] for t in parts)
         rows.append([
-            str(s["step"] + 1), s["scenario"], _load(s), s["driver"], f"{_rate(s):,.0f}",
+            str(s["step"] + 1), s["scenario"], Load.of(s).label(), s["driver"], f"{_rate(s):,.0f}",
             _seconds(real), _seconds(c and c["user_s"]), _seconds(c and c["sys_s"]),
             _seconds(v and v["user_s"]), _seconds(v and v["sys_s"]), _seconds(total),
         ])  # fmt: skip

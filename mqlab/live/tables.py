@@ -17,6 +17,7 @@ from rich.text import Text
 from mqlab.live import markdown, texttable
 from mqlab.live.snapshot import RunSnapshot, StepRow
 from mqlab.measure.aggregate import within_noise
+from mqlab.measure.load import Load
 
 
 def _num(v: float | int | None, fmt: str = "{:,}") -> str:
@@ -215,12 +216,6 @@ def phase_table(step: dict[str, Any]) -> Table:
     return table
 
 
-def _load(step: dict[str, Any]) -> str:
-    if step.get("concurrency") is not None:
-        return f"c={step['concurrency']}"
-    return f"{step.get('rate', 0):g}/s"
-
-
 def _ratio(v: float | None, base: float | None) -> str:
     if v is None or not base or not math.isfinite(v / base):
         return "-"
@@ -235,13 +230,13 @@ def _groups(steps: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str,
     """
     by_scenario: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for s in steps:
-        key = (s["scenario"], s["pattern"], _load(s), s.get("repeat", 0))
+        key = (s["scenario"], s["pattern"], Load.of(s).label(), s.get("repeat", 0))
         by_scenario.setdefault(key, []).append(s)
     if len(by_scenario) < 2 or any(len(m) > 1 for m in by_scenario.values()):
         return by_scenario
     by_pattern: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for s in steps:
-        by_pattern.setdefault((s["pattern"], _load(s), s.get("repeat", 0)), []).append(s)
+        by_pattern.setdefault((s["pattern"], Load.of(s).label(), s.get("repeat", 0)), []).append(s)
     return by_pattern
 
 
@@ -276,7 +271,7 @@ def _cells(s: dict[str, Any], base: dict[str, Any], first: bool) -> list[str]:
     lost = _num(s.get("lost")) + (f" +{s['unaccounted']:,}?" if s.get("unaccounted") else "")
     return [
         f"{s['scenario']} ({_pattern(s['pattern'], s.get('queue_type', 'classic'))})",
-        _load(s),
+        Load.of(s).label(),
         s["driver"],
         _num(tp.get("mean"), "{:,.0f}"),
         _num(noise, "{:,.0f}"),

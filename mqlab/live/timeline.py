@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mqlab.live.snapshot import ErrorRow, StepSeries, WorkerRow
+from mqlab.measure.load import Load
 
 
 def _window(values: list[Any], offset: int) -> list[Any]:
@@ -22,11 +23,7 @@ def series(record: dict[str, Any], running: bool) -> StepSeries:
     s = record.get("series") or {}
     offset = int(s.get("t0_offset_s", 0))
     kind = "round_trip" if record["pattern"] == "call" else "received"
-    load = (
-        f"c={record['concurrency']}"
-        if record.get("concurrency") is not None
-        else (f"{record.get('rate') or 0:g}/s")
-    )
+    load = Load.of(record).label()
     return StepSeries(
         index=record["step"],
         label=f"{record['step'] + 1} {record['driver']} {record['pattern']} {load}",

@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mqlab.live import markdown as md
+from mqlab.measure.load import Load
 from mqlab.results.record import Run, Step
 
 NOISE_RULE = (
@@ -127,7 +128,7 @@ def _entries(run: Run) -> dict[Key, Entry]:
         label = (s.driver, f"{s.scenario} ({s.pattern})", load, s.message_size or "-")
         out[key] = (label, step_figures(s), s.lost)
     for a in run.aggregates:
-        load = f"c={a.concurrency}" if a.concurrency is not None else f"{a.rate or 0:g}/s"
+        load = Load(a.concurrency, a.rate).label()
         cell = (a.driver, a.scenario, a.pattern, a.concurrency, a.rate)
         size = next((k[5] for k in out if k[:5] == cell), None)
         for k in [k for k in out if k[:5] == cell and k[5] == size]:

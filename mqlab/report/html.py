@@ -19,6 +19,7 @@ from rich.text import Text
 
 from mqlab import __version__
 from mqlab.live import seedtables, tables
+from mqlab.measure.load import Load
 from mqlab.report import charts, summary
 from mqlab.report.compare import Ratio
 from mqlab.results import paths
@@ -475,7 +476,7 @@ def _aggregates(run: Run) -> str:
         (
             escape(a.driver),
             escape(f"{a.scenario} ({a.pattern})"),
-            escape(f"c={a.concurrency}" if a.concurrency is not None else f"{a.rate or 0:g}/s"),
+            escape(Load(a.concurrency, a.rate).label()),
             str(a.repeats),
             _num(a.throughput_mean, "{:,.0f}"),
             _num(a.throughput_ci95, "{:,.0f}"),

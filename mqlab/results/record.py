@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqlab.measure.load import Load
+
 PERCENTILES = ("p50", "p90", "p99", "p999", "max")
 
 
@@ -167,9 +169,7 @@ class Step:
 
     @property
     def load(self) -> str:
-        if self.concurrency is not None:
-            return f"c={self.concurrency}"
-        return f"{self.rate:g}/s" if self.rate is not None else "?"
+        return Load(self.concurrency, self.rate).label()
 
     @property
     def load_value(self) -> float:

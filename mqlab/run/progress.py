@@ -15,6 +15,7 @@ from typing import Any
 from mqlab.config.plan import Plan, Step
 from mqlab.live import timeline
 from mqlab.live.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
+from mqlab.measure.load import Load
 from mqlab.run import stepresult
 from mqlab.worker.pool import Worker
 
@@ -79,7 +80,7 @@ class Progress:
                     index=step.index,
                     driver=step.driver.name,
                     pattern=step.scenario.pattern,
-                    load=stepresult.load_label(step.concurrency, step.rate),
+                    load=Load(step.concurrency, step.rate).label(),
                     phase=phase,
                 )
         self.on_snapshot(

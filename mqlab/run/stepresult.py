@@ -19,6 +19,7 @@ from mqlab.faults import verdict
 from mqlab.live.snapshot import StepRow
 from mqlab.measure import latency, phases
 from mqlab.measure.figures import WorkerFigures
+from mqlab.measure.load import Load
 
 #: an open-loop step that sent less than this share of its schedule could not keep up
 KEEP_UP = 0.99
@@ -292,10 +293,6 @@ def per_queue(
     return out
 
 
-def load_label(concurrency: int | None, rate: float | None) -> str:
-    return f"c={concurrency}" if concurrency is not None else f"{rate or 0:g}/s"
-
-
 def row(record: dict[str, Any], phase: str, rate_now: float | None = None) -> StepRow:
     """The table row of a step: finished (from its record) or running (``rate_now`` given)."""
     lat = record["latency_ms"]
@@ -304,7 +301,7 @@ def row(record: dict[str, Any], phase: str, rate_now: float | None = None) -> St
         index=record["step"],
         driver=record["driver"],
         pattern=record["pattern"],
-        load=load_label(record["concurrency"], record["rate"]),
+        load=Load.of(record).label(),
         phase=phase,
         sent=record["sent"],
         received=record["received"],
