@@ -6,6 +6,7 @@ are interleaved inside each load level so the comparison sits side by side.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,6 +156,26 @@ class WorkerSpec:
     dual_options: dict[str, Any] = field(default_factory=dict)
     #: on another host: its monotonic clock less the controller's (mqlab.worker.clock)
     clock_offset_ns: int = 0
+
+    def to_wire(self) -> dict[str, Any]:
+        """The spec as the ``spec`` control frame carries it (msgpack: maps and lists)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> WorkerSpec:
+        """The spec a worker receives, its tuples rebuilt from the frame's lists."""
+        d = dict(d)
+        d["urls"] = tuple(d["urls"])
+        d["dual_urls"] = tuple(d.get("dual_urls", ()))
+        d["size_bins"] = tuple(tuple(b) for b in d["size_bins"])
+        d["servers"] = tuple(ServerRole(**s) for s in d["servers"])
+        d["clients"] = tuple(
+            ClientRole(
+                **{**c, "topics": tuple(c["topics"]), "pairs": tuple(tuple(p) for p in c["pairs"])}
+            )
+            for c in d["clients"]
+        )
+        return cls(**d)
 
     @property
     def role(self) -> str:

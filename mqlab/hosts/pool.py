@@ -36,7 +36,6 @@ from mqlab.hosts.cluster import HostsError, connect, worker_addresses
 from mqlab.hosts.supervisor import queue_names, supervise
 from mqlab.worker import protocol
 from mqlab.worker.pool import Worker, WorkerPool
-from mqlab.worker.process import spec_to_dict
 
 __all__ = ["HostPool", "RemoteWorker"]
 
@@ -249,7 +248,7 @@ class HostPool(WorkerPool):
             self._workers[spec.worker] = w
             if state.lost_at is not None:
                 self.lost(w, f"host {host} lost ({state.lost_why})")
-            by_host.setdefault(host, []).append(spec_to_dict(spec))
+            by_host.setdefault(host, []).append(spec.to_wire())
             started.append(w)
         for host, dicts in by_host.items():
             self._state[host].orders.put_nowait({"op": "spawn", "specs": dicts})

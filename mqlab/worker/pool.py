@@ -18,7 +18,6 @@ from mqlab.errors import MqlabError
 from mqlab.measure.figures import WorkerFigures
 from mqlab.transport import START_LIMIT
 from mqlab.worker import affinity, protocol
-from mqlab.worker.process import spec_to_dict
 
 #: a worker must connect, start its transport and serve within this many seconds
 START_TIMEOUT = START_LIMIT
@@ -115,7 +114,7 @@ class WorkerPool:
                 writer.close()
                 return
             w.writer = writer
-            await protocol.send(writer, {"type": "spec", "spec": spec_to_dict(w.spec)})
+            await protocol.send(writer, {"type": "spec", "spec": w.spec.to_wire()})
             while True:
                 self.receive(w, await protocol.recv(reader))
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import os
 import socket
 import sys
@@ -19,7 +18,7 @@ from typing import Any
 
 from mqlab import netns, registry
 from mqlab.codec import Codec
-from mqlab.config.plan import ClientRole, ServerRole, WorkerSpec
+from mqlab.config.plan import ClientRole, WorkerSpec
 from mqlab.config.sizes import SizeSampler, SizeSpec
 from mqlab.errors import MqlabError, TransportError
 from mqlab.eventloop import run
@@ -27,25 +26,6 @@ from mqlab.transport import CLOSE_LIMIT, Target, Transport
 from mqlab.worker import clock, protocol
 from mqlab.worker.recorder import Recorder
 from mqlab.worker.workload import ClientLoad, server_handler
-
-
-def spec_from_dict(d: dict[str, Any]) -> WorkerSpec:
-    d = dict(d)
-    d["urls"] = tuple(d["urls"])
-    d["dual_urls"] = tuple(d.get("dual_urls", ()))
-    d["size_bins"] = tuple(tuple(b) for b in d["size_bins"])
-    d["servers"] = tuple(ServerRole(**s) for s in d["servers"])
-    d["clients"] = tuple(
-        ClientRole(
-            **{**c, "topics": tuple(c["topics"]), "pairs": tuple(tuple(p) for p in c["pairs"])}
-        )
-        for c in d["clients"]
-    )
-    return WorkerSpec(**d)
-
-
-def spec_to_dict(spec: WorkerSpec) -> dict[str, Any]:
-    return dataclasses.asdict(spec)
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -125,7 +105,7 @@ async def serve(host: str, port: int, name: str, sock: socket.socket | None = No
     else:
         reader, writer = await asyncio.open_connection(host, port)
     await protocol.send(writer, {"type": "hello", "worker": name, "pid": os.getpid()})
-    spec = spec_from_dict((await protocol.recv(reader))["spec"])
+    spec = WorkerSpec.from_wire((await protocol.recv(reader))["spec"])
     clock.set_offset(spec.clock_offset_ns)  # before any time is read: go, stamps, receipts
     rec = Recorder(spec.ledger_dir, spec.worker)
     codec = Codec(spec.serializer, spec.envelope)
