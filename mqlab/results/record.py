@@ -192,6 +192,8 @@ class Aggregate:
     throughput_mean: float | None
     throughput_ci95: float | None
     latency_ms: dict[str, Any]
+    steps: tuple[int, ...] = ()  # the indices of the steps it stands for
+    throughput_n: int | None = None  # repeats behind the mean (those with a rate)
 
 
 @dataclass(frozen=True)
@@ -394,6 +396,8 @@ def _aggregate(raw: dict[str, Any]) -> Aggregate:
         _f(thr.get("mean")),
         _f(thr.get("ci95")),
         _d(raw.get("latency_ms")),
+        tuple(i for i in (_i(v) for v in _l(raw.get("steps"))) if i is not None),
+        _i(thr.get("n")),
     )
 
 

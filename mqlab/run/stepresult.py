@@ -19,6 +19,7 @@ from mqlab.faults import verdict
 from mqlab.live.snapshot import StepRow
 from mqlab.measure import latency, phases
 from mqlab.measure.figures import WorkerFigures
+from mqlab.measure.identity import settings_of
 from mqlab.measure.load import Load
 
 #: an open-loop step that sent less than this share of its schedule could not keep up
@@ -198,6 +199,9 @@ def build(o: Outcome) -> dict[str, Any]:
         "durable": sc.durable,
         "queue_type": step.queue_type,
         "timeout_s": sc.timeout,
+        "settings": settings_of(
+            step.scenario, step.queue_type, _drivers(step)
+        ),  # the whole definition: the step's identity
         "status": "interrupted" if o.interrupted else "done",
         "workers_lost": list(o.workers_lost),
         "sent": sent,
@@ -291,6 +295,20 @@ def per_queue(
         out["first_done_s"] = round(min(done), 3)
         out["last_done_s"] = round(max(done), 3)
     return out
+
+
+def _drivers(step: Step) -> dict[str, str]:
+    """The step's drivers beside its own: a mixed step's clients', a rolling update's new."""
+    out = {}
+    if step.rolling_to is not None:
+        out["rolling_to"] = step.rolling_to.name
+    if step.clients_driver is not None:
+        out["clients_driver"] = step.clients_driver.name
+    return out
+
+
+def load_label(concurrency: int | None, rate: float | None) -> str:
+    return f"c={concurrency}" if concurrency is not None else f"{rate or 0:g}/s"
 
 
 def row(record: dict[str, Any], phase: str, rate_now: float | None = None) -> StepRow:
