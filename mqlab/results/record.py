@@ -63,6 +63,8 @@ class NodeCpu:
     sys_percent: float | None
     rss_mb: float | None
     series: dict[str, tuple[float | None, ...]]
+    #: where the series starts, in seconds from the window's start (nodes: its first second)
+    t0_offset_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -272,6 +274,7 @@ def _cpu(raw: Any) -> Cpu:
             _f(n.get("sys_percent")),
             _f(n.get("rss_mb")),
             {k: _nums(v) for k, v in _d(n.get("series")).items()},
+            _f(n.get("t0_offset_s")) or 0.0,
         )
         for n in _l(raw.get("nodes"))
         if isinstance(n, dict)

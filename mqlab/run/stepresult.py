@@ -117,6 +117,32 @@ def _backlog(
     return m_early is not None and m_late is not None and m_late > BACKLOG_GROWTH * m_early
 
 
+def failed(o: Outcome, kind: str) -> int:
+    """In-window messages that never completed: in the percentiles above every value.
+
+    Round trip: the callers' own count (calls that failed or timed out, messages the
+    open loop never sent). One way: the clients know what they sent and what they
+    never sent, the servers and their ledgers what arrived, so once the step is over
+    every delivery owed by a message due in the window that was not made is a failure
+    (never sent; sent, raised or not, and never delivered) - whichever process held
+    which side. While running, only what the clients already know.
+    """
+    c, s = o.clients, o.servers
+    if kind == "round_trip":
+        return c.failed
+    if o.unique is None:  # live: messages in flight are not failures yet
+        return c.failed
+    sc = o.step.scenario
+    groups = o.layout.groups if sc.servers else 1
+    measured = latency.decode(s.hist["one_way"]).get_total_count() if "one_way" in s.hist else 0
+    # sent in the window and not measured: undelivered, unless the ledgers prove it
+    # arrived (a killed server's last receipts are in its ledger, not in its figures),
+    # so never more than the step's missing deliveries
+    missing = max(0, c.sent * groups - o.unique)
+    undelivered = min(missing, max(0, c.sent_in_window * groups - measured))
+    return c.unsent_in_window * groups + undelivered
+
+
 def build(o: Outcome) -> dict[str, Any]:
     """The step's record, as written to the results file."""
     step, sc, c, s = o.step, o.step.scenario, o.clients, o.servers
@@ -135,7 +161,7 @@ def build(o: Outcome) -> dict[str, Any]:
     lat = {
         k: latency.summary(
             latency.decode(f.hist[k]) if k in f.hist else None,
-            f.failed if k == kind else 0,
+            failed(o, k) if k == kind else 0,
             k,
             sc.timeout,
         )

@@ -39,6 +39,10 @@ class Recorder:
         self.window_end = 1 << 62
         self.round_trip = 0
         self.failed = 0  # in-window messages that never completed
+        # messages handed to the driver whose intended send time is in the window, and
+        # those the open loop meant to send in it but never did: what one-way latency owes
+        self.sent_in_window = 0
+        self.unsent_in_window = 0
         self.over_range = 0
         self.last_rx = 0
         #: deliveries per queue (topic): counted by the handlers of a worker that serves
@@ -98,8 +102,10 @@ class Recorder:
         """Report ``client``'s sends as ``sent()``: one counter per client, not a dict per send."""
         self._senders[client] = sent
 
-    def on_sent(self, now: int) -> None:
-        """A client hands one message to its driver at ``now`` (monotonic ns)."""
+    def on_sent(self, now: int, intended: int) -> None:
+        """A client hands one message meant for ``intended`` to its driver at ``now``."""
+        if self.window_start <= intended < self.window_end:
+            self.sent_in_window += 1
         series = self._s_sent
         i = (now - self.t0) // _NS
         if 0 <= i < len(series):
@@ -171,6 +177,7 @@ class Recorder:
         self.open_loop = figures
         # the messages never sent are the ones with the worst latency
         self.failed += not_sent_in_window
+        self.unsent_in_window += not_sent_in_window
 
     def fold(self) -> None:
         for kind, pending in self._pending.items():
@@ -245,6 +252,8 @@ class Recorder:
             out_of_order=self.ledger.out_of_order,
             round_trip=self.round_trip,
             failed=self.failed,
+            sent_in_window=self.sent_in_window,
+            unsent_in_window=self.unsent_in_window,
             over_range=self.over_range,
             last_rx=self.last_rx,
             per_topic=self._per_topic(),

@@ -135,7 +135,7 @@ class ClientLoad:
         """Number, count and encode the next message: (its number, target, body)."""
         seq = self.seq
         self.seq = seq + 1  # counted as sent (count_sends) with its second binned, together
-        self.rec.on_sent(now)
+        self.rec.on_sent(now, intended)
         target = self._only or self.targets[seq % len(self.targets)]
         return seq, target, self._encode(seq, intended, self._fixed or self._size())
 
