@@ -46,6 +46,8 @@ class Outcome:
     drain_s: float = 0.0
     drain_end: str = ""  # complete | idle | limit | user
     still_queued: int | None = None  # messages the broker still held when the drain ended
+    #: the broker has queues but could not say how many messages they held: none is lost
+    depth_unknown: bool = False
     workers_lost: tuple[str, ...] = ()
     cpu: dict[str, Any] | None = None
     #: broker-side facts of the step: placement, queues (where each lives), connections
@@ -152,7 +154,7 @@ def build(o: Outcome) -> dict[str, Any]:
     expected = sent * groups if sc.servers else sent
     unique = o.unique if o.unique is not None else s.received
     missing = max(0, expected - unique)
-    unaccounted = min(missing, o.still_queued or 0)
+    unaccounted = missing if o.depth_unknown else min(missing, o.still_queued or 0)
     seconds = max(0, math.floor(o.window_s + 1e-9))
     completions = (
         c.series.get("round_trip", []) if kind == "round_trip" else s.series.get("received", [])
@@ -197,9 +199,10 @@ def build(o: Outcome) -> dict[str, Any]:
             "message": "backlog growing: the rate is the consumer's, the latency is queue time",
         })  # fmt: skip
     if unaccounted:
+        held = "queue depth unknown" if o.depth_unknown else f"still queued {o.still_queued:,}"
         flags.append({
             "code": "unaccounted",
-            "message": f"unaccounted (still queued {o.still_queued:,}) when the drain ended",
+            "message": f"unaccounted ({held}) when the drain ended",
         })  # fmt: skip
     errors = dict(c.errors)
     if s is not c:
@@ -237,6 +240,7 @@ def build(o: Outcome) -> dict[str, Any]:
         "lost": missing - unaccounted,
         "unaccounted": unaccounted,
         "still_queued": o.still_queued,
+        "depth_unknown": o.depth_unknown,
         "drain_s": o.drain_s,
         "drain_end": o.drain_end,
         "duplicates": s.duplicates + o.cross_duplicates,
