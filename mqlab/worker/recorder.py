@@ -56,7 +56,10 @@ class Recorder:
         #: what happened to this worker's connections, with each client's send count then
         self.spontaneous = SpontaneousLog(worker, self._senders)
         self._marks: list[list[int]] = []  # [client, monotonic ns, sent] at each report
-        self.open_loop: OpenLoop | None = None
+        # open loops: each client's final account, or, while it runs, its account so far
+        # (a client killed mid-step never gives a final one)
+        self._ol_final: dict[int, OpenLoop] = {}
+        self._ol_live: dict[int, Callable[[], OpenLoop]] = {}
         self.ledger = Ledger(ledger_dir, worker)
         # receipts before ``go`` (a server started mid-step finds a backlog waiting):
         # (arrival, send time), binned once the step's t0 is known
@@ -172,9 +175,24 @@ class Recorder:
             if self.in_window(intended):
                 self.failed += 1
 
-    def on_open_loop(self, figures: OpenLoop, not_sent_in_window: int) -> None:
+    def count_open_loop(self, client: int, so_far: Callable[[], OpenLoop]) -> None:
+        """Report ``client``'s open-loop account as ``so_far()`` until its final one."""
+        self._ol_live[client] = so_far
+
+    @property
+    def open_loop(self) -> OpenLoop | None:
+        accounts = [*self._ol_final.values(), *(f() for f in self._ol_live.values())]
+        if not accounts:
+            return None
+        total = accounts[0]
+        for a in accounts[1:]:
+            total = total.merge(a)
+        return total
+
+    def on_open_loop(self, figures: OpenLoop, not_sent_in_window: int, client: int = 0) -> None:
         """The open-loop generator's account: what it meant to send and what it managed."""
-        self.open_loop = figures
+        self._ol_live.pop(client, None)
+        self._ol_final[client] = figures
         # the messages never sent are the ones with the worst latency
         self.failed += not_sent_in_window
         self.unsent_in_window += not_sent_in_window
