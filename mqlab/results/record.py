@@ -118,6 +118,10 @@ class FaultFigure:
     timed_out: int | None
     verdict: str
     promise: str
+    #: the work the event cost, in seconds of the throughput before it (comparable
+    #: between drivers, unlike a count of failed attempts), and how the driver met it
+    outage_s: float | None = None
+    fails_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -384,6 +388,7 @@ def _fault(raw: dict[str, Any]) -> FaultFigure:
         str(raw.get("detected_by") or ""), _f(raw.get("recover_s")), _i(raw.get("errors")) or 0,
         _i(raw.get("lost")), _i(raw.get("duplicates")), _i(raw.get("timed_out")),
         str(raw.get("verdict", "")), str(raw.get("promise") or ""),
+        _f(raw.get("outage_s")), str(raw.get("fails_by") or ""),
     )  # fmt: skip
 
 
