@@ -21,7 +21,7 @@ from typing import Any
 FIELDS = (
     "driver", "plugin", "scenario", "pattern", "concurrency", "rate", "message_size",
     "serializer", "envelope", "durable", "queue_type", "servers", "targets", "groups",
-    "timeout_s", "roles", "update",
+    "timeout_s", "roles",
 )  # fmt: skip
 #: the scenario's fields that are not part of its definition
 _NOT_SETTINGS = {"name", "drivers", "concurrency", "rate"}
