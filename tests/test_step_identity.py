@@ -30,6 +30,10 @@ envelope = false
 pattern = "cast"
 concurrency = 1
 envelope = true
+[[scenario]]  # the first one again, word for word: a step of its own, not a third repeat
+pattern = "cast"
+concurrency = 1
+envelope = false
 """
 
 
@@ -40,10 +44,12 @@ def test_unnamed_scenarios_that_differ_are_two_aggregates_and_two_compare_rows(
     proc = mqlab("run", str(write_profile(tmp_path / "p.toml", TWO_UNNAMED_CASTS)), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = results(out)
-    assert len(doc["steps"]) == 4 and {s["scenario"] for s in doc["steps"]} == {"cast"}
-    # one aggregate per definition, each of its own two repeats; never one of four
+    assert len(doc["steps"]) == 6 and {s["scenario"] for s in doc["steps"]} == {"cast"}
+    # one aggregate per scenario, each of its own two repeats; never one of four or six
     aggs = doc["aggregates"]
-    assert sorted((a["envelope"], a["repeats"]) for a in aggs) == [(False, 2), (True, 2)]
+    assert sorted((a["envelope"], a["repeats"]) for a in aggs) == [
+        (False, 2), (False, 2), (True, 2),
+    ]  # fmt: skip
     for a in aggs:
         members = [s for s in doc["steps"] if s["step"] in a["steps"]]
         assert {s["envelope"] for s in members} == {a["envelope"]}
@@ -51,7 +57,7 @@ def test_unnamed_scenarios_that_differ_are_two_aggregates_and_two_compare_rows(
     proc = mqlab("compare", str(out), str(out), "--markdown")
     assert proc.returncode == 0, proc.stderr
     rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("| lb ")]
-    assert len(rows) == 2, proc.stdout
+    assert len(rows) == 3, proc.stdout  # none dropped
     assert any("envelope=False" in r for r in rows) and any("envelope=True" in r for r in rows)
 
 
