@@ -42,7 +42,9 @@ def test_a_killed_workers_seconds_and_schedule_are_kept(tmp_path: Path) -> None:
         in_series, step["received"], step["series"]["received"],
     )  # fmt: skip
     # the schedule is the whole step's, 1,000/s from the warm-up's start to the window's
-    # end, whichever client held it: what was not sent is counted as not sent
+    # end, whichever client held it (to a message at each hand-over: the successor's
+    # schedule starts where its predecessor's account ends, not on its grid); what was
+    # not sent is counted as not sent
     ol = step["open_loop"]
-    assert 0.99 * 4500 <= ol["intended"] <= 4500, ol
+    assert 0.99 * 4500 <= ol["intended"] <= 4500 + 2, ol
     assert ol["intended"] >= step["sent"] and ol["not_sent"] == ol["intended"] - ol["sent"], ol
