@@ -53,6 +53,11 @@ def test_unnamed_scenarios_that_differ_are_two_aggregates_and_two_compare_rows(
     for a in aggs:
         members = [s for s in doc["steps"] if s["step"] in a["steps"]]
         assert {s["envelope"] for s in members} == {a["envelope"]}
+    # the report's summary puts each in a cell of its own, per repeat (3 x 2), none dropped
+    from mqlab.report import summary
+    from mqlab.report.load import load_run
+
+    assert len(summary.cells(load_run(out))) == 6
     # compare keeps both, each row saying what tells it from the other
     proc = mqlab("compare", str(out), str(out), "--markdown")
     assert proc.returncode == 0, proc.stderr

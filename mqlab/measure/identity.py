@@ -52,23 +52,26 @@ def settings_of(scenario: Any, queue_type: str, drivers: dict[str, str]) -> dict
     return plain
 
 
-def of(record: dict[str, Any]) -> str:
-    """A record's identity (a step's or an aggregate's), as one comparable string."""
-    found = {k: record.get(k) for k in FIELDS}
+def of(record: dict[str, Any], ignore: tuple[str, ...] = ()) -> str:
+    """A record's identity (a step's or an aggregate's), as one comparable string;
+    ``ignore``: fields left out (``("driver", "plugin")``: the same step of any driver)."""
+    found = {k: record.get(k) for k in FIELDS if k not in ignore}
     found["settings"] = record.get("settings")
     return json.dumps(found, sort_keys=True, default=str)
 
 
-def keys(records: Sequence[dict[str, Any]]) -> list[tuple[str, int]]:
+def keys(records: Sequence[dict[str, Any]], ignore: tuple[str, ...] = ()) -> list[tuple[str, int]]:
     """``(identity, occurrence)`` per record: the n-th step of one identity and repeat
-    number is occurrence n (a scenario written twice is two steps, never one)."""
+    number is occurrence n (a scenario written twice is two steps, never one). With
+    ``ignore``, the identity leaves those fields out, the occurrence still counts whole
+    identities (the same scenario of two drivers is occurrence 0 of each)."""
     seen: dict[tuple[str, Any], int] = {}
     out = []
     for r in records:
-        ident = of(r)
-        n = seen.get((ident, r.get("repeat")), 0)
-        seen[(ident, r.get("repeat"))] = n + 1
-        out.append((ident, n))
+        whole = of(r)
+        n = seen.get((whole, r.get("repeat")), 0)
+        seen[(whole, r.get("repeat"))] = n + 1
+        out.append((of(r, ignore) if ignore else whole, n))
     return out
 
 
