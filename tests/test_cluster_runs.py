@@ -153,8 +153,7 @@ def test_cpu_covers_the_windows_seconds_and_nodes_agree_with_the_broker_process(
 def test_the_report_draws_node_cpu_on_the_windows_seconds(
     run: tuple[dict[str, Any], Path], tmp_path: Path
 ) -> None:
-    from mqlab.report import charts
-    from mqlab.report.load import load_run
+    from mqlab.report import charts, load_run
 
     path = tmp_path / "r.json"
     path.write_text(json.dumps(run[0]), encoding="utf-8")

@@ -54,8 +54,7 @@ def test_unnamed_scenarios_that_differ_are_two_aggregates_and_two_compare_rows(
         members = [s for s in doc["steps"] if s["step"] in a["steps"]]
         assert {s["envelope"] for s in members} == {a["envelope"]}
     # the report's summary puts each in a cell of its own, per repeat (3 x 2), none dropped
-    from mqlab.report import summary
-    from mqlab.report.load import load_run
+    from mqlab.report import load_run, summary
 
     assert len(summary.cells(load_run(out))) == 6
     # compare keeps both, each row saying what tells it from the other
