@@ -68,11 +68,9 @@ def promise(options: dict[str, Any], at_most_once: bool = True) -> tuple[str, st
 
 def fails_by(errors: int, shortfall: float, median: float | None) -> str:
     """How a driver met an outage: with errors (fails fast), stalls (blocks), both, or -."""
-    if not median or (shortfall < 0.5 * median and errors == 0):
-        return "-"
     if errors == 0:
-        return "stalls"
-    return "errors" if errors >= shortfall else "errors and stalls"
+        return "-" if not median or shortfall < 0.5 * median else "stalls"
+    return "errors" if not median or errors >= shortfall else "errors and stalls"
 
 
 def per_event(
