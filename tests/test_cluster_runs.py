@@ -6,6 +6,7 @@ started by the run itself, on its own epmd), then every test reads its results.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,6 +132,37 @@ def test_each_node_has_cpu_and_memory_per_second(run: tuple[dict[str, Any], Path
             assert n["cpu_percent"] is not None and n["cpu_percent"] > 0
             assert n["sys_percent"] is not None and n["rss_mb"] > 10
             assert len(n["series"]["cpu"]) >= 4 and len(n["series"]["sys"]) >= 4
+
+
+def test_cpu_covers_the_windows_seconds_and_nodes_agree_with_the_broker_process(
+    run: tuple[dict[str, Any], Path],
+) -> None:
+    # a 5 s window is five one-second samples: none of the warm-up, the last second kept
+    for s in run[0]["steps"]:
+        cpu = s["cpu"]
+        assert cpu["samples"] == 5, (s["scenario"], cpu["samples"])
+        for n in cpu["nodes"]:
+            assert len(n["series"]["cpu"]) == 5, (s["scenario"], n["node"], n["series"])
+            assert None not in n["series"]["cpu"]  # every one a share of a whole second
+        # node1's beam is the process sampled as the broker: the same seconds, one figure
+        (node1,) = [n for n in cpu["nodes"] if n["node"] == "node1"]
+        broker = cpu["broker_percent"]
+        assert abs(node1["cpu_percent"] - broker) <= 2.0 + 0.03 * broker, (node1, broker)
+
+
+def test_the_report_draws_node_cpu_on_the_windows_seconds(
+    run: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    from mqlab.report import charts, load_run
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(run[0]), encoding="utf-8")
+    for step in load_run(path).steps:
+        fig = charts.node_cpu_figure(step)
+        assert fig is not None
+        for trace in fig.data:
+            # second 0 is the window's first: never drawn over the warm-up (x < 0)
+            assert list(trace.x) == [0, 1, 2, 3, 4], (step.label, trace.name, trace.x)
 
 
 def test_the_cluster_is_gone_after_the_run(run: tuple[dict[str, Any], Path]) -> None:

@@ -43,13 +43,14 @@ def test_the_same_run_twice_is_within_noise_everywhere(tmp_path: Path) -> None:
 
 def test_a_difference_larger_than_the_spread_is_not_noise(tmp_path: Path) -> None:
     a, b = fx.schema2_run(), fx.schema2_run()
-    # +10 % throughput: with a 50 msg/s stdev over 3 s that is far outside the noise ...
-    b["steps"][0]["throughput"]["mean"] = 1100.0
+    # +20 % throughput: with a 50 msg/s stdev over 3 s Welch's t is 4.9 on 4 degrees
+    # of freedom, outside the noise (t_0.975 = 2.78) ...
+    b["steps"][0]["throughput"]["mean"] = 1200.0
     # ... and within it when the per-second spread is 600 msg/s
     a["steps"][2]["throughput"]["stdev"] = b["steps"][2]["throughput"]["stdev"] = 600.0
     b["steps"][2]["throughput"]["mean"] = 2200.0
     _, rows = _compare(tmp_path, a, b)
-    assert rows["kombu call (call) c=5"][6] == "1.10x"
+    assert rows["kombu call (call) c=5"][6] == "1.20x"
     assert rows["kombu call (call) c=25"][6] == "1.10x (within noise)"
 
 
@@ -102,14 +103,15 @@ def test_environment_differences_come_first(tmp_path: Path) -> None:
 
 def test_repeats_compare_their_aggregates_with_the_ci95(tmp_path: Path) -> None:
     a, b = fx.schema2_run(), fx.schema2_run()
-    for doc, mean, ci in ((a, 1000.0, 80.0), (b, 1080.0, 80.0)):
+    for doc, mean, ci in ((a, 1000.0, 80.0), (b, 1040.0, 80.0)):
         doc["aggregates"] = [{"driver": "kombu", "scenario": "call", "pattern": "call",
                               "concurrency": 5, "rate": None, "repeats": 3,
                               "throughput": {"mean": mean, "ci95": ci},
                               "latency_ms": {"p50": 2.0, "p99": 9.0}}]  # fmt: skip
     _, rows = _compare(tmp_path, a, b)
-    # 80 < sqrt(80^2 + 80^2) = 113: within the repeats' noise; the single steps are replaced
-    assert rows["kombu call (call) c=5 x3"][6] == "1.08x (within noise)"
+    # se = 80 / t_0.975(2) = 18.6 each, t = 40 / 26.3 = 1.52 <= t_0.975(4) = 2.78: within
+    # the repeats' noise; the single steps are replaced
+    assert rows["kombu call (call) c=5 x3"][6] == "1.04x (within noise)"
     assert "kombu call (call) c=5" not in rows
     b["aggregates"][0]["throughput"]["mean"] = 1200.0
     _, rows = _compare(tmp_path, a, b)

@@ -59,6 +59,7 @@ class WorkerFaults:
         if w.proc is None or w.proc.returncode is not None:
             return f"{w.spec.worker} was not running"
         self.killed.add(w.spec.worker)
+        await w.snapshot_now()  # its figures to this moment, then no more
         with contextlib.suppress(ProcessLookupError):
             w.proc.kill()
         await w.proc.wait()

@@ -10,6 +10,16 @@ throughput of the window's whole seconds before it:
   or more; ``recover_s`` is that stretch's start minus the event's time;
 - errors: the errors the series counts in the event's phase (until the next event).
 
+- outage: the work the event cost, in seconds of the median throughput before it:
+  the phase's shortfall, sum of (median - completions) over its seconds, divided
+  by the median. Unlike a count of failed attempts it is comparable between
+  drivers: in a closed loop a driver that fails fast makes many attempts a second
+  and fails each, one that blocks makes one and waits, yet both did the same work;
+- fails by: how the driver met the outage: ``errors`` (its missing work came back
+  as errors at least one for one: it fails fast), ``stalls`` (no errors: it
+  blocked or waited), ``errors and stalls``, or ``-`` (under half a second of
+  outage and no error).
+
 Lost, duplicated and timed-out messages are the step's (a message that never
 arrived has no second to be dated by), so every event of one step shares them.
 The promise: ``retry`` > 0 (or forever) promises no loss; ``retry = 0`` promises
@@ -54,6 +64,13 @@ def promise(options: dict[str, Any], at_most_once: bool = True) -> tuple[str, st
         return "duplicates", "at most once (retry = 0): no duplicates"
     forever = retry is None or retry == -1
     return "lost", f"no loss (retry = {'forever' if forever else retry})"
+
+
+def fails_by(errors: int, shortfall: float, median: float | None) -> str:
+    """How a driver met an outage: with errors (fails fast), stalls (blocks), both, or -."""
+    if errors == 0:
+        return "-" if not median or shortfall < 0.5 * median else "stalls"
+    return "errors" if not median or errors >= shortfall else "errors and stalls"
 
 
 def per_event(
@@ -102,6 +119,9 @@ def per_event(
         detect_s = None if detect_i is None else max(0.0, detect_i + 1 - first_s - t)
         recover_s = None if recover_i is None else max(0.0, recover_i - first_s - t)
         secs = range(first_s + round(t), first_s + round(float(p["end_s"])))
+        errs = sum(at(errors, i) for i in secs)
+        short = sum(max(0.0, median - at(completions, i)) for i in secs) if median else 0.0
+        outage_s = short / median if median else None
         out.append({
             "event": p["name"],
             "t_s": round(t, 3),
@@ -109,7 +129,9 @@ def per_event(
             "detect_s": None if detect_s is None else round(detect_s, 3),
             "detected_by": how or None,
             "recover_s": None if recover_s is None else round(recover_s, 3),
-            "errors": sum(at(errors, i) for i in secs),
+            "errors": errs,
+            "outage_s": None if outage_s is None else round(outage_s, 2),
+            "fails_by": fails_by(errs, short, median),
             "lost": record["lost"],
             "duplicates": record["duplicates"],
             "timed_out": timed_out,

@@ -355,7 +355,8 @@ def fault_table(step: dict[str, Any]) -> Table:
     table = Table(title=f"faults: {step['driver']} {step['pattern']}", title_justify="left")
     for name, just in (
         ("event", "left"), ("at s", "right"), ("detect s", "right"), ("by", "left"),
-        ("recover s", "right"), ("errors", "right"), ("lost", "right"), ("dup", "right"),
+        ("recover s", "right"), ("outage s", "right"), ("fails by", "left"),
+        ("errors", "right"), ("lost", "right"), ("dup", "right"),
         ("timed out", "right"), ("verdict", "left"),
     ):  # fmt: skip
         table.add_column(name, justify=just)  # type: ignore[arg-type]
@@ -364,7 +365,8 @@ def fault_table(step: dict[str, Any]) -> Table:
         said = f"{f['verdict']}: {f['promise']}" if f.get("promise") else f["verdict"]
         table.add_row(
             f["event"], f"{f['t_s']:.1f}", _num(f["detect_s"], "{:.1f}"), f["detected_by"] or "-",
-            _num(f["recover_s"], "{:.1f}"), _num(f["errors"]), _num(f["lost"]),
+            _num(f["recover_s"], "{:.1f}"), _num(f.get("outage_s"), "{:.1f}"),
+            f.get("fails_by") or "-", _num(f["errors"]), _num(f["lost"]),
             _num(f["duplicates"]), _num(f["timed_out"]), Text(said, style=style),
         )  # fmt: skip
     return table

@@ -1,9 +1,11 @@
 """Repeats: one figure per cell across ``[run] repeat`` runs of it, with its noise.
 
-Throughput is the mean of the repeats' means with a 95 % confidence interval
-(Student's t, since repeats are few). Latency is never averaged: the repeats'
-stored histograms are merged and the percentiles read from the merge. Two cells
-whose intervals overlap differ by less than the noise, and say so.
+A cell is one step identity (:mod:`mqlab.identity`): only steps defined alike
+are repeats. Throughput is the mean of the repeats' means with a 95 % confidence
+interval (Student's t, since repeats are few). Latency is never averaged: the
+repeats' stored histograms are merged and the percentiles read from the merge.
+Two cells differ by more than the noise only when Welch's t-test says so
+(:mod:`mqlab.noise`).
 """
 
 from __future__ import annotations
@@ -12,29 +14,17 @@ import math
 import statistics
 from typing import Any
 
-from mqlab.measure import latency
+from mqlab.measure import identity, latency, noise
+from mqlab.measure.noise import t95
 
-# two-sided 95 % Student t quantiles by degrees of freedom; beyond 30 the normal's 1.96 is close
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
-
-_CELL = ("driver", "scenario", "pattern", "concurrency", "rate", "message_size", "serializer")
-
-
-def t95(df: int) -> float:
-    return _T95[df - 1] if df <= len(_T95) else 1.96
-
-
-def cell(step: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(step.get(k) for k in _CELL)
+__all__ = ["aggregate", "t95", "within_noise"]
 
 
 def aggregate(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per cell measured more than once; empty when nothing was repeated."""
-    cells: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for s in steps:
-        cells.setdefault(cell(s), []).append(s)
+    cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for s, key in zip(steps, identity.keys(steps), strict=True):
+        cells.setdefault(key, []).append(s)
     out = []
     for members in cells.values():
         if len(members) < 2:
@@ -52,7 +42,8 @@ def aggregate(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         failed = sum((m.get("latency_ms") or {}).get("failed", 0) for m in members)
         hist = latency.merge(encoded) if any(encoded) else None
         out.append({
-            **{k: first.get(k) for k in _CELL},
+            **{k: first.get(k) for k in identity.FIELDS},
+            "settings": first.get("settings"),
             "repeats": len(members),
             "steps": [m["step"] for m in members],
             "throughput": tp,
@@ -68,8 +59,11 @@ def aggregate(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def within_noise(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """True when two aggregates' throughput intervals overlap: the difference is not shown."""
+    """True when Welch's t-test cannot tell two aggregates' throughputs apart."""
     ta, tb = a["throughput"], b["throughput"]
     if any(t.get(k) is None for t in (ta, tb) for k in ("mean", "ci95")):
         return False
-    return bool(abs(ta["mean"] - tb["mean"]) <= ta["ci95"] + tb["ci95"])
+    se_a, se_b = noise.se_from_ci95(ta["ci95"], ta["n"]), noise.se_from_ci95(tb["ci95"], tb["n"])
+    if se_a is None or se_b is None:
+        return False
+    return noise.within(ta["mean"], se_a, ta["n"], tb["mean"], se_b, tb["n"])

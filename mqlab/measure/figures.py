@@ -67,6 +67,8 @@ class WorkerFigures:
     out_of_order: int = 0
     round_trip: int = 0  # replies that matched their call
     failed: int = 0  # in-window messages that never completed (in the percentiles as failures)
+    sent_in_window: int = 0  # clients: messages sent whose intended send time is in the window
+    unsent_in_window: int = 0  # clients: the open loop's messages due in the window, never sent
     over_range: int = 0  # latencies above the histogram's range, recorded at its top
     last_rx: int = 0  # monotonic ns of the last unique delivery or reply
     per_topic: dict[str, int] = field(default_factory=dict)  # deliveries per queue (topic)
@@ -130,6 +132,8 @@ class WorkerFigures:
             out_of_order=self.out_of_order + other.out_of_order,
             round_trip=self.round_trip + other.round_trip,
             failed=self.failed + other.failed,
+            sent_in_window=self.sent_in_window + other.sent_in_window,
+            unsent_in_window=self.unsent_in_window + other.unsent_in_window,
             over_range=self.over_range + other.over_range,
             last_rx=max(self.last_rx, other.last_rx),
             per_topic={

@@ -2,9 +2,17 @@
 
 The drain after a step's window ends on evidence: the servers' own receipt
 clocks, and, for a broker that can tell, the depth of the step's queues. A
-message still queued when the drain gives up is *unaccounted*, not lost. Only
-RabbitMQ's management API can tell today; a broker that cannot gives ``None``
-and the drain decides on receipts alone.
+message still queued when the drain gives up is *unaccounted*, not lost.
+
+RabbitMQ's management API refreshes a queue's message counts only every
+``collect_statistics_interval`` (5 s by default): a queue filled a second ago
+reads 0 there. So the API only names the step's queues (a queue is listed as
+soon as it is declared); each one's count is read fresh with a passive
+``queue.declare`` on the broker's AMQP port (its ``message_count``: ready
+messages, counted by the queue itself at that moment), plus the API's
+unacknowledged count (messages a consumer holds under its prefetch; stale by up
+to 5 s, and at most prefetch x consumers). A broker that cannot tell gives
+``None``: a broker with queues whose depth is unknown calls nothing lost.
 """
 
 from __future__ import annotations
@@ -17,6 +25,15 @@ import urllib.parse
 import urllib.request
 from typing import Protocol
 
+import aiormq
+from aiormq.exceptions import AMQPError, ChannelNotFoundEntity
+
+#: how the depth is read, as the results state it
+SOURCE = (
+    "ready: passive queue.declare (fresh); unacknowledged: management API "
+    "(refreshed every 5 s); queues named by the management API"
+)
+
 
 class QueueDepth(Protocol):
     async def depth(self, marker: str) -> int | None:
@@ -24,11 +41,20 @@ class QueueDepth(Protocol):
 
 
 class RabbitQueueDepth:
-    """Queue depth from RabbitMQ's management API (ready + unacknowledged messages)."""
+    """Queue depth of a RabbitMQ broker: names and unacknowledged counts from its
+    management API, ready counts from a passive ``queue.declare`` over AMQP."""
+
+    source = SOURCE
 
     def __init__(
-        self, api_url: str, user: str = "guest", password: str = "guest", amqp_port: int = 0
+        self,
+        api_url: str,
+        user: str = "guest",
+        password: str = "guest",
+        amqp_port: int = 0,
+        amqp_url: str = "",
     ) -> None:
+        self.amqp_url = amqp_url
         self.api_url = api_url.rstrip("/")
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
         self._auth = f"Basic {token}"
@@ -52,9 +78,15 @@ class RabbitQueueDepth:
             li.get("protocol") == "amqp" and li.get("port") == self.amqp_port for li in listeners
         )
 
-    def _get(self, marker: str) -> int | None:
+    def _queues(self, marker: str) -> list[tuple[str, str, int]] | None:
+        """(vhost, name, unacknowledged) of every queue whose name holds ``marker``."""
         query = urllib.parse.urlencode(
-            {"columns": "name,messages", "name": marker, "page": 1, "page_size": 500}
+            {
+                "columns": "name,vhost,messages_unacknowledged",
+                "name": marker,
+                "page": 1,
+                "page_size": 500,
+            }
         )
         try:
             if not self._checked:
@@ -68,12 +100,53 @@ class RabbitQueueDepth:
             queues = queues.get("items", [])
         if not isinstance(queues, list):
             return None
-        return sum(int(q.get("messages") or 0) for q in queues if marker in q.get("name", ""))
+        return [
+            (str(q.get("vhost") or "/"), str(q["name"]), int(q.get("messages_unacknowledged") or 0))
+            for q in queues
+            if isinstance(q, dict) and marker in str(q.get("name", ""))
+        ]
+
+    async def _ready(self, names: list[str]) -> int | None:
+        """Ready messages of ``names`` now, each queue's own count (passive declare)."""
+        if not names:
+            return 0
+        if not self.amqp_url:
+            return None
+        total = 0
+        try:
+            conn = await asyncio.wait_for(aiormq.connect(self.amqp_url), 5.0)
+        except (AMQPError, OSError, TimeoutError):
+            return None
+        try:
+            channel = await conn.channel()
+            for name in names:
+                try:
+                    ok = await asyncio.wait_for(channel.queue_declare(name, passive=True), 5.0)
+                except ChannelNotFoundEntity:
+                    channel = await conn.channel()  # gone since listed: none left in it
+                    continue
+                total += int(ok.message_count or 0)
+        except (AMQPError, OSError, TimeoutError):
+            return None
+        finally:
+            await asyncio.gather(conn.close(), return_exceptions=True)
+        return total
+
+    async def _depth(self, marker: str) -> int | None:
+        queues = await asyncio.to_thread(self._queues, marker)
+        if queues is None:
+            return None
+        vhost = urllib.parse.unquote(urllib.parse.urlsplit(self.amqp_url).path[1:] or "/")
+        names = [name for v, name, _ in queues if v == vhost]
+        ready = await self._ready(names)
+        if ready is None:
+            return None
+        return ready + sum(unacked for _, _, unacked in queues)
 
     async def depth(self, marker: str) -> int | None:
         if not self.available:
             return None
-        found = await asyncio.to_thread(self._get, marker)
+        found = await self._depth(marker)
         if found is None:
             self.available = False  # not there: do not slow every drain tick down
         return found
@@ -92,5 +165,6 @@ def rabbit_depth_for(urls: tuple[str, ...], management_url: str | None) -> Rabbi
             urllib.parse.unquote(parts.username or "guest"),
             urllib.parse.unquote(parts.password or "guest"),
             amqp_port=0 if management_url else (parts.port or default),
+            amqp_url=url,
         )
     return None

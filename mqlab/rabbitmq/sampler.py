@@ -130,9 +130,34 @@ def _int(value: object) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-async def sample_from(sampler: Sampler, start_ns: int, into: list[list[NodeSample]]) -> None:
-    """Each node's CPU and memory on a window's seconds, from ``start_ns`` (monotonic), into
-    ``into``, until cancelled."""
-    await asyncio.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9))
-    async for tick in every(sampler):
-        into.append(tick)
+class OnTicks:
+    """Node samples taken on the runner's own CPU ticks, beside the broker process's and
+    the workers': primed at the window's start, one a second, the last at its end. So
+    ``cpu.nodes`` and ``broker_percent`` of one beam cover the same seconds, and the
+    series has one value per second of the window, starting at its first.
+
+    Each sample runs in a thread (psutil and HTTP calls block), one after another.
+    """
+
+    def __init__(self, sampler: Sampler, into: list[list[NodeSample]]) -> None:
+        self._sampler = sampler
+        self._into = into
+        self._last: asyncio.Task[None] | None = None
+
+    def tick(self, measuring: bool) -> None:
+        """Sample now; keep it when ``measuring`` (it then covers the second just ended)."""
+        before = self._last
+
+        async def one() -> None:
+            if before is not None:
+                await asyncio.gather(before, return_exceptions=True)
+            got = await asyncio.to_thread(self._sampler.sample)
+            if measuring:
+                self._into.append(got)
+
+        self._last = asyncio.create_task(one())
+
+    async def close(self) -> None:
+        """Wait for the samples under way (the window's last one among them)."""
+        if self._last is not None:
+            await asyncio.gather(self._last, return_exceptions=True)

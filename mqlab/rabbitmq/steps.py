@@ -142,7 +142,7 @@ def node_figures(
 ) -> list[dict[str, Any]]:
     """``cpu.nodes`` of a step from its one-second samples (each a list of NodeSample):
     per node (``node``: its label, ``name``: its own) the mean CPU and sys over the
-    window, the last RSS, and the per-second series."""
+    window, the last RSS, and the per-second series (from the window's first second)."""
     by_node: dict[str, dict[str, list[Any]]] = {}
     for tick in samples:
         for s in tick:
@@ -163,6 +163,8 @@ def node_figures(
                 "sys_percent": round(sum(sys_) / len(sys_), 1) if sys_ else None,
                 "rss_mb": round(mem[-1] / 2**20, 1) if mem else None,
                 "series": {"cpu": series["cpu"], "sys": series["sys"]},
+                # value k covers second [k, k + 1) of the window: no warm-up before it
+                "t0_offset_s": 0,
             }
         )
     return out

@@ -336,14 +336,15 @@ def cpu_figure(steps: Sequence[Step]) -> go.Figure | None:
 def node_cpu_figure(s: Step) -> go.Figure | None:
     """Each broker node's CPU (total and system) per second of the step, when sampled."""
     fig = go.Figure()
-    t0 = s.series.t0_offset_s if s.series else 0.0
     for i, n in enumerate(s.cpu.nodes):
+        # a node's series has its own start (the window's first second), not the
+        # step's series' (the warm-up's first)
         for what, dash in (("cpu", "solid"), ("sys", "dot")):
             ys = n.series.get(what, ())
             if ys:
                 fig.add_trace(
                     go.Scatter(
-                        x=[t0 + j for j in range(len(ys))],
+                        x=[n.t0_offset_s + j for j in range(len(ys))],
                         y=list(ys),
                         name=f"{s.driver} {n.node} {'total' if what == 'cpu' else 'sys'}",
                         mode="lines",

@@ -1,22 +1,19 @@
 """`mqlab compare A.json B.json`: the same steps of two runs side by side, with ratios B/A.
 
-Steps match on driver, scenario, pattern, load and message size. A ratio whose
-difference is smaller than the two runs' noise is marked "within noise":
-
-    |B - A| <= 2 * sqrt(se_A**2 + se_B**2)
-
-where a figure's standard error ``se`` is its per-second spread over the window,
-stdev / sqrt(whole seconds) (latency: the per-second p50/p99 series, when stored);
-across repeats, ``ci95`` already is about 2 se, so the rule is
-``|B - A| <= sqrt(ci95_A**2 + ci95_B**2)``. Without a spread the noise is unknown,
-and the ratio says so rather than guessing.
+Steps match on their identity (:mod:`mqlab.identity`: everything that defines a
+step, not only its name). A ratio whose difference is smaller than the two runs'
+noise is marked "within noise" by Welch's t-test (:mod:`mqlab.noise`): a figure's
+standard error ``se`` is its per-second spread over the window, stdev / sqrt(whole
+seconds) with n = seconds (latency: the per-second p50/p99 series, when stored);
+across repeats it is ci95 / t_0.975(repeats - 1) with n = repeats. Without a spread
+the noise is unknown, and the ratio says so rather than guessing.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,13 +21,10 @@ from rich.table import Table
 from rich.text import Text
 
 from mqlab.live import markdown as md
-from mqlab.measure.load import Load
+from mqlab.measure import identity, noise
 from mqlab.results.record import Run, Step
 
-NOISE_RULE = (
-    "within noise: |B - A| <= 2 x sqrt(se_A^2 + se_B^2), se = per-second stdev / sqrt(seconds) "
-    "(or ci95 / 2 across repeats); noise unknown: a side has no spread stored"
-)
+NOISE_RULE = noise.RULE
 # measured figures that live in the environment but are not part of it
 _NOT_ENVIRONMENT = {"codec_cost_us"}
 # run settings that change where figures are shown, not what is measured
@@ -44,6 +38,7 @@ class Figure:
     value: float | None
     se: float | None = None
     shown: str | None = None  # how the value is written, when not plainly ("≥ 2000")
+    n: int = 0  # samples behind the mean and its se: whole seconds, or repeats
 
 
 @dataclass(frozen=True)
@@ -73,7 +68,7 @@ def ratio(a: Figure, b: Figure) -> Ratio:
     text = f"{quotient:.2f}x"
     if a.se is None or b.se is None:
         return Ratio(text, "noise unknown")
-    within = abs(b.value - a.value) <= 2 * math.hypot(a.se, b.se)
+    within = noise.within(a.value, a.se, a.n, b.value, b.se, b.n)
     return Ratio(text, "within noise" if within else "")
 
 
@@ -93,8 +88,9 @@ def _latency_figure(s: Step, key: str) -> Figure:
     if s.latency is None or s.latency.get(key) is None:
         return Figure(None)
     per_second = _window_values(s, f"{key}_ms")
-    se = statistics.stdev(per_second) / math.sqrt(len(per_second)) if len(per_second) > 1 else None
-    return Figure(s.latency.get(key), se, s.latency.text(key))
+    n = len(per_second)
+    se = statistics.stdev(per_second) / math.sqrt(n) if n > 1 else None
+    return Figure(s.latency.get(key), se, s.latency.text(key), n)
 
 
 def step_figures(s: Step) -> dict[str, Figure]:
@@ -102,46 +98,86 @@ def step_figures(s: Step) -> dict[str, Figure]:
     if s.throughput_stdev is not None and s.seconds:
         se = s.throughput_stdev / math.sqrt(s.seconds)
     return {
-        "msg/s": Figure(s.throughput_mean, se),
+        "msg/s": Figure(s.throughput_mean, se, n=s.seconds or 0),
         "p50 ms": _latency_figure(s, "p50"),
         "p99 ms": _latency_figure(s, "p99"),
     }
 
 
-def _agg_latency(v: Any) -> Figure:
-    if isinstance(v, dict):  # {"mean", "ci95"}: ci95 is about two standard errors
+def _agg_latency(v: Any, n: int) -> Figure:
+    if isinstance(v, dict):  # {"mean", "ci95"} over n repeats
         ci = v.get("ci95")
-        return Figure(v.get("mean"), ci / 2 if isinstance(ci, int | float) else None)
+        se = noise.se_from_ci95(ci, n) if isinstance(ci, int | float) else None
+        return Figure(v.get("mean"), se, n=n)
     return Figure(v if isinstance(v, int | float) else None)
 
 
-Key = tuple[str, str, str, int | None, float | None, str | None, int]
+#: (identity, occurrence, repeat); an aggregate's repeat is -1: it stands for them all
+Key = tuple[str, int, int]
 Entry = tuple[tuple[str, str, str, str], dict[str, Figure], int | None]
 
 
 def _entries(run: Run) -> dict[Key, Entry]:
-    """A run's comparable entries: its steps, each aggregate in place of its repeats."""
+    """A run's comparable entries: its steps, each aggregate in place of its repeats.
+
+    Keyed by identity (:mod:`mqlab.identity`), never by name alone: two steps that
+    share a name but not a definition are two rows, each label saying how they differ.
+    """
+    ids = identity.keys(run.raw_steps)
+    labels = [
+        (s.driver, f"{s.scenario} ({s.pattern})", s.load, s.message_size or "-") for s in run.steps
+    ]
+    _tell_apart(labels, run.raw_steps)
     out: dict[Key, Entry] = {}
-    for s in run.steps:
-        key = (s.driver, s.scenario, s.pattern, s.concurrency, s.rate, s.message_size, s.repeat)
-        load = s.load + (f" #{s.repeat + 1}" if s.repeat else "")
-        label = (s.driver, f"{s.scenario} ({s.pattern})", load, s.message_size or "-")
-        out[key] = (label, step_figures(s), s.lost)
+    for s, (ident, nth), label in zip(run.steps, ids, labels, strict=True):
+        d, sc, load, size = label
+        load += f" #{s.repeat + 1}" if s.repeat else ""
+        out[(ident, nth, s.repeat)] = ((d, sc, load, size), step_figures(s), s.lost)
     for a in run.aggregates:
-        load = Load(a.concurrency, a.rate).label()
-        cell = (a.driver, a.scenario, a.pattern, a.concurrency, a.rate)
-        size = next((k[5] for k in out if k[:5] == cell), None)
-        for k in [k for k in out if k[:5] == cell and k[5] == size]:
-            del out[k]  # the aggregate stands for all its repeats
-        ci = a.throughput_ci95
+        members = [i for i, s in enumerate(run.steps) if s.index in a.steps]
+        if not a.steps:  # written without its steps' indices: the first cell its fields name
+            cell = (a.driver, a.scenario, a.pattern, a.concurrency, a.rate)
+            named = [
+                i for i, s in enumerate(run.steps)
+                if (s.driver, s.scenario, s.pattern, s.concurrency, s.rate) == cell
+            ]  # fmt: skip
+            members = [i for i in named if ids[i][0] == ids[named[0]][0]] if named else []
+        if not members:
+            continue  # an aggregate of steps this file does not hold: nothing to match it by
+        for i in members:
+            out.pop((*ids[i], run.steps[i].repeat), None)  # the aggregate stands for them
+        first = members[0]
+        ci, n = a.throughput_ci95, a.throughput_n or a.repeats
         figs = {
-            "msg/s": Figure(a.throughput_mean, ci / 2 if ci is not None else None),
-            "p50 ms": _agg_latency(a.latency_ms.get("p50")),
-            "p99 ms": _agg_latency(a.latency_ms.get("p99")),
+            "msg/s": Figure(
+                a.throughput_mean, noise.se_from_ci95(ci, n) if ci is not None else None, n=n
+            ),
+            "p50 ms": _agg_latency(a.latency_ms.get("p50"), n),
+            "p99 ms": _agg_latency(a.latency_ms.get("p99"), n),
         }
-        label = (a.driver, f"{a.scenario} ({a.pattern})", f"{load} x{a.repeats}", size or "-")
-        out[(*cell, size, 0)] = (label, figs, None)
+        d, sc, load, size = labels[first]
+        out[(*ids[first], -1)] = ((d, sc, f"{load} x{a.repeats}", size), figs, None)
     return out
+
+
+def _tell_apart(labels: list[tuple[str, str, str, str]], raw: Sequence[dict[str, Any]]) -> None:
+    """Steps whose labels are the same but whose definitions are not: each scenario
+    cell names the settings that differ (``envelope=False``)."""
+    by_label: dict[tuple[str, str, str, str], list[int]] = {}
+    for i, label in enumerate(labels):
+        by_label.setdefault(label, []).append(i)
+    for same in by_label.values():
+        firsts: dict[str, int] = {}  # one per identity: repeats are not "different"
+        for i in same:
+            firsts.setdefault(identity.of(raw[i]), i)
+        if len(firsts) < 2:
+            continue
+        order = list(firsts.values())
+        for i, text in zip(order, identity.differences([raw[i] for i in order]), strict=True):
+            for j in same:
+                if identity.of(raw[j]) == identity.of(raw[i]) and text:
+                    d, sc, load, size = labels[j]
+                    labels[j] = (d, f"{sc} [{text}]", load, size)
 
 
 def match(a: Run, b: Run) -> list[Row]:

@@ -103,12 +103,13 @@ def _faults(s: Step) -> str:
 
     rows = (
         (escape(f.event), f"{f.t_s:.1f}", _num(f.detect_s, "{:.1f}"),
-         escape(f.detected_by or "-"), _num(f.recover_s, "{:.1f}"), _num(f.errors),
+         escape(f.detected_by or "-"), _num(f.recover_s, "{:.1f}"),
+         _num(f.outage_s, "{:.1f}"), escape(f.fails_by or "-"), _num(f.errors),
          _num(f.lost), _num(f.duplicates), _num(f.timed_out), verdict(f))
         for f in s.faults
     )  # fmt: skip
-    head = ("event", "at s", "detect s", "by", "recover s", "errors", "lost", "dup",
-            "timed out", "verdict")  # fmt: skip
+    head = ("event", "at s", "detect s", "by", "recover s", "outage s", "fails by", "errors",
+            "lost", "dup", "timed out", "verdict")  # fmt: skip
     return _table(head, rows, left=1)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mqlab.measure import identity
 from mqlab.report.compare import Ratio, ratio, step_figures
 from mqlab.results.record import Run, Step
 
@@ -41,10 +42,13 @@ def drivers(run: Run) -> list[str]:
 
 
 def cells(run: Run) -> list[Cell]:
-    out: dict[tuple[str, str, str, int], dict[str, Step]] = {}
-    for s in run.steps:
-        out.setdefault((s.scenario, s.pattern, s.load, s.repeat), {})[s.driver] = s
-    return [Cell(sc, p, load, rep, steps) for (sc, p, load, rep), steps in out.items()]
+    """Drivers side by side per step identity (driver aside) and repeat: two scenarios
+    that share a name but not a definition are two cells, neither dropped."""
+    out: dict[tuple[str, str, str, int, tuple[str, int]], dict[str, Step]] = {}
+    same = identity.keys(run.raw_steps, ignore=("driver", "plugin"))
+    for s, key in zip(run.steps, same, strict=True):
+        out.setdefault((s.scenario, s.pattern, s.load, s.repeat, key), {})[s.driver] = s
+    return [Cell(sc, p, load, rep, steps) for (sc, p, load, rep, _), steps in out.items()]
 
 
 def _and(items: Sequence[str]) -> str:

@@ -208,7 +208,7 @@ CPU_RECORD = _record(
         "node cpu_percent",
         node=NAME, name=WORDS, cpu_percent=CPU, sys_percent=CPU,
         rss_mb=Num(0.0, 1e9, null=True),
-        series=Table(Seq(CPU, MAX_SECONDS), 10),
+        series=Table(Seq(CPU, MAX_SECONDS), 10), t0_offset_s=SECONDS,
     ), 64),
     null=True,
 )  # fmt: skip
@@ -230,6 +230,7 @@ FAULT = _record(
     detected_by=Text(40, null=True), recover_s=SECONDS_OR_NULL, errors=COUNT,
     lost=COUNT_OR_NULL, duplicates=COUNT_OR_NULL, timed_out=COUNT_OR_NULL,
     promise=WORDS, verdict=Text(40),
+    outage_s=Num(0.0, 2 * limits.MAX_DURATION_S, null=True), fails_by=Text(40, null=True),
 )  # fmt: skip
 BACKGROUND = _record(
     "pattern rate achieved_rate sent received lost unaccounted duplicates throughput "
@@ -271,6 +272,7 @@ STEP_FIELDS = _record(
     status=Text(40), workers_lost=Seq(NAME),
     sent=COUNT, expected=COUNT_OR_NULL, received=COUNT, round_trip=COUNT, lost=COUNT,
     unaccounted=COUNT_OR_NULL, still_queued=COUNT_OR_NULL, drain_s=Num(0.0, 1e6, null=True),
+    depth_unknown=Flag(null=True), settings=Free(),
     drain_end=Text(20, null=True), duplicates=COUNT, out_of_order=COUNT_OR_NULL,
     errors=ERRORS, error_messages=Table(WORDS, 1000),
     throughput=THROUGHPUT, latency_ms=LATENCY,
@@ -295,6 +297,11 @@ AGGREGATE_FIELDS = _record(
     driver=NAME, scenario=NAME, pattern=PATTERN,
     concurrency=Int(1, 10**9, null=True), rate=Num(0.0, limits.MAX_RATE, null=True),
     message_size=Free(), serializer=Text(40, null=True),
+    plugin=Text(200, null=True), envelope=Flag(null=True), durable=Flag(null=True),
+    queue_type=Text(40, null=True), servers=Int(0, limits.MAX_SERVERS**2, null=True),
+    targets=Int(0, limits.MAX_TARGETS, null=True), groups=Int(0, MAX_ENTRIES, null=True),
+    timeout_s=Num(0.0, limits.MAX_WAIT_S, null=True), roles=Table(NAME, 2, null=True),
+    settings=Free(),
     repeats=Int(0, limits.MAX_REPEAT), steps=Seq(Int(0, MAX_STEPS - 1), MAX_STEPS),
     throughput=THROUGHPUT,
     latency_ms=LATENCY,

@@ -63,6 +63,8 @@ class NodeCpu:
     sys_percent: float | None
     rss_mb: float | None
     series: dict[str, tuple[float | None, ...]]
+    #: where the series starts, in seconds from the window's start (nodes: its first second)
+    t0_offset_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,10 @@ class FaultFigure:
     timed_out: int | None
     verdict: str
     promise: str
+    #: the work the event cost, in seconds of the throughput before it (comparable
+    #: between drivers, unlike a count of failed attempts), and how the driver met it
+    outage_s: float | None = None
+    fails_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -192,6 +198,8 @@ class Aggregate:
     throughput_mean: float | None
     throughput_ci95: float | None
     latency_ms: dict[str, Any]
+    steps: tuple[int, ...] = ()  # the indices of the steps it stands for
+    throughput_n: int | None = None  # repeats behind the mean (those with a rate)
 
 
 @dataclass(frozen=True)
@@ -270,6 +278,7 @@ def _cpu(raw: Any) -> Cpu:
             _f(n.get("sys_percent")),
             _f(n.get("rss_mb")),
             {k: _nums(v) for k, v in _d(n.get("series")).items()},
+            _f(n.get("t0_offset_s")) or 0.0,
         )
         for n in _l(raw.get("nodes"))
         if isinstance(n, dict)
@@ -379,6 +388,7 @@ def _fault(raw: dict[str, Any]) -> FaultFigure:
         str(raw.get("detected_by") or ""), _f(raw.get("recover_s")), _i(raw.get("errors")) or 0,
         _i(raw.get("lost")), _i(raw.get("duplicates")), _i(raw.get("timed_out")),
         str(raw.get("verdict", "")), str(raw.get("promise") or ""),
+        _f(raw.get("outage_s")), str(raw.get("fails_by") or ""),
     )  # fmt: skip
 
 
@@ -394,6 +404,8 @@ def _aggregate(raw: dict[str, Any]) -> Aggregate:
         _f(thr.get("mean")),
         _f(thr.get("ci95")),
         _d(raw.get("latency_ms")),
+        tuple(i for i in (_i(v) for v in _l(raw.get("steps"))) if i is not None),
+        _i(thr.get("n")),
     )
 
 

@@ -36,7 +36,7 @@ from mqlab.worker.pool import Interrupted, StepFailed, Worker, WorkerPool
 if TYPE_CHECKING:
     from mqlab.faults.step import StepFaults
     from mqlab.rabbitmq.faults import NodeControl
-    from mqlab.rabbitmq.sampler import NodeSample
+    from mqlab.rabbitmq.sampler import NodeSample, OnTicks
     from mqlab.rabbitmq.steps import BrokerSteps
 
 __all__ = ["Interrupted", "Runner", "StepFailed"]
@@ -106,6 +106,7 @@ class Runner:
         #: queue types, queue homes and per-node figures (a RabbitMQ broker), if any
         self.broker_steps = broker_steps
         self._node_ticks: list[list[NodeSample]] = []
+        self._nodes: OnTicks | None = None  # the step's node sampler, on the CPU ticks
         self._broker_facts: dict[str, Any] = {}
         self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
         self._drain: dict[str, Any] = {}
@@ -134,6 +135,8 @@ class Runner:
         if self._faults is not None:
             self._faults.sample_cpu(measuring)
         self.broker.sample(measuring)
+        if self._nodes is not None:
+            self._nodes.tick(measuring)
 
     # -- a step ------------------------------------------------------------
 
@@ -293,14 +296,13 @@ class Runner:
         if self._faults is not None:
             self._faults.arm(workers, go)
         # CPU samples on the window's own seconds: primed at its start, then each second
+        self._nodes = None
+        if self.broker_steps is not None:
+            from mqlab.rabbitmq.sampler import OnTicks
+
+            self._nodes = OnTicks(self.broker_steps.sampler(), self._node_ticks)
         self._sample_cpu(workers, False)
         next_cpu = window_start
-        nodes = None
-        if self.broker_steps is not None:
-            from mqlab.rabbitmq.sampler import sample_from
-
-            sampler = self.broker_steps.sampler()
-            nodes = asyncio.create_task(sample_from(sampler, window_start, self._node_ticks))
         if self._faults is not None:
             self._faults.start(window_start)  # each event at its time in the window
         self.host_load.start()
@@ -319,9 +321,9 @@ class Runner:
         finally:
             if self._faults is not None:
                 await self._faults.stop()  # none after the window; one under way finishes
-            if nodes is not None:
-                nodes.cancel()
-                await asyncio.gather(nodes, return_exceptions=True)
+            if self._nodes is not None:
+                await self._nodes.close()  # the window's last sample is one of them
+                self._nodes = None
         # successors are clients too: the drain waits for them and counts what they sent
         clients.extend(w for w in workers if w.spec.clients and w not in clients)
 

@@ -5,7 +5,8 @@ a snapshot newer than the drain's start, so a busy server that answers late is
 never read as idle), or the broker still holds the step's messages. The drain
 ends when every expected delivery arrived (``complete``), when neither holds
 (``idle``), at ``[run] drain`` (``limit``) or on a second Ctrl-C (``user``).
-Messages the broker still holds at the end are reported, never dropped.
+Messages the broker still holds at the end are reported, never dropped; when the
+broker's depth cannot be read, that is said too (``depth_unknown``).
 """
 
 from __future__ import annotations
@@ -88,4 +89,6 @@ async def drain(
         "drain_s": round(time.monotonic() - began, 2),
         "drain_end": end,
         "still_queued": depth if end != "complete" else 0 if queue_depth else None,
+        # a broker with queues that could not say how many it held: nothing is called lost
+        "depth_unknown": queue_depth is not None and end != "complete" and depth is None,
     }

@@ -112,6 +112,7 @@ class RollingUpdate:
         )
         if self.rolling.stop == "abrupt":
             self.killed.add(name)
+            await old.snapshot_now()  # its figures to this moment, then no more
             if old.proc is not None and old.proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     old.proc.kill()
@@ -136,7 +137,10 @@ class RollingUpdate:
         [fresh] = await self.pool.spawn((spec,), self.tmp)
         workers.append(fresh)
         await self.pool.await_ready([fresh])
-        await fresh.send({**go, "start": time.monotonic_ns()})
+        # it starts now and continues the schedule from where its predecessor's account
+        # ends: that worker's last figures (its final ones, or those taken before the kill)
+        until = old.last.at or stopped
+        await fresh.send({**go, "start": time.monotonic_ns(), "schedule_from": until})
         serving = time.monotonic_ns()
         self.counts[self.rolling.old] -= 1
         self.counts[self.new.name] += 1

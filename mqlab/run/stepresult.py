@@ -19,6 +19,7 @@ from mqlab.faults import verdict
 from mqlab.live.snapshot import StepRow
 from mqlab.measure import latency, phases
 from mqlab.measure.figures import WorkerFigures
+from mqlab.measure.identity import settings_of
 from mqlab.measure.load import Load
 
 #: an open-loop step that sent less than this share of its schedule could not keep up
@@ -45,6 +46,8 @@ class Outcome:
     drain_s: float = 0.0
     drain_end: str = ""  # complete | idle | limit | user
     still_queued: int | None = None  # messages the broker still held when the drain ended
+    #: the broker has queues but could not say how many messages they held: none is lost
+    depth_unknown: bool = False
     workers_lost: tuple[str, ...] = ()
     cpu: dict[str, Any] | None = None
     #: broker-side facts of the step: placement, queues (where each lives), connections
@@ -116,6 +119,32 @@ def _backlog(
     return m_early is not None and m_late is not None and m_late > BACKLOG_GROWTH * m_early
 
 
+def failed(o: Outcome, kind: str) -> int:
+    """In-window messages that never completed: in the percentiles above every value.
+
+    Round trip: the callers' own count (calls that failed or timed out, messages the
+    open loop never sent). One way: the clients know what they sent and what they
+    never sent, the servers and their ledgers what arrived, so once the step is over
+    every delivery owed by a message due in the window that was not made is a failure
+    (never sent; sent, raised or not, and never delivered) - whichever process held
+    which side. While running, only what the clients already know.
+    """
+    c, s = o.clients, o.servers
+    if kind == "round_trip":
+        return c.failed
+    if o.unique is None:  # live: messages in flight are not failures yet
+        return c.failed
+    sc = o.step.scenario
+    groups = o.layout.groups if sc.servers else 1
+    measured = latency.decode(s.hist["one_way"]).get_total_count() if "one_way" in s.hist else 0
+    # sent in the window and not measured: undelivered, unless the ledgers prove it
+    # arrived (a killed server's last receipts are in its ledger, not in its figures),
+    # so never more than the step's missing deliveries
+    missing = max(0, c.sent * groups - o.unique)
+    undelivered = min(missing, max(0, c.sent_in_window * groups - measured))
+    return c.unsent_in_window * groups + undelivered
+
+
 def build(o: Outcome) -> dict[str, Any]:
     """The step's record, as written to the results file."""
     step, sc, c, s = o.step, o.step.scenario, o.clients, o.servers
@@ -125,7 +154,7 @@ def build(o: Outcome) -> dict[str, Any]:
     expected = sent * groups if sc.servers else sent
     unique = o.unique if o.unique is not None else s.received
     missing = max(0, expected - unique)
-    unaccounted = min(missing, o.still_queued or 0)
+    unaccounted = missing if o.depth_unknown else min(missing, o.still_queued or 0)
     seconds = max(0, math.floor(o.window_s + 1e-9))
     completions = (
         c.series.get("round_trip", []) if kind == "round_trip" else s.series.get("received", [])
@@ -134,7 +163,7 @@ def build(o: Outcome) -> dict[str, Any]:
     lat = {
         k: latency.summary(
             latency.decode(f.hist[k]) if k in f.hist else None,
-            f.failed if k == kind else 0,
+            failed(o, k) if k == kind else 0,
             k,
             sc.timeout,
         )
@@ -170,9 +199,10 @@ def build(o: Outcome) -> dict[str, Any]:
             "message": "backlog growing: the rate is the consumer's, the latency is queue time",
         })  # fmt: skip
     if unaccounted:
+        held = "queue depth unknown" if o.depth_unknown else f"still queued {o.still_queued:,}"
         flags.append({
             "code": "unaccounted",
-            "message": f"unaccounted (still queued {o.still_queued:,}) when the drain ended",
+            "message": f"unaccounted ({held}) when the drain ended",
         })  # fmt: skip
     errors = dict(c.errors)
     if s is not c:
@@ -198,6 +228,9 @@ def build(o: Outcome) -> dict[str, Any]:
         "durable": sc.durable,
         "queue_type": step.queue_type,
         "timeout_s": sc.timeout,
+        "settings": settings_of(
+            step.scenario, step.queue_type, _drivers(step)
+        ),  # the whole definition: the step's identity
         "status": "interrupted" if o.interrupted else "done",
         "workers_lost": list(o.workers_lost),
         "sent": sent,
@@ -207,6 +240,7 @@ def build(o: Outcome) -> dict[str, Any]:
         "lost": missing - unaccounted,
         "unaccounted": unaccounted,
         "still_queued": o.still_queued,
+        "depth_unknown": o.depth_unknown,
         "drain_s": o.drain_s,
         "drain_end": o.drain_end,
         "duplicates": s.duplicates + o.cross_duplicates,
@@ -291,6 +325,20 @@ def per_queue(
         out["first_done_s"] = round(min(done), 3)
         out["last_done_s"] = round(max(done), 3)
     return out
+
+
+def _drivers(step: Step) -> dict[str, str]:
+    """The step's drivers beside its own: a mixed step's clients', a rolling update's new."""
+    out = {}
+    if step.rolling_to is not None:
+        out["rolling_to"] = step.rolling_to.name
+    if step.clients_driver is not None:
+        out["clients_driver"] = step.clients_driver.name
+    return out
+
+
+def load_label(concurrency: int | None, rate: float | None) -> str:
+    return f"c={concurrency}" if concurrency is not None else f"{rate or 0:g}/s"
 
 
 def row(record: dict[str, Any], phase: str, rate_now: float | None = None) -> StepRow:

@@ -76,6 +76,19 @@ class Worker:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await protocol.send(self.writer, msg)
 
+    async def snapshot_now(self, timeout: float = 1.0) -> None:
+        """Ask for figures and wait (``timeout`` at most) until they are in ``last``.
+
+        Before an abrupt stop (SIGKILL): a killed worker never sends its final
+        figures, and its last periodic snapshot is up to a second old; its
+        per-second series and open-loop account would lose that second.
+        """
+        asked = time.monotonic_ns()
+        await self.send({"type": "snap"})
+        deadline = time.monotonic() + timeout
+        while self.last.at < asked and not self.gone and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+
 
 class WorkerPool:
     """Worker processes and their control channel: spawn, ready, figures in, reap.

@@ -149,7 +149,9 @@ async def serve(host: str, port: int, name: str, sock: socket.socket | None = No
                 tg.create_task(
                     load.closed_loop(role.concurrency, msg["start"], msg["window_end"], role.batch)
                     if role.concurrency
-                    else load.open_loop(role.rate, msg["start"], msg["window_end"])
+                    else load.open_loop(
+                        role.rate, msg["start"], msg["window_end"], msg.get("schedule_from", 0)
+                    )
                 )
                 for load, role in zip(loads, spec.clients, strict=True)
             ]

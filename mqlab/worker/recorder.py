@@ -39,6 +39,10 @@ class Recorder:
         self.window_end = 1 << 62
         self.round_trip = 0
         self.failed = 0  # in-window messages that never completed
+        # messages handed to the driver whose intended send time is in the window, and
+        # those the open loop meant to send in it but never did: what one-way latency owes
+        self.sent_in_window = 0
+        self.unsent_in_window = 0
         self.over_range = 0
         self.last_rx = 0
         #: deliveries per queue (topic): counted by the handlers of a worker that serves
@@ -52,7 +56,10 @@ class Recorder:
         #: what happened to this worker's connections, with each client's send count then
         self.spontaneous = SpontaneousLog(worker, self._senders)
         self._marks: list[list[int]] = []  # [client, monotonic ns, sent] at each report
-        self.open_loop: OpenLoop | None = None
+        # open loops: each client's final account, or, while it runs, its account so far
+        # (a client killed mid-step never gives a final one)
+        self._ol_final: dict[int, OpenLoop] = {}
+        self._ol_live: dict[int, Callable[[], OpenLoop]] = {}
         self.ledger = Ledger(ledger_dir, worker)
         # receipts before ``go`` (a server started mid-step finds a backlog waiting):
         # (arrival, send time), binned once the step's t0 is known
@@ -98,8 +105,10 @@ class Recorder:
         """Report ``client``'s sends as ``sent()``: one counter per client, not a dict per send."""
         self._senders[client] = sent
 
-    def on_sent(self, now: int) -> None:
-        """A client hands one message to its driver at ``now`` (monotonic ns)."""
+    def on_sent(self, now: int, intended: int) -> None:
+        """A client hands one message meant for ``intended`` to its driver at ``now``."""
+        if self.window_start <= intended < self.window_end:
+            self.sent_in_window += 1
         series = self._s_sent
         i = (now - self.t0) // _NS
         if 0 <= i < len(series):
@@ -166,11 +175,27 @@ class Recorder:
             if self.in_window(intended):
                 self.failed += 1
 
-    def on_open_loop(self, figures: OpenLoop, not_sent_in_window: int) -> None:
+    def count_open_loop(self, client: int, so_far: Callable[[], OpenLoop]) -> None:
+        """Report ``client``'s open-loop account as ``so_far()`` until its final one."""
+        self._ol_live[client] = so_far
+
+    @property
+    def open_loop(self) -> OpenLoop | None:
+        accounts = [*self._ol_final.values(), *(f() for f in self._ol_live.values())]
+        if not accounts:
+            return None
+        total = accounts[0]
+        for a in accounts[1:]:
+            total = total.merge(a)
+        return total
+
+    def on_open_loop(self, figures: OpenLoop, not_sent_in_window: int, client: int = 0) -> None:
         """The open-loop generator's account: what it meant to send and what it managed."""
-        self.open_loop = figures
+        self._ol_live.pop(client, None)
+        self._ol_final[client] = figures
         # the messages never sent are the ones with the worst latency
         self.failed += not_sent_in_window
+        self.unsent_in_window += not_sent_in_window
 
     def fold(self) -> None:
         for kind, pending in self._pending.items():
@@ -245,6 +270,8 @@ class Recorder:
             out_of_order=self.ledger.out_of_order,
             round_trip=self.round_trip,
             failed=self.failed,
+            sent_in_window=self.sent_in_window,
+            unsent_in_window=self.unsent_in_window,
             over_range=self.over_range,
             last_rx=self.last_rx,
             per_topic=self._per_topic(),

@@ -135,7 +135,7 @@ class ClientLoad:
         """Number, count and encode the next message: (its number, target, body)."""
         seq = self.seq
         self.seq = seq + 1  # counted as sent (count_sends) with its second binned, together
-        self.rec.on_sent(now)
+        self.rec.on_sent(now, intended)
         target = self._only or self.targets[seq % len(self.targets)]
         return seq, target, self._encode(seq, intended, self._fixed or self._size())
 
@@ -183,14 +183,28 @@ class ClientLoad:
                 n = 0
                 await asyncio.sleep(0)
 
-    async def open_loop(self, rate: float, start: int, end: int) -> None:
-        """Send on a fixed schedule in [start, end); never after ``end``; account for the rest."""
+    async def open_loop(self, rate: float, start: int, end: int, schedule_from: int = 0) -> None:
+        """Send on a fixed schedule in [start, end); never after ``end``; account for the rest.
+
+        A client that replaces another mid-step (a rolling update) continues its
+        predecessor's schedule from ``schedule_from``, when the predecessor stopped: the
+        messages due between then and this client's ``start`` are scheduled and never
+        sent, and say so, rather than vanish from the schedule.
+        """
         interval = 1e9 / rate
-        total = max(0, math.ceil((end - start) / interval))
+        anchor = schedule_from if 0 < schedule_from < start else start
+        total = max(0, math.ceil((end - anchor) / interval))
+        skipped = min(total, max(0, math.ceil((start - anchor) / interval)))
         in_flight: set[asyncio.Task[None]] = set()
         now_ns = clock.now
-        k = 0
-        pacer = Pacer(start, interval, end)
+        k = skipped
+        pacer = Pacer(anchor + int(skipped * interval), interval, end)
+
+        def so_far() -> OpenLoop:
+            # every message reached so far was due; those not handed over are not sent
+            return OpenLoop(k, self.paced, k - self.paced, self.behind, end - anchor)
+
+        self.rec.count_open_loop(self.client_id, so_far)
         try:
             while k < total and not self.stop.is_set():
                 if len(in_flight) >= MAX_IN_FLIGHT:
@@ -202,7 +216,7 @@ class ClientLoad:
                 if now >= end:
                     break
                 while k < total and len(in_flight) < MAX_IN_FLIGHT:
-                    intended = start + int(k * interval)
+                    intended = anchor + int(k * interval)
                     if intended > now:
                         break
                     k += 1
@@ -216,14 +230,18 @@ class ClientLoad:
             await asyncio.gather(*in_flight, return_exceptions=True)
         # a stop from the user ends the schedule where it stood, not at the window's end
         until = min(end, now_ns()) if self.stop.is_set() else end
-        due = min(total, max(k, math.ceil((until - start) / interval)))
+        due = min(total, max(k, math.ceil((until - anchor) / interval)))
         sent = self.paced
         rec = self.rec
-        # unsent ones are the schedule's last: created too late, or never created
-        first_in = math.ceil((rec.window_start - start) / interval)
-        end_in = math.ceil((rec.window_end - start) / interval)
-        in_window = max(0, min(due, end_in) - max(sent, first_in))
-        rec.on_open_loop(OpenLoop(due, sent, due - sent, self.behind, end - start), in_window)
+        # unsent ones are the schedule's first (due before this client started) and its
+        # last (created too late, or never created)
+        first_in = math.ceil((rec.window_start - anchor) / interval)
+        end_in = math.ceil((rec.window_end - anchor) / interval)
+        in_window = max(0, min(skipped, end_in) - max(0, first_in))
+        in_window += max(0, min(due, end_in) - max(skipped + sent, first_in))
+        rec.on_open_loop(
+            OpenLoop(due, sent, due - sent, self.behind, end - anchor), in_window, self.client_id
+        )
 
 
 def _start_eagerly(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:

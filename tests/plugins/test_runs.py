@@ -162,8 +162,11 @@ def test_at_most_once_pika_never_duplicates_when_a_server_dies(
     (step,) = doc["steps"]  # type: ignore[misc]
     assert step["workers_lost"] == ["s0"]
     assert step["duplicates"] == 0
-    # whatever the dead server had taken off the broker unprocessed is lost, and counted
-    assert step["lost"] == step["expected"] - step["received"]
+    # whatever the dead server had taken off the broker unprocessed is missing, and counted:
+    # lost where the broker's queue depth is known, else unaccounted (this broker's
+    # management API is not beside its URL, so nothing is called lost: issue 37)
+    assert step["lost"] + step["unaccounted"] == step["expected"] - step["received"]
+    assert step["depth_unknown"] and step["lost"] == 0
     assert step["received"] > 0
 
 
