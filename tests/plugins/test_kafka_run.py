@@ -34,7 +34,6 @@ drivers = ["kafka"]
 [[scenario]]
 pattern = "notify"
 rate = 200
-durable = true
 servers = 2
 pools = 2
 """
