@@ -29,6 +29,7 @@ ORDER = (
     "mqlab.eventloop",
     "mqlab.netns",
     "mqlab.finder",
+    "mqlab.maven",
     "mqlab.netns",
     "mqlab.sdk",
     "mqlab.registry",

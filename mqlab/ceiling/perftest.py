@@ -18,21 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import re
 import shutil
 import sys
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from mqlab import maven
 from mqlab.sdk.urls import mask
 
 VERSION = "2.22.1"
-MAVEN = "https://repo1.maven.org/maven2"
 MAIN = "com.rabbitmq.perf.PerfTest"
 
 #: (group, artifact, version): PerfTest and every library its start-up loads
@@ -58,8 +56,6 @@ JARS: tuple[tuple[str, str, str], ...] = (
     ("com.google.code.gson", "gson", "2.11.0"),
 )
 
-#: seconds one download may take
-FETCH_TIMEOUT = 60.0
 #: seconds PerfTest may take beyond its own time limit (JVM start, connection)
 RUN_SLACK = 30.0
 
@@ -98,17 +94,9 @@ def fetch(say: Callable[[str], None] = lambda _: None) -> None:
         path = _jar_path(artifact, version)
         if path.is_file():
             continue
-        url = f"{MAVEN}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
-        say(f"fetching {url}")
-        with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as resp:
-            data = resp.read()
-        with urllib.request.urlopen(url + ".sha1", timeout=FETCH_TIMEOUT) as resp:
-            expected = resp.read().decode().split()[0].strip()
-        if hashlib.sha1(data, usedforsecurity=False).hexdigest() != expected:
-            raise ValueError(f"{url}: SHA-1 differs from Maven Central's; not kept")
-        tmp = path.with_suffix(".part")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        jar = maven.Jar(group, artifact, version)
+        say(f"fetching {jar.url}")
+        maven.download(jar.url, path)
 
 
 def java_url(url: str) -> str:

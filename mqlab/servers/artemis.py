@@ -4,7 +4,7 @@ Artemis is the second AMQP 1.0 broker mqlab manages, beside RabbitMQ (it is
 what Red Hat AMQ Broker ships). Nothing is downloaded from outside Maven
 Central: :data:`JARS` is ``artemis-server`` and ``artemis-amqp-protocol`` with
 every library they load, pinned as Maven resolved them, fetched and SHA-1
-checked by :mod:`mqlab.servers.mavenjars` into
+checked by :mod:`mqlab.maven` into
 ``$XDG_CACHE_HOME/mqlab/artemis-<version>`` (``~/.cache/...``, about 20 MB,
 once). The broker runs as ``java -cp <jars> <Main>``, where Main is the
 launcher Artemis ships in ``artemis-server`` for its container image: it reads
@@ -30,10 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mqlab import maven
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq.host import find_pid
 from mqlab.sdk.urls import host_port
-from mqlab.servers import mavenjars
 from mqlab.servers.daemons import Daemon, Launch, free_port
 from mqlab.servers.handle import ServerHandle
 
@@ -45,9 +45,9 @@ HEAP = "-Xmx2G"
 #: ``artemis-server`` and ``artemis-amqp-protocol`` 2.55.0 plus ``slf4j-simple`` (the broker
 #: logs through SLF4J: without a binding its errors would vanish); Netty's native epoll
 #: transport for Linux x86-64 (elsewhere Netty uses NIO), not its macOS one
-JARS = mavenjars.JarSet(
+JARS = maven.JarSet(
     f"artemis-{VERSION}",
-    mavenjars.jars(
+    maven.jars(
         [
             ("com.github.ben-manes.caffeine", "caffeine", "3.2.4"),
             ("com.hierynomus", "asn-one", "0.6.0"),

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,20 @@ class ChildServers:
             if proc is not None and not self._terminate(proc):
                 raise BrokerError(f"{self.label} (pid {pid}) did not exit after SIGKILL")
 
+    def _spawn(self, argv: Sequence[str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+        """Start one server as our child, its output appended to ``log``."""
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C to mqlab must not kill it mid-run
+            )
+        self._children[proc.pid] = proc
+        return proc
+
     def _terminate(self, proc: subprocess.Popen[bytes]) -> bool:
         if not terminate(proc):
             return False
@@ -112,19 +127,7 @@ class Daemon(ChildServers):
         """One node whatever ``nodes`` says: mqlab clusters RabbitMQ only (said in the label)."""
         state_dir.mkdir(parents=True, exist_ok=True)
         how = self.launch(state_dir)
-        log = (state_dir / "server.log").open("ab")
-        try:
-            proc = subprocess.Popen(
-                how.argv,
-                cwd=state_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # a Ctrl-C to mqlab must not kill it mid-run
-            )
-        finally:
-            log.close()
-        self._children[proc.pid] = proc
+        proc = self._spawn(how.argv, state_dir, state_dir / "server.log")
         deadline = time.monotonic() + self.ready_within
         while not _accepts(how.port):
             if proc.poll() is not None or time.monotonic() > deadline:

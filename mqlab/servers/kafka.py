@@ -26,8 +26,8 @@ import time
 import uuid
 from pathlib import Path
 
+from mqlab import maven
 from mqlab.errors import BrokerError
-from mqlab.servers import mavenjars
 from mqlab.servers.daemons import ChildServers, free_port
 from mqlab.servers.handle import ServerHandle
 
@@ -36,9 +36,9 @@ VERSION = "3.9.2"
 #: the broker's runtime classpath, as ``mvn dependency:list -DincludeScope=runtime``
 #: resolved ``org.apache.kafka:kafka_2.13:3.9.2`` plus ``org.slf4j:slf4j-reload4j``
 #: (Kafka's own distribution logs through it; without a binding it would log nothing)
-JARS = mavenjars.JarSet(
+JARS = maven.JarSet(
     f"kafka-{VERSION}",
-    mavenjars.jars(
+    maven.jars(
         [
             ("at.yawk.lz4", "lz4-java", "1.10.1"),
             ("ch.qos.reload4j", "reload4j", "1.2.19"),
@@ -215,20 +215,9 @@ class KafkaServer(ChildServers):
         self._format(java, conf, state_dir)
         logging = f"-Dlog4j.configuration=file:{state_dir / 'log4j.properties'}"
         log_path = state_dir / "server.log"
-        log = log_path.open("ab")
-        start = log.tell()
-        try:
-            proc = subprocess.Popen(
-                [java, *JVM, logging, "-cp", JARS.classpath(), "kafka.Kafka", str(conf)],
-                cwd=state_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # a Ctrl-C to mqlab must not kill it mid-run
-            )
-        finally:
-            log.close()
-        self._children[proc.pid] = proc
+        start = log_path.stat().st_size if log_path.exists() else 0  # this start's lines only
+        argv = [java, *JVM, logging, "-cp", JARS.classpath(), "kafka.Kafka", str(conf)]
+        proc = self._spawn(argv, state_dir, log_path)
         self._wait_ready(proc, log_path, start, port)
         facts = {"product": "Kafka", "version": VERSION, "port": port, "mode": "KRaft"}
         single = "" if nodes == 1 else " (one node: mqlab clusters RabbitMQ only)"

@@ -72,14 +72,15 @@ class JarSet:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         for jar in missing:
             say(f"fetching {jar.url}")
-            _download(jar.url, self.cache_dir / jar.file)
+            download(jar.url, self.cache_dir / jar.file)
 
 
 def jars(rows: Sequence[tuple[str, ...]]) -> tuple[Jar, ...]:
     return tuple(Jar(*row) for row in rows)
 
 
-def _download(url: str, path: Path) -> None:
+def download(url: str, path: Path) -> None:
+    """One jar, kept under ``path`` only once its SHA-1 matched Maven Central's."""
     with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as resp:
         data = resp.read()
     with urllib.request.urlopen(url + ".sha1", timeout=FETCH_TIMEOUT) as resp:
