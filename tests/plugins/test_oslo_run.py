@@ -35,6 +35,9 @@ pattern = "notify"
 concurrency = 8
 servers = 2
 pools = 2
+# its own exchange: the session broker's "notifications" may be durable already (a durable
+# notify step of another test keeps it, as it should), and oslo declares it non-durable
+exchange = "mqlab-oslo-run-notifications"
 """
 
 
