@@ -142,7 +142,10 @@ class _Host:
         files: dict[str, bytes] = {}
         if local is not None:
             for name in os.listdir(local):
-                with open(os.path.join(local, name), "rb") as f:
+                path = os.path.join(local, name)
+                if not os.path.isfile(path):  # the plugins' scratch directory: not a ledger
+                    continue
+                with open(path, "rb") as f:
                     files[name] = zlib.compress(f.read().rstrip(b"\0"))
             shutil.rmtree(local, ignore_errors=True)
         self.up.put({"op": "ledgers", "dir": remote, "files": files})
