@@ -12,13 +12,16 @@ from typing import Any
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
+#: set in every command the tests start, to this test process's pid: pytest-xdist runs other
+#: test files at once, and "processes the run left behind" must mean this test's run only
+CALLER = "MQLAB_TEST_CALLER"
 
 
 def mqlab(
     *args: str, timeout: float = 120, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the real command line in a subprocess, as a user would."""
-    env = {**os.environ, "COLUMNS": "200"}
+    env = {**os.environ, "COLUMNS": "200", CALLER: str(os.getpid())}
     return subprocess.run(
         [sys.executable, "-m", "mqlab.console.cli", *args],
         capture_output=True,
@@ -40,11 +43,19 @@ def results(path: Path) -> dict[str, Any]:
     return doc
 
 
+def started_here(p: psutil.Process) -> bool:
+    """Whether ``p`` descends from a command this test process started (see CALLER)."""
+    try:
+        return p.environ().get(CALLER) == str(os.getpid())
+    except psutil.Error:
+        return False
+
+
 def worker_processes() -> list[psutil.Process]:
-    """Every live mqlab worker process on this machine."""
+    """Every live mqlab worker process that a command of this test process started."""
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info.get("cmdline") or []
-        if "mqlab.worker.process" in cmd:
+        if "mqlab.worker.process" in cmd and started_here(p):
             found.append(p)
     return found

@@ -357,11 +357,20 @@ def _deferred_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    # Handlers, not a signal mask: a mask holds the signal for this thread only, and the
+    # kernel hands a process-directed signal to any other thread that does not block it
+    # (a library's I/O thread), whose Python handler then interrupts this one anyway.
+    held: list[int] = []
+    old = {s: signal.getsignal(s) for s in _STOPS}
+    for s in _STOPS:
+        signal.signal(s, lambda signum, frame: held.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in old.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        if held:
+            signal.raise_signal(held[0])  # once, as the user meant it
 
 
 def _in_parallel(work: Callable[[_T], object], items: Iterable[_T]) -> None:
