@@ -93,7 +93,9 @@ def test_the_probe_is_measured_and_the_background_counted_beside_it(tmp_path: Pa
     assert 0.9 * 200 * 4 <= bg["sent"] <= 1.1 * 200 * 4
     assert bg["expected"] == 2 * bg["sent"] and bg["received"] == bg["expected"]
     assert bg["lost"] == 0 and bg["duplicates"] == 0 and bg["unaccounted"] == 0
-    assert bg["achieved_rate"] == pytest.approx(200.0, rel=0.1) and bg["kept_up"] is True
+    assert bg["achieved_rate"] == pytest.approx(200.0, rel=0.1)
+    # a loaded machine may fall a few per cent short: then the table must say so
+    assert bg["kept_up"] is True or "(fell behind)" in proc.stdout
     assert bg["latency_ms"]["kind"] == "one_way" and bg["latency_ms"]["p50"] is not None
     # the final table says what the background achieved beside its probe
     assert "background stress" in proc.stdout and "notify@200/s" in proc.stdout
