@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqlab.config.background import Background
 from mqlab.run import collect, stepresult
+from mqlab.worker import protocol
 
 if TYPE_CHECKING:
     from mqlab.config.plan import Layout, Step
@@ -104,9 +105,9 @@ class BackgroundLoad:
         self.workers += self.clients
         await pool.await_ready(self.clients)
 
-    async def send(self, msg: dict[str, Any], clients_only: bool = False) -> None:
+    async def send(self, frame: protocol.ToWorker, clients_only: bool = False) -> None:
         for w in self.clients if clients_only else self.workers:
-            await w.send(msg)
+            await w.send(frame)
 
     async def drain(
         self,

@@ -30,7 +30,7 @@ from mqlab.run.hostload import HostLoad
 from mqlab.run.progress import Progress, worker_rows
 from mqlab.run.rolling import RollingUpdate
 from mqlab.sdk.urls import mask
-from mqlab.worker import affinity
+from mqlab.worker import affinity, protocol
 from mqlab.worker.pool import Interrupted, StepFailed, Worker, WorkerPool
 
 if TYPE_CHECKING:
@@ -285,8 +285,7 @@ class Runner:
         window_end = window_start + int(run.duration * 1e9)
         # whole seconds of warm-up before the window, so 1 s bins align with it
         t0 = window_start - math.ceil(run.warmup) * _NS
-        go = {"type": "go", "t0": t0, "start": start,
-              "window_start": window_start, "window_end": window_end}  # fmt: skip
+        go = protocol.Go(t0, start, window_start, window_end)
         for w in workers:
             await w.send(go)
         if self._bg is not None:
@@ -350,7 +349,7 @@ class Runner:
         clients: list[Worker],
         t0: int,
         next_cpu: int,
-        go: dict[str, Any],
+        go: protocol.Go,
     ) -> bool:
         """The warm-up and the window, CPU sampled each second. True if interrupted."""
         window_start, window_end = self._window
@@ -370,9 +369,9 @@ class Runner:
                 # the window closed early: only its whole seconds so far are figures
                 self._window = (window_start, min(window_end, now))
                 for w in clients:
-                    await w.send({"type": "stop"})
+                    await w.send(protocol.Stop())
                 if self._bg is not None:
-                    await self._bg.send({"type": "stop"}, clients_only=True)
+                    await self._bg.send(protocol.Stop(), clients_only=True)
                 break
             if now >= next_cpu:
                 # the window's first tick primes the samples (the one before the warm-up
