@@ -16,11 +16,13 @@ import math
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mqlab.config.plan import Layout, Plan, Step, layout
 from mqlab.faults.losses import StepLosses
 from mqlab.live.snapshot import RunSnapshot
+from mqlab.measure.steprecord import StepRecord
 from mqlab.rabbitmq.backlog import QueueDepth
 from mqlab.run import background, collect, leftovers, stepresult
 from mqlab.run.background import BackgroundLoad
@@ -240,7 +242,7 @@ class Runner:
             await self.pool.reap(workers + bg_workers, grace=2.0)
             if self._faults is not None:  # the next step starts on a whole cluster
                 await self._faults.close()
-            record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted))
+            record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted)).to_wire()
             # every loss explained: events, the broker's side, attribution, verdict
             try:
                 record.update(self._losses.fields(
@@ -454,11 +456,10 @@ class Runner:
         t0: int = 0,
         done: bool = False,
     ) -> None:
-        def live_record() -> dict[str, Any]:
+        def live_record() -> StepRecord:
             assert lay is not None and workers is not None
             rec = stepresult.build(self._outcome(step, lay, workers, None, False, live=True))
-            rec["spontaneous"] = StepLosses.live(workers, self._window[0])
-            return rec
+            return replace(rec, spontaneous=tuple(StepLosses.live(workers, self._window[0])))
 
         rows = [*self.broker.rows(), *worker_rows(self._bg.workers if self._bg else ())]
         if self._faults is not None:
