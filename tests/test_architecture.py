@@ -198,23 +198,55 @@ def test_the_architecture_page_names_every_module_and_only_those() -> None:
     assert real <= set(named), f"not listed: {sorted(real - set(named))}"
 
 
-def _frame_types_in_code() -> set[str]:
-    found: set[str] = set()
-    for path in [*PKG.glob("worker/*.py"), *PKG.glob("run/*.py"), *PKG.glob("faults/*.py")]:
-        text = path.read_text()
-        found |= set(re.findall(r'"type": "([\w-]+)"', text))
-        found |= set(re.findall(r'\["type"\] [!=]= "([\w-]+)"', text))
-    return found
+#: where frames are sent and received: every one must go through protocol's classes
+_FRAME_USERS = ("worker", "run", "faults", "hosts")
 
 
-def test_the_control_frame_tables_list_every_frame_the_code_sends() -> None:
-    in_code = _frame_types_in_code()
-    assert {"hello", "go", "close-old", "closed-old"} <= in_code  # the scan sees them
+def _frames_in_code() -> dict[str, str]:
+    """Each frame class's wire ``type`` -> who sends it, from protocol's own classes."""
+    from mqlab.worker import protocol
+
+    defined = {
+        name: cls
+        for name, cls in vars(protocol).items()
+        if isinstance(cls, type) and hasattr(cls, "__dataclass_fields__") and hasattr(cls, "TYPE")
+    }
+    # decode() knows exactly the classes defined: no frame can be sent that is refused
+    assert set(defined.values()) == set(protocol.FRAMES), "a frame class is missing from FRAMES"
+    types = [cls.TYPE for cls in protocol.FRAMES]
+    assert len(types) == len(set(types)), "two frame classes share a type"
+    used = "".join(
+        p.read_text() for d in _FRAME_USERS for p in (PKG / d).glob("*.py") if p.stem != "protocol"
+    )
+    for name, cls in defined.items():
+        sender = getattr(cls, "FROM", None)
+        assert sender in ("worker", "controller"), f"{name}.FROM is {sender!r}"
+        assert re.search(rf"\b{name}\(", used), f"frame {name} is never sent"
+    return {cls.TYPE: cls.FROM for cls in protocol.FRAMES}
+
+
+def test_frames_are_sent_and_matched_only_as_protocol_classes() -> None:
+    for d in _FRAME_USERS:
+        for path in (PKG / d).glob("*.py"):
+            if path.stem == "protocol":  # the one place frames meet their maps
+                continue
+            text = path.read_text()
+            raw = re.findall(r'"type": "[\w-]+"|\["type"\]|\.get\("type"', text)
+            assert not raw, f"{path.relative_to(ROOT)} builds or reads a frame as a dict: {raw}"
+
+
+def test_the_control_frame_tables_list_every_frame_and_its_sender() -> None:
+    in_code = _frames_in_code()
+    assert {"hello", "go", "close-old", "closed-old"} <= set(in_code)  # the scan sees them
     protocol = (PKG / "worker" / "protocol.py").read_text()
     for where, text in (
         ("worker/protocol.py", protocol),
         ("docs/architecture.md", DOC.read_text()),
     ):
-        listed = set(re.findall(r"^\| \w+ \| ``?([\w-]+)``?", text, re.M))
-        listed |= set(re.findall(r"^\| \w+ \| ``?[\w-]+``? / ``?([\w-]+)``?", text, re.M))
-        assert in_code <= listed, f"{where} lacks frames {sorted(in_code - listed)}"
+        listed = {t: who for who, t in re.findall(r"^\| (\w+) \| ``?([\w-]+)``?", text, re.M)}
+        listed |= {
+            t: who
+            for who, t in re.findall(r"^\| (\w+) \| ``?[\w-]+``? / ``?([\w-]+)``?", text, re.M)
+        }
+        differ = sorted(set(listed.items()) ^ set(in_code.items()))
+        assert not differ, f"{where}'s frame table differs from the code's frames: {differ}"

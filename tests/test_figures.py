@@ -103,10 +103,10 @@ def test_histograms_merge_by_adding_not_averaging() -> None:
 def test_throughput_mean_and_variance_over_window_bins() -> None:
     series = [999, 10, 20, 30, 999]  # warm-up bin, 3 window bins, drain bin
     t = throughput(series, 1, 3)
-    assert t["mean"] == 20.0
-    assert t["stdev"] == pytest.approx(8.16, abs=0.01)
+    assert t.mean == 20.0 and t.seconds == 3
+    assert t.stdev == pytest.approx(8.16, abs=0.01)
     # not one whole second measured: no figure rather than a false zero
-    assert throughput(series, 1, 0)["mean"] is None
+    assert throughput(series, 1, 0).mean is None
 
 
 def test_recorder_excludes_warmup_from_latency(tmp_path: Path) -> None:

@@ -11,17 +11,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any
 
 from mqlab.config.events import FaultEvent
 from mqlab.errors import MqlabError
+from mqlab.worker import protocol
 from mqlab.worker.pool import Worker, WorkerPool
 
 
 class WorkerFaults:
-    def __init__(
-        self, pool: WorkerPool, tmp: str, workers: list[Worker], go: dict[str, Any]
-    ) -> None:
+    def __init__(self, pool: WorkerPool, tmp: str, workers: list[Worker], go: protocol.Go) -> None:
         self.pool = pool
         self.tmp = tmp
         self.workers = workers  # the step's list: a restarted server is appended to it
@@ -51,7 +49,7 @@ class WorkerFaults:
         [fresh] = await self.pool.spawn((spec,), self.tmp)
         self.workers.append(fresh)
         await self.pool.await_ready([fresh])
-        await fresh.send({**self.go, "start": time.monotonic_ns()})
+        await fresh.send(dataclasses.replace(self.go, start=time.monotonic_ns()))
         self.servers[ev.server] = fresh
         return f"{killed}; {spec.worker} serving (pid {fresh.proc.pid if fresh.proc else '?'})"
 

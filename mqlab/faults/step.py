@@ -23,6 +23,7 @@ from mqlab.faults.link import WORKERS, LinkFaults
 from mqlab.faults.processes import WorkerFaults
 from mqlab.faults.timeline import Effector, Timeline
 from mqlab.netns import Network, prefix_for, sweep
+from mqlab.worker import protocol
 from mqlab.worker.pool import StepFailed
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ class StepFaults:
             raise StepFailed(str(exc)) from None
         return {name: tuple(proxied[u] for u in us) for name, us in urls.items()}
 
-    def arm(self, workers: list[Worker], go: dict[str, Any]) -> Timeline:
+    def arm(self, workers: list[Worker], go: protocol.Go) -> Timeline:
         """The timeline, its effectors ready; the runner starts it when the window opens."""
         effectors: dict[str, Effector] = {}
         self.workers = effectors["worker"] = WorkerFaults(self.pool, self.tmp, workers, go)

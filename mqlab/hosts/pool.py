@@ -54,9 +54,11 @@ class RemoteWorker(Worker):
     orders: asyncio.Queue[dict[str, Any]] | None = None  # its host's outgoing orders
     cpu_now: float | None = None  # the supervisor's latest one-second sample
 
-    async def send(self, msg: dict[str, Any]) -> None:
+    async def send(self, frame: protocol.ToWorker) -> None:
         if self.orders is not None and not self.gone:
-            self.orders.put_nowait({"op": "send", "w": self.spec.worker, "m": msg})
+            # encoded here: the supervisor relays the bytes to the worker as they are
+            order = {"op": "send", "w": self.spec.worker, "b": protocol.encode(frame)}
+            self.orders.put_nowait(order)
 
 
 @dataclass
@@ -202,7 +204,10 @@ class HostPool(WorkerPool):
         if op == "hello":
             state.hello.set()
         elif op == "w" and w is not None:
-            self.receive(w, protocol.decode(item["b"]))
+            try:
+                self.receive(w, protocol.decode(item["b"]))
+            except protocol.FrameError as exc:  # what the local pool does: the worker is lost
+                self.lost(w, f"worker {w.spec.worker}: {exc}")
         elif op == "gone" and w is not None:
             w.gone = True
         elif op == "exited" and w is not None:

@@ -3,7 +3,8 @@
 It runs in a thread of the host's Dask worker for the whole run, starts mqlab's own
 worker processes there (``python -m mqlab.worker.process``, as on the controller's
 host) and keeps their control pipes local: each worker connects to the supervisor on
-the host's loopback and speaks the msgpack frames it always speaks; the load never
+the host's loopback and speaks the frames it always speaks (:mod:`mqlab.worker.protocol`),
+which the supervisor relays as they are, in both directions; the load never
 runs inside Dask's own thread (its p99.9 was four to six times worse there).
 
 Between the supervisor and the controller, two Dask queues per host (through the
@@ -26,10 +27,12 @@ import tempfile
 import threading
 import time
 import zlib
+from dataclasses import replace
 from typing import Any
 
 import psutil
 
+from mqlab.config.plan import WorkerSpec
 from mqlab.worker import protocol
 
 __all__ = ["SILENCE", "queue_names", "supervise"]
@@ -49,7 +52,7 @@ class _Host:
 
     def __init__(self, up: queue.Queue[dict[str, Any] | None]) -> None:
         self.up = up  # drained to the Dask queue by a thread of its own
-        self.specs: dict[str, dict[str, Any]] = {}
+        self.specs: dict[str, WorkerSpec] = {}
         self.writers: dict[str, asyncio.StreamWriter] = {}
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.ps: dict[str, psutil.Process] = {}
@@ -62,16 +65,16 @@ class _Host:
         name = ""
         try:
             hello = await protocol.recv(reader)
-            name = str(hello.get("worker", ""))
+            name = hello.worker if isinstance(hello, protocol.Hello) else ""
             spec = self.specs.get(name)
             if spec is None:
                 writer.close()
                 return
             self.writers[name] = writer
-            await protocol.send(writer, {"type": "spec", "spec": spec})
+            await protocol.send(writer, protocol.Spec(spec))
             while True:  # frames relayed undecoded: the controller reads them as its own
                 self.up.put({"op": "w", "w": name, "b": await protocol.recv_raw(reader)})
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+        except (asyncio.IncompleteReadError, ConnectionError, protocol.FrameError):
             pass
         finally:
             if name:
@@ -84,11 +87,11 @@ class _Host:
         return self.dirs[remote]
 
     async def spawn(self, specs: list[dict[str, Any]]) -> None:
-        for spec in specs:
-            name = spec["worker"]
+        for wire in specs:
+            spec = WorkerSpec.from_wire(wire)
+            name = spec.worker
             # the servers' receipt ledgers live on this host; shipped back after the step
-            spec = {**spec, "ledger_dir": self.local_dir(spec["ledger_dir"])}
-            self.specs[name] = spec
+            self.specs[name] = replace(spec, ledger_dir=self.local_dir(spec.ledger_dir))
             err = open(os.path.join(self.tmp, f"{name}.stderr"), "wb")  # noqa: SIM115
             with err:
                 proc = await asyncio.create_subprocess_exec(
@@ -112,11 +115,12 @@ class _Host:
             tail = lines[-1] if lines else ""
         self.up.put({"op": "exited", "w": name, "code": code, "pid": proc.pid, "tail": tail})
 
-    async def send(self, name: str, msg: dict[str, Any]) -> None:
+    async def send(self, name: str, frame: bytes) -> None:
+        """A frame the controller encoded, relayed to its worker as it is."""
         writer = self.writers.get(name)
         if writer is not None:
             with contextlib.suppress(ConnectionError, RuntimeError):
-                await protocol.send(writer, msg)
+                await protocol.send_raw(writer, frame)
 
     async def reap(self, names: list[str], grace: float) -> None:
         deadline = time.monotonic() + grace
@@ -184,7 +188,7 @@ async def _serve(host: str, down: Any, up: queue.Queue[dict[str, Any] | None]) -
                 if op == "spawn":
                     await h.spawn(order["specs"])
                 elif op == "send":
-                    await h.send(order["w"], order["m"])
+                    await h.send(order["w"], order["b"])
                 elif op == "reap":
                     await h.reap(order["ws"], order["grace"])
                 elif op == "ledgers":

@@ -1,10 +1,11 @@
 """Worker figures: what one worker measured, as a value that serialises and merges itself.
 
-Workers send :class:`WorkerFigures` over the control channel (as plain dicts,
-msgpack); the controller merges them with :meth:`WorkerFigures.merge`: counters
-add, series add second by second (every worker bins from the same ``t0``),
-histograms add, nothing is averaged. Unique receipts across workers come from the
-ledger files, not from here (see :mod:`mqlab.measure.ledger`).
+Workers send :class:`WorkerFigures` over the control channel (in a snapshot or
+final frame, :mod:`mqlab.worker.protocol`); the controller merges them with
+:meth:`WorkerFigures.merge`: counters add, series add second by second (every
+worker bins from the same ``t0``), histograms add, nothing is averaged. Unique
+receipts across workers come from the ledger files, not from here (see
+:mod:`mqlab.measure.ledger`).
 """
 
 from __future__ import annotations
@@ -94,7 +95,6 @@ class WorkerFigures:
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> WorkerFigures:
         d = dict(d)
-        d.pop("type", None)
         d["sent_by_client"] = {int(c): int(n) for c, n in d.get("sent_by_client", [])}
         ol = d.get("open_loop")
         d["open_loop"] = OpenLoop(**ol) if ol else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from mqlab.measure import latency
+from mqlab.measure.steprecord import StepRecord
 
 #: a second's p99 above this multiple of the "before" phase's p99 is part of the bump
 BUMP_FACTOR = 2.0
@@ -63,7 +64,7 @@ def cost(
     phases: list[dict[str, Any]],
     p99_per_second: list[float | None],
     first_s: int,
-    record: dict[str, Any],
+    record: StepRecord,
     label: str,
 ) -> dict[str, Any]:
     """What the update cost: timeouts, losses, duplicates, the latency bump and its length."""
@@ -74,19 +75,19 @@ def cost(
     during = [v for v in p99_per_second[start:end] if v is not None]
     peak = max(during, default=None)
     bump_s = sum(1 for v in during if v > BUMP_FACTOR * before) if before is not None else None
-    timed_out = int(record["errors"].get("CallTimeout", 0))
+    timed_out = int(record.errors.get("CallTimeout", 0))
     in_phases = [i for i, p in enumerate(phases) if p["errors"]]
     where = f" (errors in phases {', '.join(str(i) for i in in_phases)})" if in_phases else ""
     verdict = (
-        f"{label}: {record['lost']:,} lost, {record['duplicates']:,} duplicated, "
+        f"{label}: {record.lost:,} lost, {record.duplicates:,} duplicated, "
         f"{timed_out:,} calls timed out{where}, p99 before {_ms(before)}, peak {_ms(peak)}"
         + (f", above {BUMP_FACTOR:g}x for {bump_s} s" if bump_s else "")
     )
     return {
         "timed_out": timed_out,
-        "lost": record["lost"],
-        "duplicates": record["duplicates"],
-        "errors": sum(record["errors"].values()),
+        "lost": record.lost,
+        "duplicates": record.duplicates,
+        "errors": sum(record.errors.values()),
         "p99_before_ms": before,
         "p99_peak_ms": peak,
         "bump_seconds": bump_s,

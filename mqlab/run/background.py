@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mqlab.config.background import Background
+from mqlab.measure.steprecord import StepRecord
 from mqlab.run import collect, stepresult
+from mqlab.worker import protocol
 
 if TYPE_CHECKING:
     from mqlab.config.plan import Layout, Step
@@ -104,9 +106,9 @@ class BackgroundLoad:
         self.workers += self.clients
         await pool.await_ready(self.clients)
 
-    async def send(self, msg: dict[str, Any], clients_only: bool = False) -> None:
+    async def send(self, frame: protocol.ToWorker, clients_only: bool = False) -> None:
         for w in self.clients if clients_only else self.workers:
-            await w.send(msg)
+            await w.send(frame)
 
     async def drain(
         self,
@@ -144,29 +146,29 @@ class BackgroundLoad:
         return summary(stepresult.build(outcome), self.spec)
 
 
-def summary(record: dict[str, Any], bg: Background) -> dict[str, Any]:
+def summary(record: StepRecord, bg: Background) -> dict[str, Any]:
     """What a reader needs of the background beside the probe; nothing hidden."""
-    ol = record.get("open_loop") or {}
-    lat = record["latency_ms"]
-    cpu = record.get("cpu") or {}
+    ol = record.open_loop or {}
+    lat = record.latency_ms
+    cpu = record.cpu or {}
     return {
         "pattern": bg.pattern,
         "rate": bg.rate,
         "achieved_rate": ol.get("achieved_rate"),
         "kept_up": ol.get("kept_up"),
-        "sent": record["sent"],
-        "expected": record["expected"],
-        "received": record["received"],
-        "lost": record["lost"],
-        "unaccounted": record["unaccounted"],
-        "still_queued": record["still_queued"],
-        "duplicates": record["duplicates"],
-        "errors": sum(record["errors"].values()),
-        "throughput": record["throughput"],
+        "sent": record.sent,
+        "expected": record.expected,
+        "received": record.received,
+        "lost": record.lost,
+        "unaccounted": record.unaccounted,
+        "still_queued": record.still_queued,
+        "duplicates": record.duplicates,
+        "errors": sum(record.errors.values()),
+        "throughput": record.throughput.to_wire(),
         "latency_ms": {k: lat.get(k) for k in ("kind", "p50", "p99", "max", "failed")},
-        "drain_end": record["drain_end"],
-        "workers_lost": record["workers_lost"],
-        "flags": [f["code"] for f in record["flags"]],
+        "drain_end": record.drain_end,
+        "workers_lost": list(record.workers_lost),
+        "flags": [f.code for f in record.flags],
         "cpu": {k: cpu.get(k) for k in ("clients_percent", "servers_percent")},
     }
 

@@ -16,11 +16,13 @@ import math
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mqlab.config.plan import Layout, Plan, Step, layout
 from mqlab.faults.losses import StepLosses
 from mqlab.live.snapshot import RunSnapshot
+from mqlab.measure.steprecord import StepRecord
 from mqlab.rabbitmq.backlog import QueueDepth
 from mqlab.run import background, collect, leftovers, stepresult
 from mqlab.run.background import BackgroundLoad
@@ -30,7 +32,7 @@ from mqlab.run.hostload import HostLoad
 from mqlab.run.progress import Progress, worker_rows
 from mqlab.run.rolling import RollingUpdate
 from mqlab.sdk.urls import mask
-from mqlab.worker import affinity
+from mqlab.worker import affinity, protocol
 from mqlab.worker.pool import Interrupted, StepFailed, Worker, WorkerPool
 
 if TYPE_CHECKING:
@@ -240,7 +242,7 @@ class Runner:
             await self.pool.reap(workers + bg_workers, grace=2.0)
             if self._faults is not None:  # the next step starts on a whole cluster
                 await self._faults.close()
-            record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted))
+            record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted)).to_wire()
             # every loss explained: events, the broker's side, attribution, verdict
             try:
                 record.update(self._losses.fields(
@@ -285,8 +287,7 @@ class Runner:
         window_end = window_start + int(run.duration * 1e9)
         # whole seconds of warm-up before the window, so 1 s bins align with it
         t0 = window_start - math.ceil(run.warmup) * _NS
-        go = {"type": "go", "t0": t0, "start": start,
-              "window_start": window_start, "window_end": window_end}  # fmt: skip
+        go = protocol.Go(t0, start, window_start, window_end)
         for w in workers:
             await w.send(go)
         if self._bg is not None:
@@ -350,7 +351,7 @@ class Runner:
         clients: list[Worker],
         t0: int,
         next_cpu: int,
-        go: dict[str, Any],
+        go: protocol.Go,
     ) -> bool:
         """The warm-up and the window, CPU sampled each second. True if interrupted."""
         window_start, window_end = self._window
@@ -370,9 +371,9 @@ class Runner:
                 # the window closed early: only its whole seconds so far are figures
                 self._window = (window_start, min(window_end, now))
                 for w in clients:
-                    await w.send({"type": "stop"})
+                    await w.send(protocol.Stop())
                 if self._bg is not None:
-                    await self._bg.send({"type": "stop"}, clients_only=True)
+                    await self._bg.send(protocol.Stop(), clients_only=True)
                 break
             if now >= next_cpu:
                 # the window's first tick primes the samples (the one before the warm-up
@@ -455,11 +456,10 @@ class Runner:
         t0: int = 0,
         done: bool = False,
     ) -> None:
-        def live_record() -> dict[str, Any]:
+        def live_record() -> StepRecord:
             assert lay is not None and workers is not None
             rec = stepresult.build(self._outcome(step, lay, workers, None, False, live=True))
-            rec["spontaneous"] = StepLosses.live(workers, self._window[0])
-            return rec
+            return replace(rec, spontaneous=tuple(StepLosses.live(workers, self._window[0])))
 
         rows = [*self.broker.rows(), *worker_rows(self._bg.workers if self._bg else ())]
         if self._faults is not None:

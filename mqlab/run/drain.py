@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mqlab.rabbitmq.backlog import QueueDepth
+from mqlab.worker import protocol
 from mqlab.worker.pool import Worker
 
 __all__ = ["DRAIN_IDLE", "drain", "in_flight"]
@@ -62,7 +63,7 @@ async def drain(
     depth: int | None = None
     while servers:
         for w in workers:
-            await w.send({"type": "snap"})
+            await w.send(protocol.Snap())
         await asyncio.sleep(0.1)
         sent = sum(w.last.sent for w in clients)
         got = sum(w.last.received for w in servers)

@@ -16,6 +16,7 @@ from mqlab.config.plan import Plan, Step
 from mqlab.live import timeline
 from mqlab.live.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
 from mqlab.measure.load import Load
+from mqlab.measure.steprecord import StepRecord
 from mqlab.run import stepresult
 from mqlab.worker.pool import Worker
 
@@ -38,11 +39,14 @@ class Progress:
         self.finished_series: list[StepSeries] = []
         self.errors = timeline.ErrorTally()
         self._nodes: list[WorkerRow] = []  # the last finished step's broker nodes, if any
-        self._live: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
+        self._live: tuple[tuple[int, ...], StepRecord | None, dict[str, Any] | None] = (
+            (), None, None,
+        )  # fmt: skip
 
-    def finish(self, record: dict[str, Any]) -> None:
+    def finish(self, wire: dict[str, Any]) -> None:
         """A step's final record: its row, series, errors and nodes stay on screen."""
-        self.finished_rows.append(stepresult.row(record, record["status"]))
+        record = StepRecord.from_wire(wire)  # with what the runner added after the build
+        self.finished_rows.append(stepresult.row(record, record.status))
         self.finished_series.append(timeline.series(record, running=False))
         self.errors.finish(record)
         self._nodes = timeline.node_rows(record) or self._nodes
@@ -52,26 +56,26 @@ class Progress:
         step: Step,
         phase: str,
         workers: Sequence[Worker] = (),
-        live_record: Callable[[], dict[str, Any]] | None = None,
+        live_record: Callable[[], StepRecord] | None = None,
         t0: int = 0,
         extra_rows: Sequence[WorkerRow] = (),
         done: bool = False,
     ) -> None:
         """Hand one snapshot to the view; ``live_record`` builds the running step's record."""
         current = None
-        running: list[dict[str, Any]] = []
+        running: list[StepRecord] = []
+        wire: dict[str, Any] | None = None
         if not done:
             if workers and live_record is not None:
                 key = (step.index, *(w.version for w in workers))
                 if key != self._live[0] or self._live[1] is None:
-                    self._live = (key, live_record())
-                record = self._live[1]
+                    built = live_record()
+                    self._live = (key, built, built.to_wire())
+                _, record, wire = self._live
                 assert record is not None
                 running.append(record)
                 # the last complete second is the honest "now"
-                per_s = record["series"][
-                    "round_trip" if step.scenario.pattern == "call" else "received"
-                ]
+                per_s = getattr(record.series, record.completions)
                 now_i = (time.monotonic_ns() - t0) // _NS - 1 if t0 else -1
                 rate_now = float(per_s[now_i]) if 0 <= now_i < len(per_s) else 0.0
                 current = stepresult.row(record, phase, rate_now=rate_now)
@@ -99,7 +103,7 @@ class Progress:
                 ),
                 workers=(*worker_rows(workers), *extra_rows, *self._nodes),
                 errors=self.errors.rows(running),
-                record=running[0] if running else None,
+                record=wire,
             )
         )
 

@@ -28,6 +28,7 @@ from mqlab import registry
 from mqlab.config.plan import Step
 from mqlab.config.profile import DriverSpec
 from mqlab.config.roles import Rolling, schedule
+from mqlab.worker import protocol
 from mqlab.worker.pool import Worker, WorkerPool
 
 _NS = 1_000_000_000
@@ -99,12 +100,12 @@ class RollingUpdate:
         )
         return f"{doing} ({counts})"
 
-    async def replace_next(self, workers: list[Worker], go: dict[str, Any]) -> None:
+    async def replace_next(self, workers: list[Worker], go: protocol.Go) -> None:
         """Stop the next old worker, start its successor, tell it to go; appends to ``workers``."""
         name = self.order[self.done]
         old = next(w for w in workers if w.spec.worker == name)
         self.current = name
-        window_start = go["window_start"]
+        window_start = go.window_start
         began = time.monotonic_ns()
         self.starts.append((began - window_start) / _NS)
         self._event(
@@ -118,7 +119,7 @@ class RollingUpdate:
                     old.proc.kill()
                 await old.proc.wait()
         else:
-            await old.send({"type": "retire"})
+            await old.send(protocol.Retire())
             deadline = time.monotonic() + self.step.scenario.timeout + RETIRE_GRACE
             while old.final is None and not old.gone and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
@@ -140,7 +141,7 @@ class RollingUpdate:
         # it starts now and continues the schedule from where its predecessor's account
         # ends: that worker's last figures (its final ones, or those taken before the kill)
         until = old.last.at or stopped
-        await fresh.send({**go, "start": time.monotonic_ns(), "schedule_from": until})
+        await fresh.send(dataclasses.replace(go, start=time.monotonic_ns(), schedule_from=until))
         serving = time.monotonic_ns()
         self.counts[self.rolling.old] -= 1
         self.counts[self.new.name] += 1
@@ -173,7 +174,7 @@ class RollingUpdate:
     async def _close_old(self, window_start: int) -> None:
         """Every dual-listening server closes its old driver's transport: one event each."""
         for w in self.dual:
-            await w.send({"type": "close-old"})
+            await w.send(protocol.CloseOld())
         deadline = time.monotonic() + RETIRE_GRACE
         pending = list(self.dual)
         while pending and time.monotonic() < deadline:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mqlab.config.plan import Layout, Step
@@ -20,7 +20,7 @@ from mqlab.live.snapshot import StepRow
 from mqlab.measure import latency, phases
 from mqlab.measure.figures import WorkerFigures
 from mqlab.measure.identity import settings_of
-from mqlab.measure.load import Load
+from mqlab.measure.steprecord import Flag, RecordSeries, StepRecord, Throughput
 
 #: an open-loop step that sent less than this share of its schedule could not keep up
 KEEP_UP = 0.99
@@ -62,7 +62,7 @@ class Outcome:
     window_start_ns: int = 0  # monotonic ns the window opened at
 
 
-def throughput(per_second: list[int], first: int, seconds: int) -> dict[str, Any]:
+def throughput(per_second: list[int], first: int, seconds: int) -> Throughput:
     """Mean and population stdev over the window's whole seconds [first, first + seconds).
 
     None when not one whole second was measured: a rate the code did not measure
@@ -70,10 +70,10 @@ def throughput(per_second: list[int], first: int, seconds: int) -> dict[str, Any
     """
     window = [per_second[i] if i < len(per_second) else 0 for i in range(first, first + seconds)]
     if not window:
-        return {"mean": None, "stdev": None, "seconds": 0}
+        return Throughput(None, None, 0)
     mean = sum(window) / len(window)
     stdev = statistics.pstdev(window) if len(window) > 1 else 0.0
-    return {"mean": round(mean, 2), "stdev": round(stdev, 2), "seconds": len(window)}
+    return Throughput(round(mean, 2), round(stdev, 2), len(window))
 
 
 def _kind(pattern: str) -> str:
@@ -145,8 +145,8 @@ def failed(o: Outcome, kind: str) -> int:
     return c.unsent_in_window * groups + undelivered
 
 
-def build(o: Outcome) -> dict[str, Any]:
-    """The step's record, as written to the results file."""
+def build(o: Outcome) -> StepRecord:
+    """The step's record; :meth:`StepRecord.to_wire` is what the results file holds."""
     step, sc, c, s = o.step, o.step.scenario, o.clients, o.servers
     kind = _kind(sc.pattern)
     sent = c.sent
@@ -172,7 +172,7 @@ def build(o: Outcome) -> dict[str, Any]:
     }
     n_series = max((len(v) for f in (c, s) for v in f.series.values()), default=0)
     p50, p99 = _per_second_latency(src.per_second.get(kind, []), n_series)
-    flags: list[dict[str, str]] = []
+    flags: list[Flag] = []
     open_loop: dict[str, Any] | None = None
     if c.open_loop is not None:
         ol = c.open_loop
@@ -187,119 +187,115 @@ def build(o: Outcome) -> dict[str, Any]:
             "kept_up": kept_up,
         }
         if not kept_up:
-            flags.append({
-                "code": "could_not_keep_up",
-                "message": f"could not keep up: sent {ol.sent:,} of {ol.intended:,} scheduled "
+            flags.append(Flag(
+                "could_not_keep_up",
+                f"could not keep up: sent {ol.sent:,} of {ol.intended:,} scheduled "
                 f"({100.0 * ol.sent / ol.intended:.1f} %), {ol.not_sent:,} never sent",
-            })  # fmt: skip
+            ))  # fmt: skip
     offered = [v * groups for v in c.series.get("sent", [])]
     if _backlog(offered, completions, src.per_second.get(kind, []), o.first_s, seconds):
-        flags.append({
-            "code": "backlog_growing",
-            "message": "backlog growing: the rate is the consumer's, the latency is queue time",
-        })  # fmt: skip
+        flags.append(Flag(
+            "backlog_growing",
+            "backlog growing: the rate is the consumer's, the latency is queue time",
+        ))  # fmt: skip
     if unaccounted:
         held = "queue depth unknown" if o.depth_unknown else f"still queued {o.still_queued:,}"
-        flags.append({
-            "code": "unaccounted",
-            "message": f"unaccounted ({held}) when the drain ended",
-        })  # fmt: skip
+        flags.append(Flag("unaccounted", f"unaccounted ({held}) when the drain ended"))
     errors = dict(c.errors)
     if s is not c:
         for k, n in s.errors.items():
             errors[k] = errors.get(k, 0) + n
-    record: dict[str, Any] = {
-        "step": step.index,
-        "driver": step.driver_label,
-        "plugin": step.driver.plugin,
-        "scenario": sc.name,
-        "pattern": sc.pattern,
-        "concurrency": step.concurrency,
-        "rate": step.rate,
-        "repeat": step.repeat,
-        "servers": sc.servers,
-        "targets": sc.targets,
-        "consumers": sc.consumers,
-        "batch": sc.batch,
-        "groups": groups,
-        "serializer": sc.serializer,
-        "envelope": sc.envelope,
-        "message_size": sc.message_size.text,
-        "durable": sc.durable,
-        "queue_type": step.queue_type,
-        "timeout_s": sc.timeout,
-        "settings": settings_of(
-            step.scenario, step.queue_type, _drivers(step)
-        ),  # the whole definition: the step's identity
-        "status": "interrupted" if o.interrupted else "done",
-        "workers_lost": list(o.workers_lost),
-        "sent": sent,
-        "expected": expected,
-        "received": unique,
-        "round_trip": c.round_trip,
-        "lost": missing - unaccounted,
-        "unaccounted": unaccounted,
-        "still_queued": o.still_queued,
-        "depth_unknown": o.depth_unknown,
-        "drain_s": o.drain_s,
-        "drain_end": o.drain_end,
-        "duplicates": s.duplicates + o.cross_duplicates,
-        "out_of_order": s.out_of_order,
-        "errors": errors,
-        "error_messages": {**c.error_messages, **(s.error_messages if s is not c else {})},
-        "throughput": throughput(completions, o.first_s, seconds),
-        "latency_ms": lat[kind],
-        "latency": lat,
-        "histograms": {k: f.hist[k] for k, f in (("round_trip", c), ("one_way", s)) if k in f.hist},
-        "open_loop": open_loop,
-        "flags": flags,
-        "cpu": o.cpu,
-        "series": {
-            "t0_offset_s": -o.first_s,
-            "sent": c.series.get("sent", []),
-            "received": s.series.get("received", []),
-            "round_trip": c.series.get("round_trip", []),
-            "errors": WorkerFigures.total([c, s] if s is not c else [c]).series.get("errors", []),
-            "p50_ms": p50,
-            "p99_ms": p99,
-        },
-    }
-    record.update(o.broker or {})
-    if o.link:
-        record["link"] = dict(o.link)
+    lost = missing - unaccounted
     # how long everything sent took to arrive, from the window's start: a fixed batch
     # (an open loop's rate x duration) drained, as seed 002 timed it; None unless all came
     last = s.last_rx
-    complete = o.drain_end == "complete" and not record["lost"] and not unaccounted
-    record["drained_in_s"] = (
+    complete = o.drain_end == "complete" and not lost and not unaccounted
+    drained_in_s = (
         round((last - o.window_start_ns) / 1e9, 3)
         if complete and last and o.window_start_ns and o.window_s
         else None
     )
-    if sc.batch and record["drained_in_s"]:
+    series = RecordSeries(
+        t0_offset_s=-o.first_s,
+        sent=tuple(c.series.get("sent", [])),
+        received=tuple(s.series.get("received", [])),
+        round_trip=tuple(c.series.get("round_trip", [])),
+        errors=tuple(WorkerFigures.total([c, s] if s is not c else [c]).series.get("errors", [])),
+        p50_ms=tuple(p50),
+        p99_ms=tuple(p99),
+    )
+    record = StepRecord(
+        step=step.index,
+        driver=step.driver_label,
+        plugin=step.driver.plugin,
+        scenario=sc.name,
+        pattern=sc.pattern,
+        concurrency=step.concurrency,
+        rate=step.rate,
+        repeat=step.repeat,
+        servers=sc.servers,
+        targets=sc.targets,
+        consumers=sc.consumers,
+        batch=sc.batch,
+        groups=groups,
+        serializer=sc.serializer,
+        envelope=sc.envelope,
+        message_size=sc.message_size.text,
+        durable=sc.durable,
+        queue_type=step.queue_type,
+        timeout_s=sc.timeout,
+        settings=settings_of(step.scenario, step.queue_type, _drivers(step)),
+        status="interrupted" if o.interrupted else "done",
+        workers_lost=tuple(o.workers_lost),
+        sent=sent,
+        expected=expected,
+        received=unique,
+        round_trip=c.round_trip,
+        lost=lost,
+        unaccounted=unaccounted,
+        still_queued=o.still_queued,
+        depth_unknown=o.depth_unknown,
+        drain_s=o.drain_s,
+        drain_end=o.drain_end,
+        duplicates=s.duplicates + o.cross_duplicates,
+        out_of_order=s.out_of_order,
+        errors=errors,
+        error_messages={**c.error_messages, **(s.error_messages if s is not c else {})},
+        throughput=throughput(completions, o.first_s, seconds),
+        latency_ms=lat[kind],
+        latency=lat,
+        histograms={k: f.hist[k] for k, f in (("round_trip", c), ("one_way", s)) if k in f.hist},
+        open_loop=open_loop,
+        flags=tuple(flags),
+        cpu=o.cpu,
+        series=series,
+        extra=dict(o.broker or {}),
+        link=dict(o.link) if o.link else None,
+        drained_in_s=drained_in_s,
         # the batch's own rate: every message sent, drained, over the time it took
-        record["batch_rate"] = round(record["received"] / record["drained_in_s"], 1)
-    spread = per_queue(s.per_topic, s.per_topic_last, o.window_start_ns)
-    if spread is not None:
-        record["per_queue"] = spread
-    if step.roles is not None:
-        record["roles"] = step.roles
+        batch_rate=round(unique / drained_in_s, 1) if sc.batch and drained_in_s else None,
+        per_queue=per_queue(s.per_topic, s.per_topic_last, o.window_start_ns),
+        roles=step.roles,
+        events=tuple(o.events) if o.phases or o.events else None,
+    )
     if o.phases:
+        wire = record.to_wire()  # what the verdict reads: the record as written
         cut = phases.figures(
-            list(o.phases), o.first_s, seconds, record["series"], completions,
+            list(o.phases), o.first_s, seconds, wire["series"], completions,
             src.per_second.get(kind, []),
         )  # fmt: skip
-        record["events"] = list(o.events)
-        record["phases"] = cut
-        if o.update:
-            record["update"] = phases.cost(cut, p99, o.first_s, record, o.update)
+        faults = None
         if o.faults:
-            record["faults"] = verdict.per_event(
-                list(o.phases), o.first_s, seconds, completions, record["series"]["errors"],
-                record, step.driver.options_dict, verdict.declares_at_most_once(step.driver.plugin),
+            faults = verdict.per_event(
+                list(o.phases), o.first_s, seconds, completions, wire["series"]["errors"],
+                wire, step.driver.options_dict, verdict.declares_at_most_once(step.driver.plugin),
             )  # fmt: skip
-    elif o.events:  # a running step: the live view marks what happened so far
-        record["events"] = list(o.events)
+        record = replace(
+            record,
+            phases=tuple(cut),
+            update=phases.cost(cut, p99, o.first_s, record, o.update) if o.update else None,
+            faults=tuple(faults) if faults is not None else None,
+        )
     return record
 
 
@@ -341,25 +337,26 @@ def load_label(concurrency: int | None, rate: float | None) -> str:
     return f"c={concurrency}" if concurrency is not None else f"{rate or 0:g}/s"
 
 
-def row(record: dict[str, Any], phase: str, rate_now: float | None = None) -> StepRow:
+def row(record: StepRecord, phase: str, rate_now: float | None = None) -> StepRow:
     """The table row of a step: finished (from its record) or running (``rate_now`` given)."""
-    lat = record["latency_ms"]
-    cpu = record.get("cpu") or {}
+    lat = record.latency_ms
+    cpu = record.cpu or {}
+    verdict = record.verdict or {}
     return StepRow(
-        index=record["step"],
-        driver=record["driver"],
-        pattern=record["pattern"],
-        load=Load.of(record).label(),
+        index=record.step,
+        driver=record.driver,
+        pattern=record.pattern,
+        load=record.load.label(),
         phase=phase,
-        sent=record["sent"],
-        received=record["received"],
-        round_trip=record["round_trip"],
-        lost=None if rate_now is not None else record["lost"],
-        unaccounted=record.get("unaccounted", 0),
-        duplicates=record["duplicates"],
-        errors=sum(record["errors"].values()),
+        sent=record.sent,
+        received=record.received,
+        round_trip=record.round_trip,
+        lost=None if rate_now is not None else record.lost,
+        unaccounted=record.unaccounted,
+        duplicates=record.duplicates,
+        errors=sum(record.errors.values()),
         rate_now=rate_now or 0.0,
-        rate_mean=record["throughput"]["mean"],
+        rate_mean=record.throughput.mean,
         p50_ms=lat["p50"],
         p99_ms=lat["p99"],
         p99_lower_bound="p99" in lat.get("censored", ()),
@@ -368,8 +365,8 @@ def row(record: dict[str, Any], phase: str, rate_now: float | None = None) -> St
         cpu_servers=cpu.get("servers_percent"),
         cpu_broker=cpu.get("broker_percent"),
         cpu_nodes=tuple((n["node"], n["cpu_percent"]) for n in cpu.get("nodes") or ()),
-        queue_type=record.get("queue_type", "classic"),
-        flags=tuple(f["code"] for f in record.get("flags", ())),
-        note=(record.get("verdict") or {}).get("note", ""),
-        note_failed=bool((record.get("verdict") or {}).get("failed")),
+        queue_type=record.queue_type,
+        flags=tuple(f.code for f in record.flags),
+        note=verdict.get("note", ""),
+        note_failed=bool(verdict.get("failed")),
     )

@@ -54,7 +54,7 @@ class Worker:
     spec: WorkerSpec
     proc: asyncio.subprocess.Process | None = None
     stderr_path: str = ""
-    ready: asyncio.Future[dict[str, Any]] | None = None
+    ready: asyncio.Future[protocol.Ready | protocol.Error] | None = None
     writer: asyncio.StreamWriter | None = None
     last: WorkerFigures = field(default_factory=WorkerFigures)
     version: int = 0  # bumped with every new snapshot: the live view's cache key
@@ -71,10 +71,10 @@ class Worker:
     rss: int = 0  # at the last sample
     ps: psutil.Process | None = None
 
-    async def send(self, msg: dict[str, Any]) -> None:
+    async def send(self, frame: protocol.ToWorker) -> None:
         if self.writer is not None and not self.gone:
             with contextlib.suppress(ConnectionError, RuntimeError):
-                await protocol.send(self.writer, msg)
+                await protocol.send(self.writer, frame)
 
     async def snapshot_now(self, timeout: float = 1.0) -> None:
         """Ask for figures and wait (``timeout`` at most) until they are in ``last``.
@@ -84,7 +84,7 @@ class Worker:
         per-second series and open-loop account would lose that second.
         """
         asked = time.monotonic_ns()
-        await self.send({"type": "snap"})
+        await self.send(protocol.Snap())
         deadline = time.monotonic() + timeout
         while self.last.at < asked and not self.gone and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
@@ -120,46 +120,53 @@ class WorkerPool:
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         w: Worker | None = None
+        why = ""
         try:
             hello = await protocol.recv(reader)
-            w = self._workers.get(hello.get("worker", ""))
+            if isinstance(hello, protocol.Hello):
+                w = self._workers.get(hello.worker)
             if w is None or w.ready is None:
                 writer.close()
                 return
             w.writer = writer
-            await protocol.send(writer, {"type": "spec", "spec": w.spec.to_wire()})
+            await protocol.send(writer, protocol.Spec(w.spec))
             while True:
                 self.receive(w, await protocol.recv(reader))
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+        except protocol.FrameError as exc:
+            why = f"worker {w.spec.worker}: {exc}" if w is not None else ""
+        except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             if w is not None:
-                self.lost(w, self._stderr_tail(w))
+                self.lost(w, why or self._stderr_tail(w))
             writer.close()
 
     @staticmethod
-    def receive(w: Worker, msg: dict[str, Any]) -> None:
-        """One control message from worker ``w``: what it says becomes its state."""
-        kind = msg.pop("type")
-        if kind in ("ready", "error") and w.ready is not None and not w.ready.done():
-            w.ready.set_result({"type": kind, **msg})
-        elif kind == "snapshot":
-            w.last = WorkerFigures.from_wire(msg)
-            w.version += 1
-        elif kind == "done":
-            w.done = True
-        elif kind == "closed-old":
-            w.old_closed = True
-        elif kind == "final":
-            w.last = w.final = WorkerFigures.from_wire(msg)
-            w.version += 1
+    def receive(w: Worker, frame: protocol.Frame) -> None:
+        """One control frame from worker ``w``: what it says becomes its state."""
+        match frame:
+            case protocol.Ready() | protocol.Error():
+                if w.ready is not None and not w.ready.done():
+                    w.ready.set_result(frame)
+            case protocol.Snapshot(figures):
+                w.last = figures
+                w.version += 1
+            case protocol.Done():
+                w.done = True
+            case protocol.ClosedOld():
+                w.old_closed = True
+            case protocol.Final(figures):
+                w.last = w.final = figures
+                w.version += 1
+            case _:  # a controller's frame: a worker never sends one
+                pass
 
     @staticmethod
     def lost(w: Worker, why: str) -> None:
         """Worker ``w``'s control channel closed: a start it had not finished failed."""
         w.gone = True
         if w.ready is not None and not w.ready.done():
-            w.ready.set_result({"type": "error", "kind": "WorkerDied", "message": why})
+            w.ready.set_result(protocol.Error("WorkerDied", why))
 
     # -- around each step: nothing on one host; the hosts' clocks and events on several --
 
@@ -206,9 +213,10 @@ class WorkerPool:
         futures = [w.ready for w in workers if w.ready is not None]
         waiter = asyncio.ensure_future(asyncio.gather(*futures))
         force = asyncio.ensure_future(self.force.wait())
+        either: set[asyncio.Future[Any]] = {waiter, force}
         try:
             done, _ = await asyncio.wait(
-                {waiter, force}, timeout=START_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+                either, timeout=START_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             force.cancel()
@@ -220,13 +228,13 @@ class WorkerPool:
             late = [w.spec.worker for w in workers if w.ready is not None and not w.ready.done()]
             raise StepFailed(f"worker(s) {', '.join(late)} did not start within {START_TIMEOUT:g}s")
         for w, answer in zip(workers, waiter.result(), strict=True):
-            if answer["type"] == "error":
-                raise StepFailed(answer.get("message") or f"worker {w.spec.worker} failed")
+            if isinstance(answer, protocol.Error):
+                raise StepFailed(answer.message or f"worker {w.spec.worker} failed")
 
     async def finish(self, workers: list[Worker], timeout: float) -> None:
         """Ask every worker for its final figures; wait up to ``timeout`` (or a second Ctrl-C)."""
         for w in workers:
-            await w.send({"type": "finish"})
+            await w.send(protocol.Finish())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while any(w.final is None and not w.gone for w in workers):

@@ -14,7 +14,6 @@ import contextlib
 import os
 import socket
 import sys
-from typing import Any
 
 from mqlab import netns, registry
 from mqlab.codec import Codec
@@ -28,9 +27,9 @@ from mqlab.worker.recorder import Recorder
 from mqlab.worker.workload import ClientLoad, server_handler
 
 
-def _error(exc: BaseException) -> dict[str, Any]:
+def _error(exc: BaseException) -> protocol.Error:
     kind = exc.kind if isinstance(exc, TransportError) else type(exc).__name__
-    return {"type": "error", "kind": kind, "message": str(exc) or kind}
+    return protocol.Error(kind, str(exc) or kind)
 
 
 def _scratch(step_dir: str) -> str | None:
@@ -104,8 +103,11 @@ async def serve(host: str, port: int, name: str, sock: socket.socket | None = No
         reader, writer = await asyncio.open_connection(sock=sock)
     else:
         reader, writer = await asyncio.open_connection(host, port)
-    await protocol.send(writer, {"type": "hello", "worker": name, "pid": os.getpid()})
-    spec = WorkerSpec.from_wire((await protocol.recv(reader))["spec"])
+    await protocol.send(writer, protocol.Hello(name, os.getpid()))
+    first = await protocol.recv(reader)
+    if not isinstance(first, protocol.Spec):
+        raise protocol.FrameError(f"control frame {first.TYPE!r} came first, not the spec")
+    spec = first.spec
     clock.set_offset(spec.clock_offset_ns)  # before any time is read: go, stamps, receipts
     rec = Recorder(spec.ledger_dir, spec.worker)
     codec = Codec(spec.serializer, spec.envelope)
@@ -125,7 +127,7 @@ async def serve(host: str, port: int, name: str, sock: socket.socket | None = No
         await protocol.send(writer, _error(exc))
         writer.close()
         return 1
-    await protocol.send(writer, {"type": "ready"})
+    await protocol.send(writer, protocol.Ready())
     loads = [
         ClientLoad(
             transport,
@@ -140,18 +142,16 @@ async def serve(host: str, port: int, name: str, sock: socket.socket | None = No
         for role in spec.clients
     ]
     try:
-        msg = await protocol.recv(reader)
-        if msg["type"] != "go":
+        go = await protocol.recv(reader)
+        if not isinstance(go, protocol.Go):
             return 0
-        rec.open(msg["t0"], msg["window_start"], msg["window_end"])
+        rec.open(go.t0, go.window_start, go.window_end)
         async with asyncio.TaskGroup() as tg:
             runs = [
                 tg.create_task(
-                    load.closed_loop(role.concurrency, msg["start"], msg["window_end"], role.batch)
+                    load.closed_loop(role.concurrency, go.start, go.window_end, role.batch)
                     if role.concurrency
-                    else load.open_loop(
-                        role.rate, msg["start"], msg["window_end"], msg.get("schedule_from", 0)
-                    )
+                    else load.open_loop(role.rate, go.start, go.window_end, go.schedule_from)
                 )
                 for load, role in zip(loads, spec.clients, strict=True)
             ]
@@ -159,35 +159,34 @@ async def serve(host: str, port: int, name: str, sock: socket.socket | None = No
             if runs:
                 tg.create_task(_report_done(writer, runs))
             while True:
-                msg = await protocol.recv(reader)
-                if msg["type"] == "stop":
-                    for load in loads:
-                        load.stop.set()
-                elif msg["type"] == "snap":
-                    figures = rec.figures()
-                    await protocol.send(writer, {"type": "snapshot", **figures.to_wire()})
-                elif msg["type"] == "finish":
-                    break
-                elif msg["type"] == "close-old" and old is not None:
-                    # the last old-driver client has moved: stop listening on its transport
-                    await _close(old)
-                    old = None
-                    await protocol.send(writer, {"type": "closed-old"})
-                elif msg["type"] == "retire":
-                    # a graceful stop, as a service restart does it: stop sending and
-                    # consuming, let what is in hand finish, close, then report
-                    for load in loads:
-                        load.stop.set()
-                    await asyncio.gather(*runs, return_exceptions=True)
-                    await _close(transport)
-                    if old is not None:
+                match await protocol.recv(reader):
+                    case protocol.Stop():
+                        for load in loads:
+                            load.stop.set()
+                    case protocol.Snap():
+                        await protocol.send(writer, protocol.Snapshot(rec.figures()))
+                    case protocol.Finish():
+                        break
+                    case protocol.CloseOld() if old is not None:
+                        # the last old-driver client has moved: stop listening on its transport
                         await _close(old)
                         old = None
-                    break
+                        await protocol.send(writer, protocol.ClosedOld())
+                    case protocol.Retire():
+                        # a graceful stop, as a service restart does it: stop sending and
+                        # consuming, let what is in hand finish, close, then report
+                        for load in loads:
+                            load.stop.set()
+                        await asyncio.gather(*runs, return_exceptions=True)
+                        await _close(transport)
+                        if old is not None:
+                            await _close(old)
+                            old = None
+                        break
             ticker.cancel()
             for t in runs:
                 t.cancel()
-        await protocol.send(writer, {"type": "final", **rec.figures().to_wire()})
+        await protocol.send(writer, protocol.Final(rec.figures()))
     except (asyncio.IncompleteReadError, ConnectionError):
         pass  # the controller went away: nothing to report to, just clean up
     finally:
@@ -205,13 +204,12 @@ async def _snapshots(writer: asyncio.StreamWriter, rec: Recorder) -> None:
     # never sends its final figures
     while True:
         await asyncio.sleep(1.0)
-        figures = rec.figures()
-        await protocol.send(writer, {"type": "snapshot", **figures.to_wire()})
+        await protocol.send(writer, protocol.Snapshot(rec.figures()))
 
 
 async def _report_done(writer: asyncio.StreamWriter, runs: list[asyncio.Task[None]]) -> None:
     await asyncio.gather(*runs, return_exceptions=True)
-    await protocol.send(writer, {"type": "done"})
+    await protocol.send(writer, protocol.Done())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     try:
         return run(lambda: serve(host, int(port), args.name, sock))
+    except protocol.FrameError as exc:  # one line in its stderr: the step's error says it
+        print(f"mqlab worker: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 
