@@ -190,6 +190,15 @@ def test_call_cast_notify_with_servers_on_one_host_and_clients_on_the_other(
                 # the bound the step states
                 assert abs(c["offset_s"] - OFFSETS[name]) <= c["bound_us"] / 1e6, (name, c)
         assert not s["hosts"]["events"]
+        # one per-second series for the step, the hosts' bins on the controller's clock:
+        # sends binned on w2 and receipts on w1 (clocks thousands of seconds apart) fall in
+        # the same seconds, and each series adds up to the step's own count
+        series = s["series"]
+        first = -series["t0_offset_s"]
+        for name, total in (("sent", s["sent"]), ("received", s["received"])):
+            assert sum(series[name]) == total, (name, series[name], total)
+            assert len(series[name]) <= first + 3 + 5 + 1, (name, series[name])
+            assert all(series[name][first : first + 3]), (name, series[name])
         # each host's own CPU, sampled there: its workers at least
         for h in hosts.values():
             assert h["cpus"] == os.cpu_count() and h["cpu_percent"] > 0, h
@@ -336,6 +345,16 @@ def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
     assert "host_lost" in {f["code"] for f in step["flags"]}
     assert "lost" in step["incomplete"] and "duplicates" in step["incomplete"]
     assert "s0" in step["workers_lost"]
+    # w1's receipts died with it, but it shipped its ledgers' state once a second: what
+    # that state holds counts as received (without it, every message would be lost) ...
+    as_of = step["hosts"]["receipts_as_of_s"]["w1"]
+    assert as_of is not None and 0 < as_of <= event["t_s"], (as_of, event)
+    assert 0 < step["received"] < step["sent"], step
+    # ... what was sent around the loss, which w1 may have had, is unknown, not lost;
+    # what was sent once it was gone (nobody else serves the queue) is lost
+    unknown = step["hosts"]["unknown"]
+    assert 0 < unknown <= step["unaccounted"] and step["lost"] > 0, step
+    assert step["received"] + step["lost"] + step["unaccounted"] == step["expected"], step
     # and the lost host is named, within the profile's timeout, by the check
     proc = mqlab("hosts", "check", str(cluster.profile(tmp_path)), timeout=60)
     assert proc.returncode == 1 and "Dask worker(s) w1 not connected" in proc.stderr

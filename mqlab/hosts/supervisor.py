@@ -54,6 +54,7 @@ class _Host:
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.ps: dict[str, psutil.Process] = {}
         self.dirs: dict[str, str] = {}  # the controller's ledger dir -> this host's
+        self.shipped: dict[str, int] = {}  # a ledger file's path -> crc of what was last shipped
         self.port = 0
         self.tmp = tempfile.mkdtemp(prefix="mqlab-host-")
         psutil.cpu_percent(None)  # primed: the first reading covers from now
@@ -148,7 +149,28 @@ class _Host:
                 with open(path, "rb") as f:
                     files[name] = zlib.compress(f.read().rstrip(b"\0"))
             shutil.rmtree(local, ignore_errors=True)
+            self.shipped = {p: c for p, c in self.shipped.items() if not p.startswith(local)}
         self.up.put({"op": "ledgers", "dir": remote, "files": files})
+
+    def ledger_state(self) -> None:
+        """What the step's ledgers hold now, the files changed since the last time: should
+        this host die, the controller keeps the receipts up to here (``at``: read before the
+        files, so every receipt before it is in them)."""
+        for remote, local in list(self.dirs.items()):
+            at = time.monotonic_ns()
+            files: dict[str, bytes] = {}
+            with contextlib.suppress(OSError):
+                for name in os.listdir(local):
+                    path = os.path.join(local, name)
+                    if not os.path.isfile(path):
+                        continue
+                    with open(path, "rb") as f:
+                        data = f.read().rstrip(b"\0")
+                    crc = zlib.crc32(data)
+                    if self.shipped.get(path) != crc:
+                        self.shipped[path] = crc
+                        files[name] = zlib.compress(data)
+            self.up.put({"op": "ledger-state", "dir": remote, "at": at, "files": files})
 
     def cpu(self) -> None:
         out = {}
@@ -195,6 +217,8 @@ async def _serve(host: str, down: Any, up: queue.Queue[dict[str, Any] | None]) -
                 return f"no word from the controller for {SILENCE:g}s"
             if loop.time() >= next_cpu:
                 h.cpu()
+                # read in a thread: a step's ledgers are sparse files of 16 MiB each
+                await loop.run_in_executor(None, h.ledger_state)
                 next_cpu += 1
             if not batch:
                 await asyncio.sleep(_POLL)
