@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -40,6 +41,22 @@ class Cluster:
     certs: Path
     procs: dict[str, subprocess.Popen[bytes]]
     logs: Path
+    argv: dict[str, list[str]]
+    env: dict[str, str]
+
+    def revive(self, name: str) -> None:
+        """Start the Dask worker ``name`` again (after a test killed it), under the same name
+        and clock, and wait until the scheduler has it."""
+        log = self.logs / f"{name}.again.log"
+        with open(log, "wb") as out:
+            self.procs[name] = subprocess.Popen(
+                self.argv[name], stdout=out, stderr=subprocess.STDOUT, env=self.env
+            )
+        deadline = time.monotonic() + 60
+        while "Registered to" not in log.read_text(errors="replace"):
+            assert self.procs[name].poll() is None, log.read_text(errors="replace")
+            assert time.monotonic() < deadline, f"{name} did not register again"
+            time.sleep(0.1)
 
     def profile(self, tmp: Path, certs_dir: Path | None = None, extra: str = "") -> Path:
         return write_profile(
@@ -94,6 +111,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     netns.sweep("mq31")  # what a killed earlier run of this test left
     net = netns.Network.create(prefix, ["broker", "w1", "w2"])
     procs: dict[str, subprocess.Popen[bytes]] = {}
+    argv: dict[str, list[str]] = {}  # each Dask worker's command line, to start it again
     env = {
         **os.environ,
         "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
@@ -112,21 +130,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 stdout=log, stderr=log, env=env,
             )  # fmt: skip
         for name, offset in OFFSETS.items():
+            argv[name] = [
+                *net.exec_prefix(name), "unshare", "--time", "--monotonic", str(offset),
+                str(BIN / "dask"), "worker", address, "--name", name, "--no-nanny",
+                "--nthreads", "2", "--host", net.address(name), "--no-dashboard", *tls,
+                "--tls-cert", str(c / "worker.pem"), "--tls-key", str(c / "worker-key.pem"),
+            ]  # fmt: skip
             with open(tmp / f"{name}.log", "wb") as log:
-                procs[name] = subprocess.Popen(
-                    [*net.exec_prefix(name), "unshare", "--time", "--monotonic", str(offset),
-                     str(BIN / "dask"), "worker", address, "--name", name, "--no-nanny",
-                     "--nthreads", "2", "--host", net.address(name), "--no-dashboard", *tls,
-                     "--tls-cert", str(c / "worker.pem"), "--tls-key", str(c / "worker-key.pem")],
-                    stdout=log, stderr=log, env=env,
-                )  # fmt: skip
+                procs[name] = subprocess.Popen(argv[name], stdout=log, stderr=log, env=env)
         # the broker: nats-server on the broker namespace's address only
         with open(tmp / "nats.log", "wb") as log:
             procs["broker"] = subprocess.Popen(
                 [*net.exec_prefix("broker"), "nats-server", "-a", net.address("broker"),
                  "-p", "4222"], stdout=log, stderr=log,
             )  # fmt: skip
-        yield Cluster(net, address, c, procs, tmp)
+        yield Cluster(net, address, c, procs, tmp, argv, env)
     finally:
         for proc in procs.values():
             _stop(proc)
@@ -304,10 +322,9 @@ def _mqlab_workers(parent: psutil.Process) -> list[psutil.Process]:
     return found
 
 
-def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
-    cluster: Cluster, tmp_path: Path
-) -> None:
-    # last: it kills the servers' host (w1's Dask worker and every process under it, by PID)
+def _kill_mid_step(cluster: Cluster, tmp_path: Path, host: str) -> tuple[dict[str, Any], float]:
+    """Run a cast step (clients on w2, servers on w1), kill ``host``'s Dask worker and every
+    process under it (by PID) inside the window; the step's record, and when it was killed."""
     hosts = cluster.profile(tmp_path).read_text().split("[drivers.lb]")[0]
     profile = write_profile(
         tmp_path / "cast.toml", hosts + CAST.format(broker=cluster.net.address("broker"))
@@ -329,7 +346,7 @@ def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
         assert clients, "the clients' worker never started on w2"
         time.sleep(3)
         killed_at = time.monotonic()
-        _stop(cluster.procs["w1"])
+        _stop(cluster.procs[host])
         _, err = run.communicate(timeout=90)  # no hang: the run ends on its own
     finally:
         if run.poll() is None:
@@ -337,10 +354,39 @@ def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
             run.wait()
     assert run.returncode == 0, err
     assert time.monotonic() - killed_at < 60
-    step = results(out)["steps"][0]
+    step: dict[str, Any] = results(out)["steps"][0]
     [event] = step["hosts"]["events"]
-    assert event["host"] == "w1" and event["action"] == "host lost"
+    assert event["host"] == host and event["action"] == "host lost"
     assert 0 < event["t_s"] < 8  # inside the window, when it happened
+    assert "host_lost" in {f["code"] for f in step["flags"]}
+    return step, killed_at
+
+
+def test_a_clients_host_killed_mid_step_its_sends_count_where_the_servers_got_them(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    try:
+        step, _ = _kill_mid_step(cluster, tmp_path, "w2")
+    finally:
+        cluster.revive("w2")  # the next test kills the other host
+    assert {h["host"]: h["lost"] for h in step["hosts"]["hosts"]} == {"w1": False, "w2": True}
+    assert any(w.startswith("c") for w in step["workers_lost"]), step["workers_lost"]
+    # the clients' last reports are up to a second older than their death; every message
+    # the servers on w1 received (their own count, at arrival) is delivered all the same
+    assert step["received"] == sum(step["series"]["received"]) > 0, step
+    assert step["sent"] >= step["received"]
+    assert step["received"] + step["lost"] + step["unaccounted"] == step["expected"]
+    # what the clients sent after their last report and nobody received is not known
+    assert "sent" in step["incomplete"] and "received" not in step["incomplete"]
+    assert step["hosts"]["unknown"] == 0 and step["hosts"]["receipts_as_of_s"] == {}
+
+
+def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # last: it kills the servers' host (w1's Dask worker and every process under it, by PID)
+    step, _ = _kill_mid_step(cluster, tmp_path, "w1")
+    event = step["hosts"]["events"][0]
     assert {h["host"]: h["lost"] for h in step["hosts"]["hosts"]} == {"w1": True, "w2": False}
     assert "host_lost" in {f["code"] for f in step["flags"]}
     assert "lost" in step["incomplete"] and "duplicates" in step["incomplete"]
