@@ -11,7 +11,9 @@ counted as if they had been written here.
 
 A host whose Dask worker dies (its supervisor task fails: ``allowed-failures = 0``
 reports it at once, never runs it elsewhere) is an event of the step: its workers are
-gone, its ledgers cannot be shipped, and the step says which figures are incomplete.
+gone, and its ledgers with them, but its supervisor shipped their state once a second:
+the last one counts as the host's receipts, what it may have received after that is
+unaccounted (not lost), and the step says which figures are incomplete.
 """
 
 from __future__ import annotations
