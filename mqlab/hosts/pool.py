@@ -47,7 +47,8 @@ __all__ = ["HostPool", "RemoteWorker"]
 START_LIMIT = 30.0
 #: a host must answer a reap or a ledger request within this many seconds (beyond the grace)
 ANSWER_LIMIT = 15.0
-_POLL = 0.05
+#: the longest one blocking get on a host's up queue waits before it is asked again
+_WAIT = 0.25
 
 
 @dataclass
@@ -164,10 +165,30 @@ class HostPool(WorkerPool):
             self._host_lost(state, f"relay failed: {type(exc).__name__}: {str(exc)[:160]}")
 
     async def _relay(self, state: _HostState) -> None:
-        next_ping = 0.0
+        # two directions, each blocked on its own queue: an order goes down and an answer
+        # comes up as soon as it is there (polling both from one loop cost 50 ms each way)
+        tasks = [
+            asyncio.ensure_future(self._downward(state)),
+            asyncio.ensure_future(self._upward(state)),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                t.result()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _downward(self, state: _HostState) -> None:
+        """Orders down as they come, and a ping each second."""
         loop = asyncio.get_running_loop()
+        next_ping = loop.time()
         while state.lost_at is None:
             batch = []
+            with contextlib.suppress(TimeoutError):
+                wait = max(0.0, next_ping - loop.time())
+                batch.append(await asyncio.wait_for(state.orders.get(), wait))
             while not state.orders.empty():
                 batch.append(state.orders.get_nowait())
             if loop.time() >= next_ping:
@@ -175,11 +196,22 @@ class HostPool(WorkerPool):
                 next_ping = loop.time() + 1.0
             for order in batch:
                 await asyncio.wait_for(state.down.put(order), ANSWER_LIMIT)
-            items = await asyncio.wait_for(state.up.get(batch=True), ANSWER_LIMIT)
+
+    async def _upward(self, state: _HostState) -> None:
+        """What the host says, as it comes; nothing, not even an empty answer, for
+        ANSWER_LIMIT s is the scheduler gone."""
+        loop = asyncio.get_running_loop()
+        while state.lost_at is None:
+            asked = loop.time()
+            try:
+                first = await asyncio.wait_for(state.up.get(timeout=_WAIT), ANSWER_LIMIT)
+            except TimeoutError:
+                if loop.time() - asked >= ANSWER_LIMIT:
+                    raise
+                continue  # the queue's own wait ran out: nothing said
+            items = [first, *await asyncio.wait_for(state.up.get(batch=True), ANSWER_LIMIT)]
             for item in items:
                 self._answer(state, item)
-            if not items:
-                await asyncio.sleep(_POLL)
 
     async def _watch(self, state: _HostState) -> None:
         """The supervisor task's end: a failure is the host lost."""

@@ -37,7 +37,10 @@ __all__ = ["SILENCE", "queue_names", "supervise"]
 
 #: seconds without a word from the controller (it pings every second) before giving up
 SILENCE = 20.0
-_POLL = 0.05
+#: the longest a blocking get on the down queue waits for an order before the supervisor
+#: does its once-a-second work (CPU, the ledgers' state): a get that returns as soon as an
+#: order is in, not a poll (a 50 ms poll each way made a snapshot round trip 100 ms)
+_WAIT = 0.25
 
 
 def queue_names(run_id: str, host: str) -> tuple[str, str]:
@@ -189,6 +192,15 @@ class _Host:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def _take(down: Any) -> list[dict[str, Any]]:
+    """The next orders: waits for the first up to :data:`_WAIT` s, then takes what else is in."""
+    try:
+        first = down.get(timeout=_WAIT)
+    except TimeoutError:
+        return []
+    return [first, *down.get(batch=True)]
+
+
 async def _serve(host: str, down: Any, up: queue.Queue[dict[str, Any] | None]) -> str:
     h = _Host(up)
     server = await asyncio.start_server(h.on_connect, "127.0.0.1", 0)
@@ -200,7 +212,7 @@ async def _serve(host: str, down: Any, up: queue.Queue[dict[str, Any] | None]) -
     try:
         while True:
             # the Dask queue's blocking get, in a thread: the loop keeps relaying meanwhile
-            batch = await loop.run_in_executor(None, lambda: down.get(batch=True))
+            batch = await loop.run_in_executor(None, _take, down)
             for order in batch:
                 heard = loop.time()
                 op = order["op"]
@@ -221,8 +233,6 @@ async def _serve(host: str, down: Any, up: queue.Queue[dict[str, Any] | None]) -
                 # read in a thread: a step's ledgers are sparse files of 16 MiB each
                 await loop.run_in_executor(None, h.ledger_state)
                 next_cpu += 1
-            if not batch:
-                await asyncio.sleep(_POLL)
     finally:
         server.close()
         await h.close()
