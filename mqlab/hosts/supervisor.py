@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import queue
 import shutil
@@ -46,6 +47,25 @@ _WAIT = 0.25
 def queue_names(run_id: str, host: str) -> tuple[str, str]:
     """The (down, up) Dask queue names of ``host`` in run ``run_id``."""
     return f"mqlab-{run_id}-{host}-down", f"mqlab-{run_id}-{host}-up"
+
+
+def _bitmap(path: str) -> bytes:
+    """A ledger file's bytes up to its last nonzero one. Only its written extents are read:
+    the file is a sparse 16 MiB, and reading its holes cost 30 ms a file here, each second."""
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        end = pos = 0
+        while pos < size:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # no SEEK_DATA here: read it all
+                    end = size
+                break  # ENXIO: no data after pos
+            end = pos = os.lseek(fd, start, os.SEEK_HOLE)
+        f.seek(0)
+        return f.read(end).rstrip(b"\0")
 
 
 class _Host:
@@ -150,8 +170,7 @@ class _Host:
                 path = os.path.join(local, name)
                 if not os.path.isfile(path):  # the plugins' scratch directory: not a ledger
                     continue
-                with open(path, "rb") as f:
-                    files[name] = zlib.compress(f.read().rstrip(b"\0"))
+                files[name] = zlib.compress(_bitmap(path))
             shutil.rmtree(local, ignore_errors=True)
             self.shipped = {p: c for p, c in self.shipped.items() if not p.startswith(local)}
         self.up.put({"op": "ledgers", "dir": remote, "files": files})
@@ -168,8 +187,7 @@ class _Host:
                     path = os.path.join(local, name)
                     if not os.path.isfile(path):
                         continue
-                    with open(path, "rb") as f:
-                        data = f.read().rstrip(b"\0")
+                    data = _bitmap(path)
                     crc = zlib.crc32(data)
                     if self.shipped.get(path) != crc:
                         self.shipped[path] = crc
