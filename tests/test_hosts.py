@@ -404,3 +404,53 @@ def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
     # and the lost host is named, within the profile's timeout, by the check
     proc = mqlab("hosts", "check", str(cluster.profile(tmp_path)), timeout=60)
     assert proc.returncode == 1 and "Dask worker(s) w1 not connected" in proc.stderr
+
+
+def test_what_a_lost_server_host_may_have_received_after_its_last_state_is_unknown(
+    tmp_path: Path,
+) -> None:
+    # client 1 sent 130 messages, reported at 1 s (40 sent), 2 s (70), 3 s (100) and 4 s
+    # (130); the servers' host shipped its ledger at 2.5 s holding 0..49, and was lost at
+    # 2.6 s: what was sent after the report that followed the loss (100..129) is lost
+    from types import SimpleNamespace
+
+    from mqlab.hosts.pool import _unknown_receipts
+    from mqlab.measure.figures import WorkerFigures
+    from mqlab.measure.ledger import Ledger
+
+    s = 1_000_000_000
+    ledger = Ledger(str(tmp_path), "s0")
+    for seq in range(50):
+        ledger.record(0, 1, seq)
+    ledger.close()
+    marks = [[1, 1 * s, 40], [1, 2 * s, 70], [1, 3 * s, 100], [1, 4 * s, 130]]
+    client = SimpleNamespace(
+        spec=SimpleNamespace(clients=[object()], servers=[], ledger_dir=str(tmp_path)),
+        last=WorkerFigures(sent_by_client={1: 130}, send_marks=marks),
+    )
+    server = SimpleNamespace(
+        spec=SimpleNamespace(
+            clients=[], servers=[SimpleNamespace(group=0)], ledger_dir=str(tmp_path)
+        ),
+        last=WorkerFigures(),
+    )
+    workers: list[Any] = [client, server]
+    servers: list[Any] = [server]
+    # 50..69 were sent by 2 s and not there at 2.5 s: lost; from 70 (the count at the last
+    # report before the state) to 100 (at the first after the loss) it may have had them
+    assert _unknown_receipts(workers, servers, {}, int(2.5 * s), int(2.6 * s)) == 30
+    # the step's slowest delivery took 0.8 s: a message sent after 1.7 s may still have
+    # been on its way when the state was read: from 40 (the count at 1 s) on, less the
+    # ten of them (40..49) that the state holds
+    slow = {"histograms": {"one_way": _histogram_with(800_000)}}
+    assert _unknown_receipts(workers, servers, slow, int(2.5 * s), int(2.6 * s)) == 50
+    # it never shipped a state: all it may have had is unknown
+    assert _unknown_receipts(workers, servers, {}, None, int(2.6 * s)) == 50
+
+
+def _histogram_with(us: int) -> str:
+    from mqlab.measure import latency
+
+    h = latency.new_histogram()
+    h.record_value(us)
+    return latency.encode(h)
