@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -40,6 +41,22 @@ class Cluster:
     certs: Path
     procs: dict[str, subprocess.Popen[bytes]]
     logs: Path
+    argv: dict[str, list[str]]
+    env: dict[str, str]
+
+    def revive(self, name: str) -> None:
+        """Start the Dask worker ``name`` again (after a test killed it), under the same name
+        and clock, and wait until the scheduler has it."""
+        log = self.logs / f"{name}.again.log"
+        with open(log, "wb") as out:
+            self.procs[name] = subprocess.Popen(
+                self.argv[name], stdout=out, stderr=subprocess.STDOUT, env=self.env
+            )
+        deadline = time.monotonic() + 60
+        while "Registered to" not in log.read_text(errors="replace"):
+            assert self.procs[name].poll() is None, log.read_text(errors="replace")
+            assert time.monotonic() < deadline, f"{name} did not register again"
+            time.sleep(0.1)
 
     def profile(self, tmp: Path, certs_dir: Path | None = None, extra: str = "") -> Path:
         return write_profile(
@@ -94,6 +111,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     netns.sweep("mq31")  # what a killed earlier run of this test left
     net = netns.Network.create(prefix, ["broker", "w1", "w2"])
     procs: dict[str, subprocess.Popen[bytes]] = {}
+    argv: dict[str, list[str]] = {}  # each Dask worker's command line, to start it again
     env = {
         **os.environ,
         "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
@@ -112,21 +130,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 stdout=log, stderr=log, env=env,
             )  # fmt: skip
         for name, offset in OFFSETS.items():
+            argv[name] = [
+                *net.exec_prefix(name), "unshare", "--time", "--monotonic", str(offset),
+                str(BIN / "dask"), "worker", address, "--name", name, "--no-nanny",
+                "--nthreads", "2", "--host", net.address(name), "--no-dashboard", *tls,
+                "--tls-cert", str(c / "worker.pem"), "--tls-key", str(c / "worker-key.pem"),
+            ]  # fmt: skip
             with open(tmp / f"{name}.log", "wb") as log:
-                procs[name] = subprocess.Popen(
-                    [*net.exec_prefix(name), "unshare", "--time", "--monotonic", str(offset),
-                     str(BIN / "dask"), "worker", address, "--name", name, "--no-nanny",
-                     "--nthreads", "2", "--host", net.address(name), "--no-dashboard", *tls,
-                     "--tls-cert", str(c / "worker.pem"), "--tls-key", str(c / "worker-key.pem")],
-                    stdout=log, stderr=log, env=env,
-                )  # fmt: skip
+                procs[name] = subprocess.Popen(argv[name], stdout=log, stderr=log, env=env)
         # the broker: nats-server on the broker namespace's address only
         with open(tmp / "nats.log", "wb") as log:
             procs["broker"] = subprocess.Popen(
                 [*net.exec_prefix("broker"), "nats-server", "-a", net.address("broker"),
                  "-p", "4222"], stdout=log, stderr=log,
             )  # fmt: skip
-        yield Cluster(net, address, c, procs, tmp)
+        yield Cluster(net, address, c, procs, tmp, argv, env)
     finally:
         for proc in procs.values():
             _stop(proc)
@@ -190,6 +208,15 @@ def test_call_cast_notify_with_servers_on_one_host_and_clients_on_the_other(
                 # the bound the step states
                 assert abs(c["offset_s"] - OFFSETS[name]) <= c["bound_us"] / 1e6, (name, c)
         assert not s["hosts"]["events"]
+        # one per-second series for the step, the hosts' bins on the controller's clock:
+        # sends binned on w2 and receipts on w1 (clocks thousands of seconds apart) fall in
+        # the same seconds, and each series adds up to the step's own count
+        series = s["series"]
+        first = -series["t0_offset_s"]
+        for name, total in (("sent", s["sent"]), ("received", s["received"])):
+            assert sum(series[name]) == total, (name, series[name], total)
+            assert len(series[name]) <= first + 3 + 5 + 1, (name, series[name])
+            assert all(series[name][first : first + 3]), (name, series[name])
         # each host's own CPU, sampled there: its workers at least
         for h in hosts.values():
             assert h["cpus"] == os.cpu_count() and h["cpu_percent"] > 0, h
@@ -295,10 +322,9 @@ def _mqlab_workers(parent: psutil.Process) -> list[psutil.Process]:
     return found
 
 
-def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
-    cluster: Cluster, tmp_path: Path
-) -> None:
-    # last: it kills the servers' host (w1's Dask worker and every process under it, by PID)
+def _kill_mid_step(cluster: Cluster, tmp_path: Path, host: str) -> tuple[dict[str, Any], float]:
+    """Run a cast step (clients on w2, servers on w1), kill ``host``'s Dask worker and every
+    process under it (by PID) inside the window; the step's record, and when it was killed."""
     hosts = cluster.profile(tmp_path).read_text().split("[drivers.lb]")[0]
     profile = write_profile(
         tmp_path / "cast.toml", hosts + CAST.format(broker=cluster.net.address("broker"))
@@ -320,7 +346,7 @@ def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
         assert clients, "the clients' worker never started on w2"
         time.sleep(3)
         killed_at = time.monotonic()
-        _stop(cluster.procs["w1"])
+        _stop(cluster.procs[host])
         _, err = run.communicate(timeout=90)  # no hang: the run ends on its own
     finally:
         if run.poll() is None:
@@ -328,14 +354,103 @@ def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
             run.wait()
     assert run.returncode == 0, err
     assert time.monotonic() - killed_at < 60
-    step = results(out)["steps"][0]
+    step: dict[str, Any] = results(out)["steps"][0]
     [event] = step["hosts"]["events"]
-    assert event["host"] == "w1" and event["action"] == "host lost"
+    assert event["host"] == host and event["action"] == "host lost"
     assert 0 < event["t_s"] < 8  # inside the window, when it happened
+    assert "host_lost" in {f["code"] for f in step["flags"]}
+    return step, killed_at
+
+
+def test_a_clients_host_killed_mid_step_its_sends_count_where_the_servers_got_them(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    try:
+        step, _ = _kill_mid_step(cluster, tmp_path, "w2")
+    finally:
+        cluster.revive("w2")  # the next test kills the other host
+    assert {h["host"]: h["lost"] for h in step["hosts"]["hosts"]} == {"w1": False, "w2": True}
+    assert any(w.startswith("c") for w in step["workers_lost"]), step["workers_lost"]
+    # the clients' last reports are up to a second older than their death; every message
+    # the servers on w1 received (their own count, at arrival) is delivered all the same
+    assert step["received"] == sum(step["series"]["received"]) > 0, step
+    assert step["sent"] >= step["received"]
+    assert step["received"] + step["lost"] + step["unaccounted"] == step["expected"]
+    # what the clients sent after their last report and nobody received is not known
+    assert "sent" in step["incomplete"] and "received" not in step["incomplete"]
+    assert step["hosts"]["unknown"] == 0 and step["hosts"]["receipts_as_of_s"] == {}
+
+
+def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # last: it kills the servers' host (w1's Dask worker and every process under it, by PID)
+    step, _ = _kill_mid_step(cluster, tmp_path, "w1")
+    event = step["hosts"]["events"][0]
     assert {h["host"]: h["lost"] for h in step["hosts"]["hosts"]} == {"w1": True, "w2": False}
     assert "host_lost" in {f["code"] for f in step["flags"]}
     assert "lost" in step["incomplete"] and "duplicates" in step["incomplete"]
     assert "s0" in step["workers_lost"]
+    # w1's receipts died with it, but it shipped its ledgers' state once a second: what
+    # that state holds counts as received (without it, every message would be lost) ...
+    as_of = step["hosts"]["receipts_as_of_s"]["w1"]
+    assert as_of is not None and 0 < as_of <= event["t_s"], (as_of, event)
+    assert 0 < step["received"] < step["sent"], step
+    # ... what was sent around the loss, which w1 may have had, is unknown, not lost;
+    # what was sent once it was gone (nobody else serves the queue) is lost
+    unknown = step["hosts"]["unknown"]
+    assert 0 < unknown <= step["unaccounted"] and step["lost"] > 0, step
+    assert step["received"] + step["lost"] + step["unaccounted"] == step["expected"], step
     # and the lost host is named, within the profile's timeout, by the check
     proc = mqlab("hosts", "check", str(cluster.profile(tmp_path)), timeout=60)
     assert proc.returncode == 1 and "Dask worker(s) w1 not connected" in proc.stderr
+
+
+def test_what_a_lost_server_host_may_have_received_after_its_last_state_is_unknown(
+    tmp_path: Path,
+) -> None:
+    # client 1 sent 130 messages, reported at 1 s (40 sent), 2 s (70), 3 s (100) and 4 s
+    # (130); the servers' host shipped its ledger at 2.5 s holding 0..49, and was lost at
+    # 2.6 s: what was sent after the report that followed the loss (100..129) is lost
+    from types import SimpleNamespace
+
+    from mqlab.hosts.pool import _unknown_receipts
+    from mqlab.measure.figures import WorkerFigures
+    from mqlab.measure.ledger import Ledger
+
+    s = 1_000_000_000
+    ledger = Ledger(str(tmp_path), "s0")
+    for seq in range(50):
+        ledger.record(0, 1, seq)
+    ledger.close()
+    marks = [[1, 1 * s, 40], [1, 2 * s, 70], [1, 3 * s, 100], [1, 4 * s, 130]]
+    client = SimpleNamespace(
+        spec=SimpleNamespace(clients=[object()], servers=[], ledger_dir=str(tmp_path)),
+        last=WorkerFigures(sent_by_client={1: 130}, send_marks=marks),
+    )
+    server = SimpleNamespace(
+        spec=SimpleNamespace(
+            clients=[], servers=[SimpleNamespace(group=0)], ledger_dir=str(tmp_path)
+        ),
+        last=WorkerFigures(),
+    )
+    workers: list[Any] = [client, server]
+    servers: list[Any] = [server]
+    # 50..69 were sent by 2 s and not there at 2.5 s: lost; from 70 (the count at the last
+    # report before the state) to 100 (at the first after the loss) it may have had them
+    assert _unknown_receipts(workers, servers, {}, int(2.5 * s), int(2.6 * s)) == 30
+    # the step's slowest delivery took 0.8 s: a message sent after 1.7 s may still have
+    # been on its way when the state was read: from 40 (the count at 1 s) on, less the
+    # ten of them (40..49) that the state holds
+    slow = {"histograms": {"one_way": _histogram_with(800_000)}}
+    assert _unknown_receipts(workers, servers, slow, int(2.5 * s), int(2.6 * s)) == 50
+    # it never shipped a state: all it may have had is unknown
+    assert _unknown_receipts(workers, servers, {}, None, int(2.6 * s)) == 50
+
+
+def _histogram_with(us: int) -> str:
+    from mqlab.measure import latency
+
+    h = latency.new_histogram()
+    h.record_value(us)
+    return latency.encode(h)

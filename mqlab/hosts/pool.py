@@ -11,7 +11,9 @@ counted as if they had been written here.
 
 A host whose Dask worker dies (its supervisor task fails: ``allowed-failures = 0``
 reports it at once, never runs it elsewhere) is an event of the step: its workers are
-gone, its ledgers cannot be shipped, and the step says which figures are incomplete.
+gone, and its ledgers with them, but its supervisor shipped their state once a second:
+the last one counts as the host's receipts, what it may have received after that is
+unaccounted (not lost), and the step says which figures are incomplete.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from mqlab.config.plan import WorkerSpec
 from mqlab.hosts import clock
 from mqlab.hosts.cluster import HostsError, connect, worker_addresses
 from mqlab.hosts.supervisor import queue_names, supervise
+from mqlab.measure import latency
+from mqlab.measure.ledger import arrived, receipts, sent_at_least
 from mqlab.worker import protocol
 from mqlab.worker.pool import Worker, WorkerPool
 
@@ -43,7 +47,8 @@ __all__ = ["HostPool", "RemoteWorker"]
 START_LIMIT = 30.0
 #: a host must answer a reap or a ledger request within this many seconds (beyond the grace)
 ANSWER_LIMIT = 15.0
-_POLL = 0.05
+#: the longest one blocking get on a host's up queue waits before it is asked again
+_WAIT = 0.25
 
 
 @dataclass
@@ -77,6 +82,9 @@ class _HostState:
     cpu_now: float | None = None  # the whole host's busy CPU, % of one core, last second
     cpus: int | None = None
     cpu: list[float] = field(default_factory=list)  # over the current step's window
+    #: the controller's ledger dir -> (when, on the controller's clock, the host read its
+    #: ledgers; file name -> compressed bitmap): the last state it shipped (once a second)
+    receipts: dict[str, tuple[int, dict[str, bytes]]] = field(default_factory=dict)
 
 
 class HostPool(WorkerPool):
@@ -95,6 +103,9 @@ class HostPool(WorkerPool):
             "client": itertools.cycle(hosts.clients),
         }
         self._events: list[dict[str, Any]] = []  # hosts lost during the current step
+        self._step: list[RemoteWorker] = []  # the current step's workers, reaped or not
+        #: a lost host -> when (controller ns) its last shipped ledger state was read
+        self._receipts_at: dict[str, int | None] = {}
 
     # -- the cluster -------------------------------------------------------------
 
@@ -156,10 +167,30 @@ class HostPool(WorkerPool):
             self._host_lost(state, f"relay failed: {type(exc).__name__}: {str(exc)[:160]}")
 
     async def _relay(self, state: _HostState) -> None:
-        next_ping = 0.0
+        # two directions, each blocked on its own queue: an order goes down and an answer
+        # comes up as soon as it is there (polling both from one loop cost 50 ms each way)
+        tasks = [
+            asyncio.ensure_future(self._downward(state)),
+            asyncio.ensure_future(self._upward(state)),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                t.result()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _downward(self, state: _HostState) -> None:
+        """Orders down as they come, and a ping each second."""
         loop = asyncio.get_running_loop()
+        next_ping = loop.time()
         while state.lost_at is None:
             batch = []
+            with contextlib.suppress(TimeoutError):
+                wait = max(0.0, next_ping - loop.time())
+                batch.append(await asyncio.wait_for(state.orders.get(), wait))
             while not state.orders.empty():
                 batch.append(state.orders.get_nowait())
             if loop.time() >= next_ping:
@@ -167,11 +198,22 @@ class HostPool(WorkerPool):
                 next_ping = loop.time() + 1.0
             for order in batch:
                 await asyncio.wait_for(state.down.put(order), ANSWER_LIMIT)
-            items = await asyncio.wait_for(state.up.get(batch=True), ANSWER_LIMIT)
+
+    async def _upward(self, state: _HostState) -> None:
+        """What the host says, as it comes; nothing, not even an empty answer, for
+        ANSWER_LIMIT s is the scheduler gone."""
+        loop = asyncio.get_running_loop()
+        while state.lost_at is None:
+            asked = loop.time()
+            try:
+                first = await asyncio.wait_for(state.up.get(timeout=_WAIT), ANSWER_LIMIT)
+            except TimeoutError:
+                if loop.time() - asked >= ANSWER_LIMIT:
+                    raise
+                continue  # the queue's own wait ran out: nothing said
+            items = [first, *await asyncio.wait_for(state.up.get(batch=True), ANSWER_LIMIT)]
             for item in items:
                 self._answer(state, item)
-            if not items:
-                await asyncio.sleep(_POLL)
 
     async def _watch(self, state: _HostState) -> None:
         """The supervisor task's end: a failure is the host lost."""
@@ -219,6 +261,11 @@ class HostPool(WorkerPool):
                 if isinstance(rw, RemoteWorker):
                     rw.cpu_now, rw.rss = cpu, rss
                     rw.peak_rss = max(rw.peak_rss, rss)
+        elif op == "ledger-state":
+            # the host's clock onto the controller's: its workers were shifted by this offset
+            at = item["at"] - (state.before.offset_ns if state.before is not None else 0)
+            _, files = state.receipts.get(item["dir"], (0, {}))
+            state.receipts[item["dir"]] = (at, {**files, **item["files"]})
         elif op in ("reaped", "ledgers"):
             key = op if op == "reaped" else f"ledgers:{item['dir']}"
             answer = state.answers.get(key)
@@ -251,6 +298,7 @@ class HostPool(WorkerPool):
             spec = dataclasses.replace(spec, clock_offset_ns=offset)
             w = RemoteWorker(spec, ready=loop.create_future(), host=host, orders=state.orders)
             self._workers[spec.worker] = w
+            self._step.append(w)
             if state.lost_at is not None:
                 self.lost(w, f"host {host} lost ({state.lost_why})")
             by_host.setdefault(host, []).append(spec.to_wire())
@@ -279,7 +327,18 @@ class HostPool(WorkerPool):
                     ledgers.append(
                         self._ask(self._state[host], f"ledgers:{d}", order, ANSWER_LIMIT)
                     )
-        for answer in await asyncio.gather(*ledgers):
+        answers = list(await asyncio.gather(*ledgers))
+        for host, ws in by_host.items():
+            state = self._state[host]
+            for d in {w.spec.ledger_dir for w in ws if w.spec.ledger_dir}:
+                at, files = state.receipts.pop(d, (None, {}))
+                if state.lost_at is not None:
+                    # the host died with its ledgers: what it last shipped proves receipts
+                    # up to ``at``; after that its share is unknown (step_end says which)
+                    answers.append({"dir": d, "files": files})
+                    if at is not None or host not in self._receipts_at:
+                        self._receipts_at[host] = at
+        for answer in answers:
             for name, data in (answer.get("files") or {}).items():
                 if os.path.isdir(answer["dir"]) and "/" not in name and name not in (".", ".."):
                     with open(os.path.join(answer["dir"], name), "wb") as f:
@@ -313,6 +372,8 @@ class HostPool(WorkerPool):
 
     async def step_start(self) -> None:
         self._events = []
+        self._step = []
+        self._receipts_at = {}
         for state in self._state.values():
             state.cpu = []
         for name, off in (await self._offsets()).items():
@@ -341,13 +402,7 @@ class HostPool(WorkerPool):
         record["hosts"] = {"hosts": hosts, "events": events, **_bounds(self, after)}
         flags = record.setdefault("flags", [])
         if events:
-            names = ", ".join(e["host"] for e in events)
-            flags.append({"code": "host_lost", "message": (
-                f"host {names} lost during the step: its workers' figures end there and its "
-                "receipt ledgers could not be shipped, so lost, duplicates and its share of "
-                "the throughput are incomplete"
-            )})  # fmt: skip
-            record["incomplete"] = ["lost", "duplicates", "received", "throughput"]
+            self._host_lost_figures(record, flags, events, window_start)
         bound = record["hosts"].get("latency_bound_us")
         p50 = (record.get("latency_ms") or {}).get("p50")
         if (
@@ -358,6 +413,105 @@ class HostPool(WorkerPool):
                 f"one-way latency spans two hosts and their clocks are known to ±{bound:.0f} µs, "
                 "more than a tenth of its p50: below that the figure cannot be resolved"
             )})  # fmt: skip
+
+    def _host_lost_figures(
+        self,
+        record: dict[str, Any],
+        flags: list[dict[str, str]],
+        events: list[dict[str, Any]],
+        window_start: int,
+    ) -> None:
+        """A lost host's share: what its last shipped ledger state proves received counts as
+        received (already in the step's ledgers: see :meth:`reap`); what it may have received
+        after that state and before it died is unknown, never called lost."""
+        lost = {e["host"] for e in events}
+        roles = {w.spec.role for w in self._step if w.host in lost}
+        unknown = 0
+        as_of: dict[str, float | None] = {}
+        for host in sorted(lost):
+            servers = [w for w in self._step if w.host == host and w.spec.servers]
+            if not servers:
+                continue
+            at = self._receipts_at.get(host)
+            as_of[host] = round((at - window_start) / 1e9, 3) if at and window_start else None
+            lost_at = self._state[host].lost_at
+            assert lost_at is not None
+            unknown += _unknown_receipts(self._step, servers, record, at, lost_at)
+        unknown = min(unknown, max(0, int(record.get("lost") or 0)))
+        if unknown:
+            # neither delivered nor known lost: the dead host may have had them
+            record["lost"] -= unknown
+            record["unaccounted"] = int(record.get("unaccounted") or 0) + unknown
+        record["hosts"]["receipts_as_of_s"] = as_of
+        record["hosts"]["unknown"] = unknown
+        names = ", ".join(sorted(lost))
+        said = []
+        if as_of:
+            said.append(
+                "its receipts count up to its last shipped ledger state ("
+                + ", ".join(f"{h}: {'none' if t is None else f'{t:g} s'}" for h, t in as_of.items())
+                + f"), {unknown:,} sent around its loss are unknown (unaccounted, not lost)"
+            )
+        if "client" in roles:
+            said.append("its clients' sends after their last report count only where a "
+                        "server's receipt proves them")  # fmt: skip
+        flags.append({"code": "host_lost", "message": (
+            f"host {names} lost during the step: its workers' figures end at their last "
+            f"report; {'; '.join(said)}"
+        )})  # fmt: skip
+        incomplete = ["throughput", "latency", "lost"]
+        if "server" in roles:
+            incomplete += ["received", "duplicates"]
+        if "client" in roles:
+            incomplete += ["sent"]
+        record["incomplete"] = incomplete
+
+
+def _unknown_receipts(
+    workers: list[RemoteWorker],
+    servers: list[RemoteWorker],
+    record: dict[str, Any],
+    as_of: int | None,
+    lost_at: int,
+) -> int:
+    """Messages for the groups ``servers`` (on a lost host) served that no ledger holds and
+    that were sent late enough to have reached those servers after their host's last
+    shipped state (``as_of``, None: none) and before it was lost (``lost_at``).
+
+    Per client, from its send marks (its send count at each report, on the controller's
+    clock): from its count at the last mark before ``as_of`` less the step's slowest
+    delivery (a message sent earlier would have arrived before the state was read), to its
+    count at the first mark after the loss (every send, if none): the marks are a second
+    apart, so the span errs on the side of unknown."""
+    ledger_dir = servers[0].spec.ledger_dir
+    if not ledger_dir or not os.path.isdir(ledger_dir):
+        return 0
+    groups = {r.group for w in servers for r in w.spec.servers}
+    hist = (record.get("histograms") or {}).get("one_way") or (record.get("histograms") or {}).get(
+        "round_trip"
+    )
+    slack = latency.decode(hist).get_max_value() * 1000 if hist else 0
+    sent: dict[int, int] = {}
+    marks: list[list[int]] = []
+    for w in workers:
+        if w.spec.clients:
+            for c, n in w.last.sent_by_client.items():
+                sent[c] = sent.get(c, 0) + n
+            marks += w.last.send_marks
+    # a client killed with its host: the servers' ledgers prove sends beyond its last report
+    sent = sent_at_least(ledger_dir, sent, set(sent))
+    got = receipts(ledger_dir, sent)
+    out = 0
+    cutoff = as_of - slack if as_of is not None else None
+    for c, total in sent.items():
+        mine = [(t, n) for client, t, n in marks if client == c]
+        lo = max((n for t, n in mine if cutoff is not None and t <= cutoff), default=0)
+        hi = min((n for t, n in mine if t >= lost_at), default=total)
+        hi = min(max(hi, lo), total)
+        for g in groups:
+            bits = got.get((g, c), (b"", b""))[0]
+            out += (hi - lo) - arrived(bits, lo, hi)
+    return out
 
 
 def _bounds(pool: HostPool, after: dict[str, clock.Offset | None]) -> dict[str, Any]:

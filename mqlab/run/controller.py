@@ -243,6 +243,9 @@ class Runner:
             if self._faults is not None:  # the next step starts on a whole cluster
                 await self._faults.close()
             record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted)).to_wire()
+            # hosts: clocks, events, and a lost host's unknown receipts taken out of `lost`
+            # before the losses are explained, so the explanation counts the same figure
+            await self.pool.step_end(record, self._window[0])
             # every loss explained: events, the broker's side, attribution, verdict
             try:
                 record.update(self._losses.fields(
@@ -256,7 +259,6 @@ class Runner:
                 "processes": self._affinity,
             }
             record["host_load"] = self.host_load.figures(record.get("cpu"))
-            await self.pool.step_end(record, self._window[0])  # hosts: clocks, events
             if bg is not None:
                 record["background"] = bg.figures(self._window, math.ceil(run.warmup), interrupted)
         except BaseException:
