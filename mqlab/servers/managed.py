@@ -213,7 +213,8 @@ def queue_depth(
     for name, kind in server_of.items():
         if kind == "rabbitmq":
             handle = handles.get(kind)
-            return rabbit_depth_for(urls[name], handle.management_url if handle else None, given_api)
+            own = handle.management_url if handle else None
+            return rabbit_depth_for(urls[name], own, given_api)
     return None
 
 
