@@ -63,10 +63,13 @@ class LinkHold:
     events: tuple[str, ...]  # "cut node1", "delay node1 60000 ms ± 0", "loss 5 %"
     held_bytes: int | None  # in the proxies (None: none answered); a lossy link's are unseen
     connections: int  # open through the proxies, and made during a cut, still unanswered
+    #: seconds until what the proxies hold now is forwarded at the latest (None: never, as
+    #: while cut or with every packet dropped, or not known)
+    clear_s: float | None = None
 
-    @property
-    def cut(self) -> bool:
-        return any(e.startswith("cut ") or e == "cut" for e in self.events)
+    def outlasts(self, seconds: float) -> bool:
+        """What the link holds will not be through within ``seconds`` (or ever)."""
+        return self.clear_s is None or self.clear_s > seconds
 
 
 #: link actions whose effect lasts until a ``restore`` (or the same action undoing it)
@@ -92,6 +95,7 @@ class LinkFaults:
         self.network = network
         self.listen = network.root_address if network is not None else "127.0.0.1"
         self.loss = ""  # the label of a loss event still in force
+        self._total_loss = False  # ... and it drops every packet: nothing gets through
         self.stopped = False
 
     async def start(self, urls: tuple[str, ...]) -> dict[str, str]:
@@ -142,10 +146,11 @@ class LinkFaults:
                 raise MqlabError("loss: this step's workers have no link of their own")
             await asyncio.to_thread(self.network.loss, WORKERS, ev.percent)
             self.loss = ev.label if ev.percent > 0 else ""
+            self._total_loss = ev.percent >= 100
             return f"{ev.percent:g} % of packets dropped on the workers' link, each way"
         if ev.action == "restore" and self.network is not None:
             await asyncio.to_thread(self.network.loss, WORKERS, 0.0)
-            self.loss = ""
+            self.loss, self._total_loss = "", False
         cmd = {"action": ev.action, "ms": ev.ms, "jitter_ms": ev.jitter_ms, "kbps": ev.kbps}
         said = []
         for p in await self._targets(ev):
@@ -162,6 +167,7 @@ class LinkFaults:
         events: list[str] = [self.loss] if self.loss else []
         held: int | None = None
         connections = 0
+        clear: float | None = 0.0 if not self._total_loss else None
         for p in self.proxies.values():
             if self.stopped:
                 return None
@@ -170,12 +176,14 @@ class LinkFaults:
                 in_force = [str(a) for a in said["in_force"]]
                 held = (held or 0) + int(said["held_bytes"])
                 connections += int(said["connections"]) + int(said["waiting"])
+                c = said["clear_s"]
+                clear = None if clear is None or c is None else max(clear, float(c))
             except (MqlabError, OSError, TimeoutError, ValueError, KeyError, TypeError):
-                in_force = list(p.in_force)
+                in_force, clear = list(p.in_force), None
             events += [p.in_force.get(a, f"{a} {p.node}") for a in in_force]
         if not events:
             return None
-        return LinkHold(tuple(dict.fromkeys(events)), held, connections)
+        return LinkHold(tuple(dict.fromkeys(events)), held, connections, clear)
 
     async def restore(self) -> str:
         for p in self.proxies.values():

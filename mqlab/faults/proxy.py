@@ -19,8 +19,9 @@ connection to HOST:PORT, and takes one JSON command per line on stdin, answering
 - ``{"action": "held"}``: what the proxy holds now, as one JSON object after ``ok:``:
   ``held_bytes`` (read and not yet forwarded, or arrived on its sockets and not yet
   read: a cut stops reading, so the senders' data waits there), ``connections`` (open,
-  and ``waiting``: made during a cut and not yet answered) and ``in_force`` (the
-  shaping still applied: ``cut``, ``delay``, ``bandwidth``).
+  and ``waiting``: made during a cut and not yet answered), ``in_force`` (the
+  shaping still applied: ``cut``, ``delay``, ``bandwidth``) and ``clear_s``, when what
+  it holds now will have been forwarded at the latest (null while cut: never).
 
 It is its own process so that its CPU is measured apart from the controller's
 and the workers'. It has no notion of packets: packet loss is made on the link to it
@@ -69,6 +70,7 @@ class Proxy:
         self.readers: set[tuple[asyncio.StreamReader, asyncio.StreamReader]] = set()
         self.pending = 0  # bytes read and not yet written on (in the chunk queues)
         self.waiting = 0  # connections made during a cut, not yet answered
+        self.due = 0.0  # monotonic time the last chunk read so far is due to be forwarded
 
     async def serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
@@ -132,6 +134,7 @@ class Proxy:
                 hold = max(0.0, s.delay_s + random.uniform(-s.jitter_s, s.jitter_s))
             due = max(due, time.monotonic() + hold)  # never reorder the stream
             self.pending += len(data)
+            self.due = max(self.due, due)
             await chunks.put((due, data))  # full: the window is in flight, stop reading
 
     async def _write(
@@ -204,8 +207,19 @@ class Proxy:
             )
             if on
         ]
+        held = max(0, self.pending) + unread
+        clear_s: float | None = None
+        if not s.cut:
+            # the last chunk read is due then; what waits unread gets the whole delay after
+            # it is read; a limit forwards everything held at its rate
+            clear_s = max(0.0, self.due - time.monotonic()) if self.pending > 0 else 0.0
+            if unread:
+                clear_s += s.delay_s + s.jitter_s
+            if s.bytes_per_s:
+                clear_s += held / s.bytes_per_s
         return {
-            "held_bytes": max(0, self.pending) + unread,
+            "held_bytes": held,
+            "clear_s": None if clear_s is None else round(clear_s, 3),
             "connections": len(self.links),
             "waiting": self.waiting,
             "in_force": in_force,
