@@ -9,6 +9,11 @@ those messages as held by the fault (``held``, in ``unaccounted``), never as los
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -133,3 +138,61 @@ def test_a_management_url_that_cannot_be_one_is_refused_in_one_line(
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "broker.management_url" in err and words in err, err
+
+
+def test_the_proxy_says_what_it_holds_and_exits_quietly_holding_it() -> None:
+    upstream = socket.create_server(("127.0.0.1", 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mqlab.faults.proxy", "127.0.0.1", str(upstream.getsockname()[1])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+
+    def ask(cmd: dict[str, object]) -> str:
+        assert proc.stdout is not None and proc.stdin is not None
+        proc.stdin.write(json.dumps(cmd) + "\n")
+        proc.stdin.flush()
+        return proc.stdout.readline().strip()
+
+    def held() -> dict[str, object]:
+        answer = ask({"action": "held"})
+        assert answer.startswith("ok: "), answer
+        said: dict[str, object] = json.loads(answer[4:])
+        return said
+
+    listen = json.loads(proc.stdout.readline())["port"]
+    sender = socket.create_connection(("127.0.0.1", listen), 3)
+    receiver, _ = upstream.accept()
+    try:
+        deadline = time.monotonic() + 5
+        while held()["connections"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the proxy's side of the connection is made just after ours
+        assert held() == {"held_bytes": 0, "clear_s": 0.0, "connections": 1, "waiting": 0,
+                          "in_force": []}  # fmt: skip
+        assert ask({"action": "cut"}).startswith("ok")
+        sender.sendall(b"x" * 100_000)
+        time.sleep(0.3)
+        now = held()
+        # all of it is held, read or waiting unread on the proxy's socket; a cut never clears
+        assert now["held_bytes"] == 100_000 and now["clear_s"] is None, now
+        assert now["in_force"] == ["cut"]
+        assert ask({"action": "restore"}).startswith("ok")
+        got = 0
+        receiver.settimeout(5)
+        while got < 100_000:  # the restore lets it through
+            got += len(receiver.recv(1 << 20))
+        assert held()["held_bytes"] == 0
+        assert ask({"action": "delay", "ms": 60_000}).startswith("ok")
+        sender.sendall(b"y" * 1000)
+        time.sleep(0.3)
+        now = held()
+        assert now["held_bytes"] == 1000 and now["in_force"] == ["delay"], now
+        assert 55 < float(str(now["clear_s"])) <= 60, now  # due a minute after it was read
+        _, err = proc.communicate("", timeout=10)  # stdin closed: it exits, still holding
+    finally:
+        for sock in (sender, receiver, upstream):
+            sock.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and err == "", err
