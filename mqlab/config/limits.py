@@ -165,6 +165,26 @@ def url(text: str) -> str:
     return text
 
 
+def http_url(text: str) -> str:
+    """A management API's URL: http(s), a host, a port in 1..65535, no credentials (they are
+    the AMQP URL's)."""
+    bad = _printable(text)
+    if bad or any(ch.isspace() for ch in text):
+        raise ValueError(f"{text[:60]!r} holds a space or control character {bad or ''}".rstrip())
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"bad host or port in {text[:60]!r}: {exc}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f'expected a URL like "http://127.0.0.1:15672", got {text[:60]!r}')
+    if "@" in parts.netloc:
+        raise ValueError("no user or password here: the AMQP URL's are used")
+    if port == 0:
+        raise ValueError(f"port 0 in {text[:60]!r}; use 1..65535")
+    return text
+
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 

@@ -53,6 +53,9 @@ class BrokerSettings:
     #: which node client / server workers connect to first: "node1".. or "spread"
     clients: str = "node1"
     servers: str = "node1"
+    #: a given RabbitMQ's management API, when it is not on port 15672 beside the AMQP URL
+    #: (the drain reads the queues' depth there; "": guessed at port 15672)
+    management_url: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +177,7 @@ class Profile:
 # -- parsing ---------------------------------------------------------------
 
 _RUN_KEYS = {"name", "duration", "warmup", "repeat", "drain", "processes", "metrics_port"}
-_BROKER_KEYS = {"url", "managed", "nodes", "clients", "servers"}
+_BROKER_KEYS = {"url", "managed", "nodes", "clients", "servers", "management_url"}
 _QUEUE_TYPE_KEYS = ("rpc_queue_type", "notify_queue_type")
 #: keys of a [drivers.NAME] table that are not the plugin's options
 _DRIVER_KEYS = {"plugin", "url", "urls", *_QUEUE_TYPE_KEYS}
@@ -261,12 +264,23 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         )
     urls = broker_r.urls("url", DEFAULT_URL)
     size = nodes if managed else len(urls)
+    management = ""
+    if "management_url" in broker_r.table:
+        raw = broker_r.table["management_url"]
+        if managed:
+            raise broker_r.fail(
+                "management_url", "a managed broker's management API is mqlab's own: remove it"
+            )
+        if not isinstance(raw, str):
+            raise broker_r.fail("management_url", 'expected a URL like "http://127.0.0.1:15672"')
+        management = broker_r.checked("management_url", raw, limits.http_url)
     broker = BrokerSettings(
         urls,
         managed,
         nodes,
         _placement(broker_r, "clients", "node1", size),
         _placement(broker_r, "servers", "node1", size),
+        management,
     )
 
     drivers_t = top.table.get("drivers")

@@ -209,8 +209,10 @@ def _run(
         plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
         on_snapshot, on_step, broker_pid,
         broker_label=managed.label(urls, server_of),
-        queue_depth=managed.queue_depth(urls, server_of, handles),
-        broker_steps=managed.broker_steps(urls, server_of, handles),
+        queue_depth=managed.queue_depth(urls, server_of, handles, profile.broker.management_url),
+        broker_steps=managed.broker_steps(
+            urls, server_of, handles, profile.broker.management_url
+        ),
         node_control=managed.node_control(handles),
         after_step=ceilings,
         broker_pid_of=managed.pid_of(server_of, handles, urls),

@@ -17,6 +17,7 @@ fails the step's verdict whatever the promise.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from mqlab.faults.attribution import Candidate
@@ -130,7 +131,8 @@ def explain(
     }
     spontaneous = record.get("spontaneous") or []
     spell = (flow or {}).get("longest_spell")
-    if not (record["lost"] or record["duplicates"] or spontaneous or spell):
+    held = record.get("held")
+    if not (record["lost"] or record["duplicates"] or spontaneous or spell or held):
         return out  # nothing happened: nothing to explain
     # what the note says: the losses by what caused them, in the order they first happened
     by_phrase: dict[str, list[int]] = {}
@@ -159,6 +161,8 @@ def explain(
         parts.append(f"{' and '.join(w for w in what if w)} with no event: unexplained")
     if not parts:
         parts.append(f"nothing lost or duplicated{during}")
+    if held:  # neither lost nor delivered: the promise is not judged on them
+        parts.append(held_words(held))
     kept = promise(options, declares_at_most_once(plugin))
     if lost_none or dups_none:
         verdict = "unexplained"
@@ -183,6 +187,21 @@ def explain(
     code = "unexplained" if verdict == "unexplained" else "verdict"
     out["flag"] = {"code": code, "message": note}
     return out
+
+
+def held_words(held: Mapping[str, Any]) -> str:
+    """ "120 held by link fault cut node1, still in force when the drain ended (4,096 bytes
+    in the fault proxy): not counted as lost"."""
+    n = held.get("messages")
+    count = f"{n:,} held" if n is not None else "unaccounted messages may be held"
+    faults = ", ".join(str(b) for b in held.get("by") or ())
+    b = held.get("proxy_bytes")
+    proxy = f" ({b:,} bytes in the fault proxy)" if b is not None else ""
+    plural = "s" if len(held.get("by") or ()) > 1 else ""
+    return (
+        f"{count} by link fault{plural} {faults}, still in force when the drain ended{proxy}: "
+        "not counted as lost"
+    )
 
 
 def _promise_words(options: dict[str, Any]) -> str:

@@ -41,6 +41,9 @@ class ProxyProcess:
     port: int
     ps: psutil.Process | None
     cpu: list[float] = field(default_factory=list)
+    #: the shaping this step's events left on it, by action ("cut", "delay", "bandwidth"),
+    #: each with the label of the event that set it ("cut node1")
+    in_force: dict[str, str] = field(default_factory=dict)
 
     async def command(self, cmd: dict[str, Any]) -> str:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -51,6 +54,26 @@ class ProxyProcess:
         if not answer.startswith("ok"):
             raise MqlabError(f"fault proxy for {self.node}: {answer or 'no answer'}")
         return answer[4:] if answer.startswith("ok: ") else answer
+
+
+@dataclass(frozen=True, slots=True)
+class LinkHold:
+    """A link fault still in force: the events that set it and what the proxies hold."""
+
+    events: tuple[str, ...]  # "cut node1", "delay node1 60000 ms ± 0", "loss 5 %"
+    held_bytes: int | None  # in the proxies (None: none answered); a lossy link's are unseen
+    connections: int  # open through the proxies, and made during a cut, still unanswered
+    #: seconds until what the proxies hold now is forwarded at the latest (None: never, as
+    #: while cut or with every packet dropped, or not known)
+    clear_s: float | None = None
+
+    def outlasts(self, seconds: float) -> bool:
+        """What the link holds will not be through within ``seconds`` (or ever)."""
+        return self.clear_s is None or self.clear_s > seconds
+
+
+#: link actions whose effect lasts until a ``restore`` (or the same action undoing it)
+_LASTING = ("cut", "delay", "bandwidth")
 
 
 def via(url: str, port: int, host: str = "127.0.0.1") -> str:
@@ -71,6 +94,9 @@ class LinkFaults:
         #: the workers' namespace and its link, when the step loses packets
         self.network = network
         self.listen = network.root_address if network is not None else "127.0.0.1"
+        self.loss = ""  # the label of a loss event still in force
+        self._total_loss = False  # ... and it drops every packet: nothing gets through
+        self.stopped = False
 
     async def start(self, urls: tuple[str, ...]) -> dict[str, str]:
         """One proxy per node (distinct host:port) of ``urls``; returns URL -> proxied URL."""
@@ -119,22 +145,59 @@ class LinkFaults:
             if self.network is None:
                 raise MqlabError("loss: this step's workers have no link of their own")
             await asyncio.to_thread(self.network.loss, WORKERS, ev.percent)
+            self.loss = ev.label if ev.percent > 0 else ""
+            self._total_loss = ev.percent >= 100
             return f"{ev.percent:g} % of packets dropped on the workers' link, each way"
         if ev.action == "restore" and self.network is not None:
             await asyncio.to_thread(self.network.loss, WORKERS, 0.0)
+            self.loss, self._total_loss = "", False
         cmd = {"action": ev.action, "ms": ev.ms, "jitter_ms": ev.jitter_ms, "kbps": ev.kbps}
-        said = [f"{p.node}: {await p.command(cmd)}" for p in await self._targets(ev)]
+        said = []
+        for p in await self._targets(ev):
+            said.append(f"{p.node}: {await p.command(cmd)}")
+            _remember(p.in_force, ev)
         return "; ".join(said)
+
+    async def held(self) -> LinkHold | None:
+        """The link faults still in force and what the proxies hold; None when none is.
+
+        Each proxy is asked (its shaping is the truth, the events only name it); one that
+        does not answer counts as holding what its events left on it, bytes unknown.
+        """
+        events: list[str] = [self.loss] if self.loss else []
+        held: int | None = None
+        connections = 0
+        clear: float | None = 0.0 if not self._total_loss else None
+        for p in self.proxies.values():
+            if self.stopped:
+                return None
+            try:
+                said = json.loads(await p.command({"action": "held"}))
+                in_force = [str(a) for a in said["in_force"]]
+                held = (held or 0) + int(said["held_bytes"])
+                connections += int(said["connections"]) + int(said["waiting"])
+                c = said["clear_s"]
+                clear = None if clear is None or c is None else max(clear, float(c))
+            except (MqlabError, OSError, TimeoutError, ValueError, KeyError, TypeError):
+                in_force, clear = list(p.in_force), None
+            events += [p.in_force.get(a, f"{a} {p.node}") for a in in_force]
+        if not events:
+            return None
+        return LinkHold(tuple(dict.fromkeys(events)), held, connections, clear)
 
     async def restore(self) -> str:
         for p in self.proxies.values():
-            await p.command({"action": "restore"})
+            if not self.stopped:  # a stopped proxy holds nothing to put back
+                await p.command({"action": "restore"})
+            p.in_force.clear()
         if self.network is not None:
             await asyncio.to_thread(self.network.loss, WORKERS, 0.0)
+        self.loss = ""
         return ""  # nothing to report: the proxies go with the step
 
     async def stop(self) -> None:
         """Close each proxy's stdin (it exits), then SIGKILL what is left, by PID."""
+        self.stopped = True
         for p in self.proxies.values():
             if p.proc.stdin is not None:
                 p.proc.stdin.close()
@@ -165,3 +228,17 @@ class LinkFaults:
             }
             for p in self.proxies.values()
         ]
+
+
+def _remember(in_force: dict[str, str], ev: FaultEvent) -> None:
+    """What ``ev`` leaves in force on one proxy."""
+    if ev.action == "restore":
+        in_force.clear()
+    elif ev.action in _LASTING:
+        undone = (ev.action == "delay" and not (ev.ms or ev.jitter_ms)) or (
+            ev.action == "bandwidth" and not ev.kbps
+        )
+        if undone:
+            in_force.pop(ev.action, None)
+        else:
+            in_force[ev.action] = ev.label

@@ -15,7 +15,13 @@ connection to HOST:PORT, and takes one JSON command per line on stdin, answering
   kernel's buffers fill, as on a link that drops every packet);
 - ``{"action": "reset"}``: every open connection is reset on both sides
   (SO_LINGER 0, then close: an RST each way);
-- ``{"action": "restore"}``: no delay, no limit, no cut; held data flows on.
+- ``{"action": "restore"}``: no delay, no limit, no cut; held data flows on;
+- ``{"action": "held"}``: what the proxy holds now, as one JSON object after ``ok:``:
+  ``held_bytes`` (read and not yet forwarded, or arrived on its sockets and not yet
+  read: a cut stops reading, so the senders' data waits there), ``connections`` (open,
+  and ``waiting``: made during a cut and not yet answered), ``in_force`` (the
+  shaping still applied: ``cut``, ``delay``, ``bandwidth``) and ``clear_s``, when what
+  it holds now will have been forwarded at the latest (null while cut: never).
 
 It is its own process so that its CPU is measured apart from the controller's
 and the workers'. It has no notion of packets: packet loss is made on the link to it
@@ -26,12 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import random
 import signal
 import socket
 import struct
 import sys
+import termios
 import time
 from dataclasses import dataclass
 
@@ -58,6 +66,11 @@ class Proxy:
         self.flowing = asyncio.Event()  # cleared while cut
         self.flowing.set()
         self.links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
+        #: each open connection's two readers: data they buffered is held too
+        self.readers: set[tuple[asyncio.StreamReader, asyncio.StreamReader]] = set()
+        self.pending = 0  # bytes read and not yet written on (in the chunk queues)
+        self.waiting = 0  # connections made during a cut, not yet answered
+        self.due = 0.0  # monotonic time the last chunk read so far is due to be forwarded
 
     async def serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
@@ -69,7 +82,11 @@ class Proxy:
             _reset(client_w)
 
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        await self.flowing.wait()  # a connection made during a cut is held, unanswered
+        self.waiting += 1
+        try:
+            await self.flowing.wait()  # a connection made during a cut is held, unanswered
+        finally:
+            self.waiting -= 1
         try:
             up_r, up_w = await asyncio.open_connection(*self.upstream)
         except OSError:
@@ -77,6 +94,8 @@ class Proxy:
             return
         link = (client_w, up_w)
         self.links.add(link)
+        readers = (client_r, up_r)
+        self.readers.add(readers)
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._pump(client_r, up_w))
@@ -85,6 +104,7 @@ class Proxy:
             pass
         finally:
             self.links.discard(link)
+            self.readers.discard(readers)
             for w in link:
                 with contextlib.suppress(OSError, RuntimeError):
                     w.close()
@@ -113,6 +133,8 @@ class Proxy:
             if s.delay_s or s.jitter_s:
                 hold = max(0.0, s.delay_s + random.uniform(-s.jitter_s, s.jitter_s))
             due = max(due, time.monotonic() + hold)  # never reorder the stream
+            self.pending += len(data)
+            self.due = max(self.due, due)
             await chunks.put((due, data))  # full: the window is in flight, stop reading
 
     async def _write(
@@ -127,12 +149,14 @@ class Proxy:
             s = self.shape
             if not s.bytes_per_s:
                 writer.write(data)
+                self.pending -= len(data)
                 await writer.drain()
                 continue
             for i in range(0, len(data), _SLICE):  # a slow link: each slice takes its time
                 piece = data[i : i + _SLICE]
                 await asyncio.sleep(len(piece) / s.bytes_per_s)
                 writer.write(piece)
+                self.pending -= len(piece)
                 await writer.drain()
         with contextlib.suppress(OSError, RuntimeError):
             writer.write_eof()
@@ -156,9 +180,60 @@ class Proxy:
         elif action == "restore":
             self.shape = Shaping()
             self.flowing.set()
+        elif action == "held":
+            return "ok: " + json.dumps(self.held())
         else:
             return f"error: unknown action {action!r}"
         return f"ok: {len(self.links)} connection(s) open"
+
+    def held(self) -> dict[str, object]:
+        """What the proxy holds now: bytes, connections and the shaping in force."""
+        unread = 0
+        for link in self.links:
+            for w in link:
+                unread += _unread(w)
+        for readers in self.readers:
+            for r in readers:
+                # what a reader took off its socket and was not yet asked for: while cut,
+                # up to its high-water mark (asyncio keeps it in a private buffer)
+                unread += len(getattr(r, "_buffer", b""))
+        s = self.shape
+        in_force = [
+            name
+            for name, on in (
+                ("cut", s.cut),
+                ("delay", bool(s.delay_s or s.jitter_s)),
+                ("bandwidth", bool(s.bytes_per_s)),
+            )
+            if on
+        ]
+        held = max(0, self.pending) + unread
+        clear_s: float | None = None
+        if not s.cut:
+            # the last chunk read is due then; what waits unread gets the whole delay after
+            # it is read; a limit forwards everything held at its rate
+            clear_s = max(0.0, self.due - time.monotonic()) if self.pending > 0 else 0.0
+            if unread:
+                clear_s += s.delay_s + s.jitter_s
+            if s.bytes_per_s:
+                clear_s += held / s.bytes_per_s
+        return {
+            "held_bytes": held,
+            "clear_s": None if clear_s is None else round(clear_s, 3),
+            "connections": len(self.links),
+            "waiting": self.waiting,
+            "in_force": in_force,
+        }
+
+
+def _unread(writer: asyncio.StreamWriter) -> int:
+    """Bytes that arrived on the connection's socket and were not yet read (FIONREAD)."""
+    sock = writer.get_extra_info("socket")
+    try:
+        buf = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except (OSError, AttributeError, ValueError):
+        return 0
+    return int(struct.unpack("i", buf)[0])
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:

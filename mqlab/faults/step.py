@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mqlab.config.events import FaultEvent
 from mqlab.errors import MqlabError
 from mqlab.faults.broker import BrokerFaults
-from mqlab.faults.link import WORKERS, LinkFaults
+from mqlab.faults.link import WORKERS, LinkFaults, LinkHold
 from mqlab.faults.processes import WorkerFaults
 from mqlab.faults.timeline import Effector, Timeline
 from mqlab.netns import Network, prefix_for, sweep
@@ -153,6 +153,18 @@ class StepFaults:
             self._firing = None
             if self._counted:
                 await self.count()
+
+    async def held(self) -> LinkHold | None:
+        """The link faults still in force (none restored them) and what the proxies hold."""
+        return await self.links.held() if self.links is not None else None
+
+    async def end_held(self) -> None:
+        """The drain ended with a link fault in force and counted what it held: the proxies
+        stop now, so every connection through them ends (a reconnect is refused) and the
+        workers report at once instead of waiting on their heartbeats. What was held is
+        never received later."""
+        if self.links is not None:
+            await self.links.stop()
 
     def killed(self, worker: str) -> bool:
         """A server this step's events killed: no final figures, by design."""

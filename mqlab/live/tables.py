@@ -44,6 +44,7 @@ _FLAG_LABEL = {
     "could_not_keep_up": "behind schedule",
     "backlog_growing": "backlog growing",
     "unaccounted": "still queued",
+    "held_by_fault": "held by a link fault",
     # a repeats row has flag codes only: each step's verdict says it in words
     "verdict": "events: see each step",
     "unexplained": "unexplained loss: see each step",
@@ -57,7 +58,11 @@ def _flags(codes: Iterable[str]) -> Text | str:
     return Text("; ".join(labels), style="bold yellow") if labels else ""
 
 
-_FLAG_SHORT = {"could_not_keep_up": "behind", "backlog_growing": "backlog↑"}
+_FLAG_SHORT = {
+    "could_not_keep_up": "behind",
+    "backlog_growing": "backlog↑",
+    "held_by_fault": "held",
+}
 
 
 def _note(row: StepRow) -> Text | str:

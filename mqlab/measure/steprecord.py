@@ -115,6 +115,8 @@ class StepRecord:
     unaccounted: int
     still_queued: int | None
     depth_unknown: bool
+    #: link faults still in force when the drain ended and what they held, else None
+    held: Mapping[str, Any] | None
     drain_s: float
     drain_end: str
     duplicates: int

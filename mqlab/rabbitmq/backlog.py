@@ -152,13 +152,16 @@ class RabbitQueueDepth:
         return found
 
 
-def rabbit_depth_for(urls: tuple[str, ...], management_url: str | None) -> RabbitQueueDepth | None:
-    """The probe for a managed node (its own API) or a given one (port 15672 beside AMQP)."""
+def rabbit_depth_for(
+    urls: tuple[str, ...], management_url: str | None, given: str = ""
+) -> RabbitQueueDepth | None:
+    """The probe for a managed node (its own API) or a given one (the profile's
+    ``management_url``, else port 15672 beside AMQP; checked to be that node's)."""
     for url in urls:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("amqp", "amqps"):
             continue
-        api = management_url or f"http://{parts.hostname or '127.0.0.1'}:15672"
+        api = management_url or given or f"http://{parts.hostname or '127.0.0.1'}:15672"
         default = 5671 if parts.scheme == "amqps" else 5672
         return RabbitQueueDepth(
             api,

@@ -113,7 +113,14 @@ def _loss(s: Step) -> str | None:
     if s.lost:
         parts.append(f"lost {s.lost:,} of {s.sent or 0:,} messages sent")
     if s.unaccounted:
-        parts.append(f"left {s.unaccounted:,} unaccounted (still queued at the broker)")
+        n = (s.held or {}).get("messages")
+        if s.held and n:
+            why = f"{n:,} held by a link fault still in force, the rest still queued at the broker"
+        elif s.held:
+            why = "queued at the broker or held by a link fault still in force"
+        else:
+            why = "still queued at the broker"
+        parts.append(f"left {s.unaccounted:,} unaccounted ({why})")
     if s.duplicates:
         parts.append(f"delivered {s.duplicates:,} duplicates")
     if not parts:

@@ -273,6 +273,9 @@ STEP_FIELDS = _record(
     sent=COUNT, expected=COUNT_OR_NULL, received=COUNT, round_trip=COUNT, lost=COUNT,
     unaccounted=COUNT_OR_NULL, still_queued=COUNT_OR_NULL, drain_s=Num(0.0, 1e6, null=True),
     depth_unknown=Flag(null=True), settings=Table(FREE, null=True),
+    held=_record(
+        "by", null=True, by=Seq(NAME, 100), messages=COUNT_OR_NULL, proxy_bytes=COUNT_OR_NULL,
+    ),
     drain_end=Text(20, null=True), duplicates=COUNT, out_of_order=COUNT_OR_NULL,
     errors=ERRORS, error_messages=Table(WORDS, 1000),
     throughput=THROUGHPUT, latency_ms=LATENCY,

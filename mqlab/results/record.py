@@ -161,6 +161,8 @@ class Step:
     flags: tuple[Flag, ...] = ()
     unaccounted: int | None = None
     still_queued: int | None = None
+    #: link faults still in force when the drain ended, and the messages they held
+    held: dict[str, Any] | None = None
     events: tuple[Event, ...] = ()
     faults: tuple[FaultFigure, ...] = ()
     background: dict[str, Any] | None = None  # the background stress beside this probe
@@ -341,6 +343,7 @@ def _step(raw: dict[str, Any], duration: float | None) -> Step:
         ),
         unaccounted=_i(raw.get("unaccounted")),
         still_queued=_i(raw.get("still_queued")),
+        held=raw["held"] if isinstance(raw.get("held"), dict) else None,
         events=tuple(
             Event(_f(e.get("t_s")) or 0.0, str(e.get("action", "")), str(e.get("detail", "")))
             for e in _l(raw.get("events"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mqlab.config.background import Background
@@ -23,6 +23,7 @@ from mqlab.worker import protocol
 
 if TYPE_CHECKING:
     from mqlab.config.plan import Layout, Step
+    from mqlab.faults.link import LinkHold
     from mqlab.rabbitmq.backlog import QueueDepth
     from mqlab.worker.pool import Worker, WorkerPool
 
@@ -116,14 +117,15 @@ class BackgroundLoad:
         timeout: float,
         queue_depth: QueueDepth | None,
         cut_short: Callable[[], bool],
+        link_hold: Callable[[], Awaitable[LinkHold | None]] | None = None,
     ) -> None:
         """Let its clients finish, then drain on evidence, as the probe's drain does."""
         from mqlab.run.drain import drain, in_flight
 
-        await in_flight(self.clients, timeout, cut_short, lambda: None)
+        await in_flight(self.clients, timeout, cut_short, lambda: None, link_hold)
         self._drain = await drain(
             self.workers, self.clients, self.layout.groups, self.marker, limit_s,
-            queue_depth, cut_short, lambda: None,
+            queue_depth, cut_short, lambda: None, link_hold,
         )  # fmt: skip
 
     def figures(self, window: tuple[int, int], first_s: int, interrupted: bool) -> dict[str, Any]:

@@ -333,14 +333,17 @@ class Runner:
         def tick() -> None:
             self._show(step, "draining", workers=workers, lay=lay, t0=t0)
 
-        await in_flight(clients, step.scenario.timeout, self._cut_short, tick)
+        held = self._faults.held if self._faults is not None else None
+        await in_flight(clients, step.scenario.timeout, self._cut_short, tick, held)
         self._drain = await drain(
             workers, clients, lay.groups, lay.marker, self.plan.profile.run.drain,
-            self.queue_depth, self._cut_short, tick,
+            self.queue_depth, self._cut_short, tick, held,
         )  # fmt: skip
         if self._bg is not None:
             limit, timeout = self.plan.profile.run.drain, step.scenario.timeout
-            await self._bg.drain(limit, timeout, self.queue_depth, self._cut_short)
+            await self._bg.drain(limit, timeout, self.queue_depth, self._cut_short, held)
+        if self._faults is not None and self._drain.get("held_by"):
+            await self._faults.end_held()  # counted as held: the held link ends with the step
         if self._losses is not None:
             await self._losses.stop()
         return interrupted or self.interrupt.is_set()

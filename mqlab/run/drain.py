@@ -4,38 +4,59 @@ Evidence: a server's own clock shows a receipt within :data:`DRAIN_IDLE` (read f
 a snapshot newer than the drain's start, so a busy server that answers late is
 never read as idle), or the broker still holds the step's messages. The drain
 ends when every expected delivery arrived (``complete``), when neither holds
-(``idle``), at ``[run] drain`` (``limit``) or on a second Ctrl-C (``user``).
+(``idle``), when the servers are quiet while a link fault of the step is still in
+force (``held``: a cut never restored, a 60 s delay, a 1 kbit/s limit; what it holds
+would not come in time), at ``[run] drain`` (``limit``) or on a Ctrl-C (``user``).
 Messages the broker still holds at the end are reported, never dropped; when the
-broker's depth cannot be read, that is said too (``depth_unknown``).
+broker's depth cannot be read, that is said too (``depth_unknown``); a link fault
+still in force at the end is named (``held_by``, with the bytes its proxies held), so
+that what it held is counted as held, not lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from mqlab.rabbitmq.backlog import QueueDepth
 from mqlab.worker import protocol
 from mqlab.worker.pool import Worker
+
+if TYPE_CHECKING:
+    from mqlab.faults.link import LinkHold
 
 __all__ = ["DRAIN_IDLE", "drain", "in_flight"]
 
 #: a drain is over when every server's own clock shows no receipt for this long
 DRAIN_IDLE = 1.0
 _NS = 1_000_000_000
+#: while clients finish what they have in flight, the link faults are asked this often
+_ASK_LINK_S = 0.5
 
 
 async def in_flight(
-    clients: list[Worker], timeout: float, cut_short: Callable[[], bool], tick: Callable[[], None]
+    clients: list[Worker],
+    timeout: float,
+    cut_short: Callable[[], bool],
+    tick: Callable[[], None],
+    link_hold: Callable[[], Awaitable[LinkHold | None]] | None = None,
 ) -> None:
     """Wait until every client finished what it had in flight: a call may wait for its
-    ``timeout``, so at most that and 5 s more, or until a Ctrl-C cuts the wait short."""
+    ``timeout``, so at most that and 5 s more, or until a Ctrl-C cuts the wait short,
+    or until a link fault still in force holds what is in flight beyond that (a cut: for
+    ever; a 60 s delay; a 1 kbit/s limit with megabytes held)."""
     deadline = time.monotonic() + timeout + 5.0
+    next_ask = time.monotonic() + _ASK_LINK_S
     while not all(w.done or w.gone for w in clients):
         if time.monotonic() > deadline or cut_short():
             break
+        if link_hold is not None and time.monotonic() >= next_ask:
+            next_ask = time.monotonic() + _ASK_LINK_S
+            hold = await link_hold()
+            if hold is not None and hold.outlasts(deadline - time.monotonic()):
+                break
         await asyncio.sleep(0.05)
         tick()
 
@@ -49,11 +70,13 @@ async def drain(
     queue_depth: QueueDepth | None,
     cut_short: Callable[[], bool],
     tick: Callable[[], None],
+    link_hold: Callable[[], Awaitable[LinkHold | None]] | None = None,
 ) -> dict[str, Any]:
-    """Wait on evidence; return ``drain_s``, ``drain_end`` and ``still_queued``.
+    """Wait on evidence; return ``drain_s``, ``drain_end``, ``still_queued``, ``held_by``.
 
     ``groups`` is how many servers' groups get each message (pools, fanout);
-    ``tick`` redraws the live view between polls.
+    ``tick`` redraws the live view between polls; ``link_hold`` says which link
+    faults of the step are still in force (None: none), asked once the servers are quiet.
     """
     servers = [w for w in workers if w.spec.servers]
     began = time.monotonic()
@@ -61,6 +84,7 @@ async def drain(
     limit = began + limit_s
     end = "complete"
     depth: int | None = None
+    hold: LinkHold | None = None
     while servers:
         for w in workers:
             await w.send(protocol.Snap())
@@ -79,6 +103,14 @@ async def drain(
         fresh = all(w.gone or w.last.at >= began_ns for w in servers)
         quiet = all(w.gone or w.last.at - w.last.last_rx >= DRAIN_IDLE * _NS for w in servers)
         if fresh and quiet:
+            hold = await link_hold() if link_hold is not None else None
+            # quiet for DRAIN_IDLE: what a link faulted only briefly (a 200 ms delay) holds
+            # would have come by now; what a cut, a long delay or a tight limit holds would
+            # not come in time: waiting is no use
+            if hold is not None and hold.outlasts(DRAIN_IDLE):
+                end = "held"
+                break
+            hold = None
             depth = await queue_depth.depth(marker) if queue_depth else None
             if not depth:
                 end = "idle"
@@ -86,10 +118,17 @@ async def drain(
         tick()
     if end != "complete" and queue_depth is not None and depth is None:
         depth = await queue_depth.depth(marker)
+    if end in ("limit", "user") and link_hold is not None:
+        # in force when the drain was cut off, holding what would not come soon: held
+        hold = await link_hold()
+        hold = hold if hold is not None and hold.outlasts(DRAIN_IDLE) else None
     return {
         "drain_s": round(time.monotonic() - began, 2),
         "drain_end": end,
         "still_queued": depth if end != "complete" else 0 if queue_depth else None,
         # a broker with queues that could not say how many it held: nothing is called lost
         "depth_unknown": queue_depth is not None and end != "complete" and depth is None,
+        # a link fault still in force: what it holds is neither delivered nor lost
+        "held_by": hold.events if hold is not None else (),
+        "held_bytes": hold.held_bytes if hold is not None else None,
     }

@@ -16,6 +16,7 @@ from typing import Any
 
 from mqlab.config.plan import Layout, Step
 from mqlab.faults import verdict
+from mqlab.faults.explain import held_words
 from mqlab.live.snapshot import StepRow
 from mqlab.measure import latency, phases
 from mqlab.measure.figures import WorkerFigures
@@ -48,6 +49,10 @@ class Outcome:
     still_queued: int | None = None  # messages the broker still held when the drain ended
     #: the broker has queues but could not say how many messages they held: none is lost
     depth_unknown: bool = False
+    #: the step's link faults still in force when the drain ended ("cut node1"): the
+    #: messages neither delivered nor queued at the broker are held by them, not lost
+    held_by: tuple[str, ...] = ()
+    held_bytes: int | None = None  # what the fault proxies held then (None: not known)
     workers_lost: tuple[str, ...] = ()
     cpu: dict[str, Any] | None = None
     #: broker-side facts of the step: placement, queues (where each lives), connections
@@ -155,6 +160,9 @@ def build(o: Outcome) -> StepRecord:
     unique = o.unique if o.unique is not None else s.received
     missing = max(0, expected - unique)
     unaccounted = missing if o.depth_unknown else min(missing, o.still_queued or 0)
+    held = _held(o, missing - unaccounted)
+    if held:
+        unaccounted += held["messages"] or 0
     seconds = max(0, math.floor(o.window_s + 1e-9))
     completions = (
         c.series.get("round_trip", []) if kind == "round_trip" else s.series.get("received", [])
@@ -199,8 +207,12 @@ def build(o: Outcome) -> StepRecord:
             "backlog growing: the rate is the consumer's, the latency is queue time",
         ))  # fmt: skip
     if unaccounted:
-        held = "queue depth unknown" if o.depth_unknown else f"still queued {o.still_queued:,}"
-        flags.append(Flag("unaccounted", f"unaccounted ({held}) when the drain ended"))
+        where = ["queue depth unknown" if o.depth_unknown else f"still queued {o.still_queued:,}"]
+        if held and held["messages"]:
+            where.append(f"held by the link {held['messages']:,}")
+        flags.append(Flag("unaccounted", f"unaccounted ({', '.join(where)}) when the drain ended"))
+    if held:
+        flags.append(Flag("held_by_fault", held_words(held)))
     errors = dict(c.errors)
     if s is not c:
         for k, n in s.errors.items():
@@ -255,6 +267,7 @@ def build(o: Outcome) -> StepRecord:
         unaccounted=unaccounted,
         still_queued=o.still_queued,
         depth_unknown=o.depth_unknown,
+        held=held,
         drain_s=o.drain_s,
         drain_end=o.drain_end,
         duplicates=s.duplicates + o.cross_duplicates,
@@ -297,6 +310,19 @@ def build(o: Outcome) -> StepRecord:
             faults=tuple(faults) if faults is not None else None,
         )
     return record
+
+
+def _held(o: Outcome, not_queued: int) -> dict[str, Any] | None:
+    """The step's ``held``: link faults still in force when the drain ended, and the
+    messages they hold (missing and not queued at the broker; None when the broker's
+    depth is unknown: queued and held cannot be told apart, all are unaccounted)."""
+    if not o.held_by or o.drain_end == "complete":
+        return None
+    return {
+        "by": list(o.held_by),
+        "messages": None if o.depth_unknown else not_queued,
+        "proxy_bytes": o.held_bytes,
+    }
 
 
 def per_queue(

@@ -206,12 +206,15 @@ def queue_depth(
     urls: Mapping[str, tuple[str, ...]],
     server_of: Mapping[str, str | None],
     handles: Mapping[str, ServerHandle],
+    given_api: str = "",
 ) -> QueueDepth | None:
-    """The drain's queue-depth probe for the run's RabbitMQ, managed or given; None otherwise."""
+    """The drain's queue-depth probe for the run's RabbitMQ, managed or given (its API at
+    ``given_api``, the profile's ``management_url``, else beside it); None otherwise."""
     for name, kind in server_of.items():
         if kind == "rabbitmq":
             handle = handles.get(kind)
-            return rabbit_depth_for(urls[name], handle.management_url if handle else None)
+            own = handle.management_url if handle else None
+            return rabbit_depth_for(urls[name], own, given_api)
     return None
 
 
@@ -219,10 +222,12 @@ def broker_steps(
     urls: Mapping[str, tuple[str, ...]],
     server_of: Mapping[str, str | None],
     handles: Mapping[str, ServerHandle],
+    given_api: str = "",
 ) -> BrokerSteps | None:
     """Queue types, queue homes and per-node figures for the run's RabbitMQ: a managed
-    one through its own API and node PIDs, a given one through the management API
-    beside its first AMQP URL (port 15672); None when no driver talks to RabbitMQ."""
+    one through its own API and node PIDs, a given one through the management API at
+    ``given_api`` or beside its first AMQP URL (port 15672); None when no driver talks to
+    RabbitMQ."""
     from mqlab.rabbitmq.mgmt import Management
     from mqlab.rabbitmq.steps import BrokerSteps
 
@@ -236,7 +241,7 @@ def broker_steps(
         for url in urls[name]:
             if url.startswith(("amqp://", "amqps://")):
                 host, _ = host_port(url)
-                api = Management.beside(url, f"http://{host}:15672")
+                api = Management.beside(url, given_api or f"http://{host}:15672")
                 return BrokerSteps(api, urls[name])
     return None
 
