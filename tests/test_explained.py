@@ -179,18 +179,21 @@ def test_a_broker_with_no_flow_control_state_says_so_instead_of_a_blank() -> Non
 
 
 def test_the_live_timeline_marks_what_nobody_injected_beside_the_injected() -> None:
-    from mqlab.live.timeline import series
+    from dataclasses import replace
 
-    record = {
-        "step": 0, "driver": "pika", "pattern": "cast", "concurrency": 25,
-        "series": {"t0_offset_s": -1, "received": [1, 2, 3, 4]},
-        "events": [{"t_s": 2.0, "action": "memory_alarm"}],
-        "spontaneous": [
+    from mqlab.live.timeline import series
+    from mqlab.run.stepresult import build
+    from tests.test_stepresult import _outcome
+
+    record = replace(
+        build(_outcome([1, 2, 3, 4], [5.0] * 4)),
+        events=({"t_s": 2.0, "action": "memory_alarm"},),
+        spontaneous=(
             {"t_s": 3.3, "kind": "connection_lost", "worker": "c1"},
             {"t_s": 1.5, "kind": "blocked", "worker": "c1"},
             {"t_s": None, "kind": "more", "worker": ""},
-        ],
-    }  # fmt: skip
+        ),
+    )
     assert series(record, running=True).events == (
         (1.5, "blocked c1"), (2.0, "memory_alarm"), (3.3, "connection_lost c1"),
     )  # fmt: skip

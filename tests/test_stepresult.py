@@ -73,7 +73,7 @@ WRITTEN = [
     "servers", "targets", "consumers", "batch", "groups", "serializer", "envelope",
     "message_size", "durable", "queue_type", "timeout_s", "settings", "status", "workers_lost",
     "sent", "expected", "received", "round_trip", "lost", "unaccounted", "still_queued",
-    "depth_unknown", "drain_s", "drain_end", "duplicates", "out_of_order", "errors",
+    "depth_unknown", "held", "drain_s", "drain_end", "duplicates", "out_of_order", "errors",
     "error_messages", "throughput", "latency_ms", "latency", "histograms", "open_loop", "flags",
     "cpu", "series", "drained_in_s",
 ]  # fmt: skip
