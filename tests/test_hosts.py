@@ -401,6 +401,10 @@ def test_a_host_killed_mid_step_is_an_event_and_its_figures_are_incomplete(
     unknown = step["hosts"]["unknown"]
     assert 0 < unknown <= step["unaccounted"] and step["lost"] > 0, step
     assert step["received"] + step["lost"] + step["unaccounted"] == step["expected"], step
+    # the loss is the lost host's, in the verdict's words: not "with no event: unexplained"
+    assert step["attribution"]["no_event"]["lost"] == 0, step["attribution"]
+    assert "lost to host w1 lost" in step["verdict"]["note"], step["verdict"]
+    assert "unexplained" not in step["verdict"]["note"], step["verdict"]
     # and the lost host is named, within the profile's timeout, by the check
     proc = mqlab("hosts", "check", str(cluster.profile(tmp_path)), timeout=60)
     assert proc.returncode == 1 and "Dask worker(s) w1 not connected" in proc.stderr

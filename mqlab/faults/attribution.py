@@ -12,6 +12,9 @@ Which clients an event concerns, and how its mark is read:
 
 - a spontaneous event on a client's own worker (its connection lost, a send
   refused): that worker's clients, marks noted at the instant (exact);
+- a host lost mid-step (``[hosts]``): every message not received that was sent up to the
+  step's end, from the previous event on (what went to the dead host's servers after it
+  was gone was lost to it too);
 - a spontaneous event on a server worker (its connection lost while messages sat
   in its consumer's prefetch, a consumer cancelled) and an injected event that can
   drop messages (a node killed, a link cut, a server killed, a rolling update's
@@ -38,6 +41,8 @@ from typing import Any
 from mqlab.measure.ledger import arrived, receipts
 from mqlab.measure.spontaneous import LOSSY
 
+#: the action of a host (a Dask worker and every process under it) lost mid-step
+HOST_LOST = "host_lost"
 #: kinds that can deliver a message twice (a redelivery after the connection went)
 REDELIVER = frozenset({"connection_lost", "consumer_cancelled", "injected"})
 #: injected actions that lose nothing by themselves: the timeline's and a rolling update's
@@ -105,6 +110,11 @@ def candidates(
             continue
         t = window_start + int(float(ev["t_s"]) * _NS)
         label = str(ev.get("detail") or ev.get("action")).split(":")[0]
+        if ev.get("action") == HOST_LOST:
+            # nothing comes back from a lost host: what was sent to it afterwards (its
+            # servers' queues have no other consumer) is its loss too, not "no event"
+            out.append(Candidate(label, HOST_LOST, t, marks=dict(sent_by_client)))
+            continue
         out.append(Candidate(label, "injected", t, marks={c: mark_at(c, t) for c in every}))
     return sorted(out, key=lambda e: e.t_ns)
 

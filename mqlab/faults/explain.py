@@ -46,6 +46,7 @@ def _phrase(ev: Candidate, cause: str, plugin: str, options: dict[str, Any]) -> 
         "returned": "returned by the broker (basic.return)",
         "nacked": "nacked by the broker (basic.nack)",
         "send_failed": "in sends that failed",
+        "host_lost": f"to {ev.label} (sent before it went or to it afterwards)",
     }.get(ev.kind, f"during {ev.label}")
 
 

@@ -123,9 +123,14 @@ class StepLosses:
         roles = {w.spec.worker: w.spec.role for w in workers}
         clients_of = {w.spec.worker: [c.client_id for c in w.spec.clients] for w in workers}
         marks = [m for w in workers if w.spec.clients for m in (w.final or w.last).send_marks]
+        # a host lost mid-step is an event of the step like an injected one
+        lost_hosts = [
+            {"t_s": e["t_s"], "action": attribution.HOST_LOST, "detail": f"host {e['host']} lost"}
+            for e in (record.get("hosts") or {}).get("events") or ()
+        ]
         cands = attribution.candidates(
-            evs, list(record.get("events") or []), roles, clients_of, marks, sent_by_client,
-            window_start,
+            evs, [*(record.get("events") or []), *lost_hosts], roles, clients_of, marks,
+            sent_by_client, window_start,
         )  # fmt: skip
         causes = [_cause(c, evs) for c in cands]
         lost, none, dups, dup_none = attribution.attribute(
