@@ -36,8 +36,9 @@ consumes or binds is never touched.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from mqlab.transport import Target
@@ -221,6 +222,129 @@ class Declared:
     def forget(self) -> None:
         self._queues.clear()
         self._exchanges.clear()
+
+
+# -- declaring and deleting through a plugin's channel ------------------------------------
+# The sequence is the same for every client library: exchanges, then each queue and its
+# bindings, each noted in a Declared; at close, each deletion if unused, a refused one (in
+# use, 406; already gone, 404) skipped, and a fresh channel after it (the broker closes a
+# channel whose method it refuses). A plugin writes only the adapter: its library's calls.
+
+
+class DeclaringChannel(Protocol):
+    """What :func:`declare` needs: the plugin's adapter of its library's channel."""
+
+    async def declare_exchange(self, decl: ExchangeDecl) -> None: ...
+    async def declare_queue(self, decl: QueueDecl) -> None: ...
+    async def bind(self, queue: str, exchange: str, key: str) -> None: ...
+
+
+class DeletingChannel(Protocol):
+    """What :func:`delete_unused` needs: aiormq's and aio-pika's channels as they are."""
+
+    def queue_delete(self, name: str, /, *, if_unused: bool) -> Awaitable[object]: ...
+    def exchange_delete(self, name: str, /, *, if_unused: bool) -> Awaitable[object]: ...
+
+
+class BlockingDeclaringChannel(Protocol):
+    """:class:`DeclaringChannel` for a blocking library, called from its thread."""
+
+    def declare_exchange(self, decl: ExchangeDecl) -> None: ...
+    def declare_queue(self, decl: QueueDecl) -> None: ...
+    def bind(self, queue: str, exchange: str, key: str) -> None: ...
+
+
+class BlockingDeletingChannel(Protocol):
+    """:class:`DeletingChannel` for a blocking library: py-amqp's and kombu's as they are."""
+
+    def queue_delete(self, name: str, /, *, if_unused: bool) -> object: ...
+    def exchange_delete(self, name: str, /, *, if_unused: bool) -> object: ...
+
+
+_C = TypeVar("_C", bound=DeletingChannel)
+_B = TypeVar("_B", bound=BlockingDeletingChannel)
+
+
+async def declare(
+    channel: DeclaringChannel,
+    noted: Declared,
+    exchanges: Iterable[ExchangeDecl] = (),
+    queues: Iterable[QueueDecl] = (),
+) -> None:
+    """Declare ``exchanges`` (the default exchange needs none), then each queue and its
+    bindings, noting each in ``noted`` as soon as the broker created it."""
+    for exchange in exchanges:
+        if exchange.name != DEFAULT_EXCHANGE:
+            await channel.declare_exchange(exchange)
+            noted.exchange(exchange)
+    for queue in queues:
+        await channel.declare_queue(queue)
+        noted.queue(queue)
+        for exchange_name, key in queue.bindings:
+            await channel.bind(queue.name, exchange_name, key)
+
+
+def declare_blocking(
+    channel: BlockingDeclaringChannel,
+    noted: Declared,
+    exchanges: Iterable[ExchangeDecl] = (),
+    queues: Iterable[QueueDecl] = (),
+) -> None:
+    """:func:`declare` for a :class:`BlockingDeclaringChannel`."""
+    for exchange in exchanges:
+        if exchange.name != DEFAULT_EXCHANGE:
+            channel.declare_exchange(exchange)
+            noted.exchange(exchange)
+    for queue in queues:
+        channel.declare_queue(queue)
+        noted.queue(queue)
+        for exchange_name, key in queue.bindings:
+            channel.bind(queue.name, exchange_name, key)
+
+
+async def delete_unused(
+    open_channel: Callable[[], Awaitable[_C]],
+    noted: Declared,
+    refused: tuple[type[BaseException], ...],
+) -> _C | None:
+    """Delete ``noted``'s entities, each only if unused, then forget them. ``refused`` are
+    the library's errors for a refusal (in use, not found, the channel it closed): that
+    entity is someone else's to delete, the next one gets a new ``open_channel()``.
+    Returns the channel still open (the caller closes it, or keeps it), or None."""
+    channel: _C | None = None
+    for gone in noted.deletions():
+        try:
+            if channel is None:
+                channel = await open_channel()
+            if gone.kind == "queue":
+                await channel.queue_delete(gone.name, if_unused=True)
+            else:
+                await channel.exchange_delete(gone.name, if_unused=True)
+        except refused:
+            channel = None
+    noted.forget()
+    return channel
+
+
+def delete_unused_blocking(
+    open_channel: Callable[[], _B],
+    noted: Declared,
+    refused: tuple[type[BaseException], ...],
+) -> _B | None:
+    """:func:`delete_unused` for a :class:`BlockingDeletingChannel`."""
+    channel: _B | None = None
+    for gone in noted.deletions():
+        try:
+            if channel is None:
+                channel = open_channel()
+            if gone.kind == "queue":
+                channel.queue_delete(gone.name, if_unused=True)
+            else:
+                channel.exchange_delete(gone.name, if_unused=True)
+        except refused:
+            channel = None
+    noted.forget()
+    return channel
 
 
 # -- what every AMQP plugin says when it cannot connect ------------------------------------

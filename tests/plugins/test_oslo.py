@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from mqlab_oslo import OsloTransport
 
-from mqlab.transport import Target
+from mqlab.errors import ConnectionLost, TransportError
+from mqlab.transport import Target, TransportConfig
+from tests.test_faults_proxy import Proxy
 
 from .kit import Mgmt, eventually
 from .threaded import Got, Make, starter
@@ -76,3 +78,35 @@ async def test_close_deletes_what_the_run_declared(make: Make, tag: str, mgmt: M
     await eventually(lambda: not mgmt.names("queues", tag), timeout=5)
     await eventually(lambda: len(mgmt.names("queues", "reply_")) == replies - 1, timeout=5)
     assert mgmt.entity("exchanges", tag) is None
+
+
+async def test_a_lost_connection_is_reported_and_oslo_reconnects(broker: Any, tag: str) -> None:
+    """oslo.messaging reconnects by itself and says so only in its log: mqlab turns that
+    line into a connection-lost report, the step's ``connection_lost`` count and event."""
+    proxy = Proxy(broker.url)  # the server's only way to the broker
+    server = OsloTransport(TransportConfig((proxy.url,), {}, f"{tag}-s"))
+    client = OsloTransport(TransportConfig((broker.url,), {}, f"{tag}-c"))
+    reports: list[TransportError] = []
+    events: list[tuple[str, str]] = []
+    server.on_report = reports.append
+    server.on_notice = lambda kind, text, connection: events.append((kind, text))
+    try:
+        await server.start()
+        await client.start()
+        target = Target(tag, f"{tag}-t")
+        await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), Got())
+        assert await client.call(target, b"before", 10) == b"re:before"
+        assert not reports
+        proxy.command(action="reset")  # an RST on every connection of the server
+        await eventually(lambda: bool(reports), timeout=15)
+        lost = reports[0]
+        assert isinstance(lost, ConnectionLost) and lost.kind == "ConnectionLost"
+        assert str(lost).startswith("oslo.messaging: ")
+        assert "unreachable" in str(lost) or "Connection failed" in str(lost)
+        assert ("connection_lost", str(lost)) in events  # on the step's timeline too
+        # oslo re-made the connection and consumes again: the next call is served
+        assert await client.call(target, b"after", 30) == b"re:after"
+    finally:
+        await client.aclose()
+        await server.aclose()
+        proxy.stop()

@@ -30,7 +30,7 @@ from mqlab.transport import (
 from . import errors
 from .consumer import Consumer
 from .options import OPTIONS, check_combinations
-from .topology import declare_exchange, declare_queue, delete_declared, open_channel
+from .topology import Channel, delete_declared, open_channel
 
 #: start() gives up on a broker after this long (a black-holed host never refuses)
 CONNECT_TIMEOUT = 10.0
@@ -187,11 +187,8 @@ class AiormqTransport(Transport):
         try:
             consumer = await self._consumer_channel(handler)
             channel = consumer.channel
-            for exchange in amqp.rpc_exchanges(target):
-                await declare_exchange(channel, exchange, self._created)
             queues = amqp.rpc_server_queues(target, server)
-            for queue in queues:
-                await declare_queue(channel, queue, self._created)
+            await amqp.declare(Channel(channel), self._created, amqp.rpc_exchanges(target), queues)
             for queue in queues:
                 await consumer.consume(queue.name)
         except Exception as exc:
@@ -206,9 +203,9 @@ class AiormqTransport(Transport):
         try:
             consumer = await self._consumer_channel(handler)
             channel = consumer.channel
-            await declare_exchange(channel, amqp.notification_exchange(target), self._created)
             queue = amqp.notification_queue(target, pool)
-            await declare_queue(channel, queue, self._created)
+            exchanges = (amqp.notification_exchange(target),)
+            await amqp.declare(Channel(channel), self._created, exchanges, (queue,))
             await consumer.consume(queue.name)
         except Exception as exc:
             if consumer is not None:
@@ -241,7 +238,7 @@ class AiormqTransport(Transport):
                 channel = self._admin
                 if channel is None or channel.is_closed:
                     channel = self._admin = await open_channel(self._connection(), confirms=False)
-                await declare_exchange(channel, decl, self._created)
+                await amqp.declare(Channel(channel), self._created, (decl,))
                 self._declared.add(decl)
             dest = _Dest(
                 route.exchange,
@@ -268,7 +265,7 @@ class AiormqTransport(Transport):
             if self._reply_to is None:
                 queue = amqp.reply_queue()
                 channel = await open_channel(self._connection(), confirms=False)
-                await declare_queue(channel, queue, self._created)
+                await amqp.declare(Channel(channel), self._created, queues=(queue,))
                 await channel.basic_consume(queue.name, self._on_reply, no_ack=True)
                 self._reply_channel = channel
                 self._reply_to = queue.name

@@ -115,14 +115,8 @@ class Topology:
         """
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(CLEAN_UP_BUDGET):
-                for gone in self._created.deletions():
-                    with contextlib.suppress(Exception):
-                        # in use -> precondition failed closes the channel; _ready opens another
-                        channel = await self._ready()
-                        if gone.kind == "queue":
-                            await channel.queue_delete(gone.name, if_unused=True)
-                        else:
-                            await channel.exchange_delete(gone.name, if_unused=True)
+                # in use -> precondition failed closes the channel; _ready opens another
+                await amqp.delete_unused(self._ready, self._created, (Exception,))
         self._created.forget()
         conn, self._conn, self._channel = self._conn, None, None
         if conn is not None:

@@ -44,6 +44,7 @@ from aiokafka.protocol.admin import DeleteGroupsRequest
 
 from mqlab.errors import ConnectionLost, DriverError, ErrorRule, map_errors
 from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.lifecycle import Tasks
 from mqlab.sdk.pending import PendingCalls
 from mqlab.sdk.urls import host_port
 from mqlab.transport import (
@@ -138,7 +139,8 @@ class KafkaTransport(Transport):
         self._ids = itertools.count()
         self._replies = topics.replies(config.worker, uuid.uuid4().hex[:8])
         self._reply_consumer: Any = None
-        self._reply_task: asyncio.Task[None] | None = None
+        self._reply_task: asyncio.Task[None] | None = None  # one of _tasks
+        self._tasks = Tasks(self)
         self._reply_lock = asyncio.Lock()
 
     # -- connection --------------------------------------------------------------
@@ -183,17 +185,13 @@ class KafkaTransport(Transport):
     async def aclose(self) -> None:
         producer, admin, self.producer, self.admin = self.producer, self.admin, None, None
         readers, self._readers = self._readers, []
-        task, self._reply_task = self._reply_task, None
         reply_consumer, self._reply_consumer = self._reply_consumer, None
         self._pending.close()
         if producer is None:
             return
         try:
             async with asyncio.timeout(4.0):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
+                await self._tasks.aclose()
                 if reply_consumer is not None:
                     await reply_consumer.stop()
                 if admin is not None:
@@ -310,8 +308,8 @@ class KafkaTransport(Transport):
             with map_errors(RULES):
                 await reader.start()
             self._reply_consumer = reader
-            self._reply_task = asyncio.create_task(
-                self._read_replies(reader), name=f"mqlab-kafka replies {self._replies}"
+            self._reply_task = self._tasks.start(
+                self._read_replies(reader), f"mqlab-kafka replies {self._replies}"
             )
 
     async def _read_replies(self, reader: Any) -> None:

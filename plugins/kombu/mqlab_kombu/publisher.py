@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ import aiormq.exceptions as amqp_exc
 from aio_pika.abc import AbstractChannel, AbstractExchange
 
 from mqlab.errors import ConnectionLost, DriverError
+from mqlab.sdk import amqp
 from mqlab.sdk.amqp import Declared, ExchangeDecl
 from mqlab_kombu.errors import describe, is_transient
 from mqlab_kombu.link import CLOSE_TIMEOUT, Link
@@ -184,22 +186,12 @@ class Publisher:
         someone still consumes and every exchange something still binds.
         """
         conn = self._link.connection
-        deletions = self._declared.deletions()
-        if conn is None or not deletions:
+        if conn is None or not self._declared.deletions():
             return
-        channel: AbstractChannel | None = None
-        for gone in deletions:
-            try:
-                if channel is None or channel.is_closed:
-                    channel = await conn.channel(publisher_confirms=False)
-                if gone.kind == "queue":
-                    await channel.queue_delete(gone.name, if_unused=True)
-                else:
-                    await channel.exchange_delete(gone.name, if_unused=True)
-            except (amqp_exc.AMQPError, amqp_exc.ChannelInvalidStateError, OSError):
-                # 406 in use: another worker still consumes or binds it and deletes it last
-                channel = None
-        self._declared.forget()
+        # 406 in use: another worker still consumes or binds it and deletes it last
+        refused = (amqp_exc.AMQPError, amqp_exc.ChannelInvalidStateError, OSError)
+        fresh = functools.partial(conn.channel, publisher_confirms=False)
+        channel = await amqp.delete_unused(fresh, self._declared, refused)
         if channel is not None and not channel.is_closed:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(CLOSE_TIMEOUT):

@@ -34,6 +34,7 @@ from paho.mqtt.properties import Properties
 
 from mqlab.errors import ConnectionLost, DriverError, ErrorRule, map_errors
 from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.lifecycle import Tasks
 from mqlab.sdk.pending import PendingCalls
 from mqlab.sdk.urls import host_port
 from mqlab.transport import (
@@ -168,8 +169,8 @@ class MqttTransport(Transport):
         self._corr = itertools.count()
         self._reply_topic = f"mqlab/reply/{level(config.worker)}"
         self._replying = False
-        self._dispatcher: asyncio.Task[None] | None = None
-        self._sends: set[asyncio.Task[None]] = set()
+        #: the dispatcher, and the replies it sends without waiting for their PUBACK
+        self._tasks = Tasks(self)
         #: QoS 2 publishes in flight, at most the server's Receive Maximum
         self._qos2_window: asyncio.Semaphore | None = None
 
@@ -182,7 +183,7 @@ class MqttTransport(Transport):
             explain,
             per_url=float(self.options["connect_timeout"]),
         )
-        self._dispatcher = asyncio.create_task(self._dispatch(), name="mqlab-mqtt dispatch")
+        self._tasks.start(self._dispatch(), "mqlab-mqtt dispatch")
 
     async def _open(self, url: str, timeout: float) -> aiomqtt.Client:
         properties = props(PacketTypes.CONNECT)
@@ -210,19 +211,12 @@ class MqttTransport(Transport):
 
     async def aclose(self) -> None:
         client, self.client = self.client, None
-        task, self._dispatcher = self._dispatcher, None
         self._pending.close()
         if client is None:
             return
-        for each in [task, *self._sends]:
-            if each is not None:
-                each.cancel()
         try:
             async with asyncio.timeout(3.0):
-                for each in [task, *self._sends]:
-                    if each is not None:
-                        with contextlib.suppress(asyncio.CancelledError, Exception):
-                            await each
+                await self._tasks.aclose()
                 if not self.options["session_expiry"]:
                     for topic in self._topics:
                         await client.unsubscribe(topic)
@@ -268,9 +262,7 @@ class MqttTransport(Transport):
         # a reply at QoS 1/2 waits for its PUBACK; the dispatcher must not wait with it
         properties = props(PacketTypes.PUBLISH)
         properties.CorrelationData = corr
-        task = asyncio.create_task(self._publish(topic, body, properties))
-        self._sends.add(task)
-        task.add_done_callback(self._sends.discard)
+        self._tasks.start(self._publish(topic, body, properties), "mqlab-mqtt reply")
 
     async def _publish(self, topic: str, body: bytes, properties: Properties | None) -> None:
         with map_errors(RULES):

@@ -349,14 +349,7 @@ def _explain(url: str, exc: BaseException, timeout: float) -> str:
 def _delete(url: str, declared: amqp.Declared, timeout: float) -> None:
     """Delete ``declared``'s entities if unused (a refused delete closes the channel)."""
     with Connection(url, connect_timeout=timeout) as conn:
-        for gone in declared.deletions():
-            channel = conn.channel()
-            try:
-                if gone.kind == "queue":
-                    channel.queue_delete(gone.name, if_unused=True)
-                else:
-                    channel.exchange_delete(gone.name, if_unused=True)
-                channel.close()
-            except Exception:  # noqa: BLE001 - in use (406): someone else's to delete
-                continue
-    declared.forget()
+        # in use (406): someone else's to delete
+        left = amqp.delete_unused_blocking(conn.channel, declared, (Exception,))
+        if left is not None:
+            left.close()

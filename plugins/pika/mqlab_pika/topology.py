@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pika.adapters.asyncio_connection import AsyncioConnection
 
+from mqlab.sdk import amqp
 from mqlab.sdk.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab_pika import bridge
 from mqlab_pika.bridge import Chan, Gone
@@ -54,6 +56,9 @@ class Topology:
             self._chan = await Chan.open(conn)
         return self._chan
 
+    async def _adapter(self) -> Declaring:
+        return Declaring(await self._channel())
+
     async def declare_exchange(self, decl: ExchangeDecl) -> None:
         """Declare ``decl`` once per connection (the cache is dropped when it may be stale)."""
         if decl in self.declared:
@@ -66,14 +71,7 @@ class Topology:
         running = asyncio.get_running_loop().create_future()
         self._declaring[decl] = running
         try:
-            chan = await self._channel()
-            await chan.call(
-                chan.channel.exchange_declare,
-                decl.name,
-                decl.type,
-                durable=decl.durable,
-                auto_delete=decl.auto_delete,
-            )
+            await amqp.declare(await self._adapter(), self._created, (decl,))
         except BaseException as exc:
             bridge.fail(running, exc if isinstance(exc, Exception) else Gone("cancelled"))
             running.exception()  # the waiters, if any, get it; nobody else must log it
@@ -82,22 +80,10 @@ class Topology:
             del self._declaring[decl]
         bridge.resolve(running, None)
         self.declared.add(decl)
-        self._created.exchange(decl)
 
     async def declare_queue(self, queue: QueueDecl) -> None:
         """Declare ``queue`` and its bindings."""
-        chan = await self._channel()
-        await chan.call(
-            chan.channel.queue_declare,
-            queue.name,
-            durable=queue.durable,
-            exclusive=queue.exclusive,
-            auto_delete=queue.auto_delete,
-            arguments=queue.argument_map(),
-        )
-        self._created.queue(queue)
-        for exchange, key in queue.bindings:
-            await chan.call(chan.channel.queue_bind, queue.name, exchange, routing_key=key)
+        await amqp.declare(await self._adapter(), self._created, queues=(queue,))
 
     async def delete_declared(self) -> None:
         """Delete the non-durable queues and exchanges this link declared, if unused.
@@ -106,13 +92,42 @@ class Topology:
         run declared would stay on the broker; ``if_unused`` keeps every queue
         someone still consumes and every exchange something still binds.
         """
-        for gone in self._created.deletions():
-            try:
-                chan = await self._channel()
-                if gone.kind == "queue":
-                    await chan.call(chan.channel.queue_delete, gone.name, if_unused=True)
-                else:
-                    await chan.call(chan.channel.exchange_delete, gone.name, if_unused=True)
-            except Gone:
-                continue  # in use (406): another worker deletes it last; gone already (404)
-        self._created.forget()
+        # in use (406): another worker deletes it last; gone already (404)
+        await amqp.delete_unused(self._adapter, self._created, (Gone,))
+
+
+@dataclass(frozen=True, slots=True)
+class Declaring:
+    """The declaring channel as the SDK's ``DeclaringChannel`` and ``DeletingChannel``
+    (pika answers by callback, :meth:`Chan.call` awaits it): the declare and clean-up
+    sequences are the SDK's; a refusal closes the channel and raises :class:`Gone`."""
+
+    chan: Chan
+
+    async def declare_exchange(self, decl: ExchangeDecl) -> None:
+        await self.chan.call(
+            self.chan.channel.exchange_declare,
+            decl.name,
+            decl.type,
+            durable=decl.durable,
+            auto_delete=decl.auto_delete,
+        )
+
+    async def declare_queue(self, decl: QueueDecl) -> None:
+        await self.chan.call(
+            self.chan.channel.queue_declare,
+            decl.name,
+            durable=decl.durable,
+            exclusive=decl.exclusive,
+            auto_delete=decl.auto_delete,
+            arguments=decl.argument_map(),
+        )
+
+    async def bind(self, queue: str, exchange: str, key: str) -> None:
+        await self.chan.call(self.chan.channel.queue_bind, queue, exchange, routing_key=key)
+
+    async def queue_delete(self, name: str, /, *, if_unused: bool) -> None:
+        await self.chan.call(self.chan.channel.queue_delete, name, if_unused=if_unused)
+
+    async def exchange_delete(self, name: str, /, *, if_unused: bool) -> None:
+        await self.chan.call(self.chan.channel.exchange_delete, name, if_unused=if_unused)

@@ -29,6 +29,7 @@ import struct
 import threading
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import amqp as pyamqp
@@ -246,38 +247,34 @@ def receive_timeout(conn: pyamqp.Connection, seconds: float) -> None:
     conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
 
 
-def declare_exchange(channel: Any, decl: topology.ExchangeDecl, noted: topology.Declared) -> None:
-    if decl.name == topology.DEFAULT_EXCHANGE:
-        return
-    channel.exchange_declare(
-        decl.name, decl.type, durable=decl.durable, auto_delete=decl.auto_delete
-    )
-    noted.exchange(decl)
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """A py-amqp channel as :class:`mqlab.sdk.amqp.BlockingDeclaringChannel` (called on its
+    link's thread); the declare and clean-up sequences are the SDK's."""
 
+    channel: Any
 
-def declare_queue(channel: Any, decl: topology.QueueDecl, noted: topology.Declared) -> None:
-    channel.queue_declare(
-        decl.name,
-        durable=decl.durable,
-        exclusive=decl.exclusive,
-        auto_delete=decl.auto_delete,
-        arguments=decl.argument_map(),
-    )
-    noted.queue(decl)
-    for exchange, key in decl.bindings:
-        channel.queue_bind(decl.name, exchange, key)
+    def declare_exchange(self, decl: topology.ExchangeDecl) -> None:
+        self.channel.exchange_declare(
+            decl.name, decl.type, durable=decl.durable, auto_delete=decl.auto_delete
+        )
+
+    def declare_queue(self, decl: topology.QueueDecl) -> None:
+        self.channel.queue_declare(
+            decl.name,
+            durable=decl.durable,
+            exclusive=decl.exclusive,
+            auto_delete=decl.auto_delete,
+            arguments=decl.argument_map(),
+        )
+
+    def bind(self, queue: str, exchange: str, key: str) -> None:
+        self.channel.queue_bind(queue, exchange, key)
 
 
 def delete_declared(conn: pyamqp.Connection, noted: topology.Declared) -> None:
-    """Delete what ``noted`` holds, each if unused (a refused delete closes its channel)."""
-    for gone in noted.deletions():
-        channel = conn.channel()
-        try:
-            if gone.kind == "queue":
-                channel.queue_delete(gone.name, if_unused=True)
-            else:
-                channel.exchange_delete(gone.name, if_unused=True)
-            channel.close()
-        except amqp_exc.ChannelError:
-            continue  # in use (406): another worker deletes it last
-    noted.forget()
+    """Delete what ``noted`` holds, each if unused: in use (406), the broker closes the
+    channel, and the next deletion opens another."""
+    left = topology.delete_unused_blocking(conn.channel, noted, (amqp_exc.ChannelError,))
+    if left is not None:
+        left.close()

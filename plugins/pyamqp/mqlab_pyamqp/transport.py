@@ -27,7 +27,7 @@ from mqlab.sdk.pending import PendingCalls
 from mqlab.sdk.threads import on_loop_each
 from mqlab.sdk.urls import hide_secret
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
-from mqlab_pyamqp.link import Link, declare_exchange, declare_queue, delete_declared, mapped
+from mqlab_pyamqp.link import Channel, Link, delete_declared, mapped
 
 #: seconds to connect one URL
 CONNECT_TIMEOUT = 5.0
@@ -166,10 +166,7 @@ class PyamqpTransport(Transport):
                 replies = conn.channel()
                 if prefetch:
                     channel.basic_qos(0, prefetch, False)
-                for ex in exchanges:
-                    declare_exchange(channel, ex, self._declared)
-                for decl in queues:
-                    declare_queue(channel, decl, self._declared)
+                topology.declare_blocking(Channel(channel), self._declared, exchanges, queues)
                 batch: list[pyamqp.Message] = []
 
                 def hand_over() -> None:
@@ -239,7 +236,7 @@ class PyamqpTransport(Transport):
                 link.channel = conn.channel()
                 link.exchanges.clear()
             if exchange.name not in link.exchanges:
-                declare_exchange(link.channel, exchange, self._declared)
+                topology.declare_blocking(Channel(link.channel), self._declared, (exchange,))
                 link.exchanges.add(exchange.name)
             link.channel.basic_publish(
                 message, exchange=route.exchange, routing_key=route.routing_key
@@ -269,7 +266,7 @@ class PyamqpTransport(Transport):
 
                 def setup(conn: pyamqp.Connection) -> None:
                     channel = conn.channel()
-                    declare_queue(channel, decl, self._declared)
+                    topology.declare_blocking(Channel(channel), self._declared, queues=(decl,))
                     channel.basic_consume(decl.name, callback=got.append, no_ack=True)
                     links[0].consuming(hand_over)
 

@@ -28,7 +28,7 @@ import redis.exceptions
 
 from mqlab.errors import ConnectionLost, ErrorRule, Undeliverable, map_errors
 from mqlab.sdk.connect import connect_first, explain
-from mqlab.sdk.lifecycle import connection_lost
+from mqlab.sdk.lifecycle import Tasks, connection_lost
 from mqlab.sdk.pending import PendingCalls
 from mqlab.transport import (
     CONNECT_TIMEOUT,
@@ -99,7 +99,8 @@ class RedisStreamsTransport(Transport):
         self._pending = PendingCalls()
         self._ids = itertools.count()
         self._replies = keys.replies(config.worker, uuid.uuid4().hex[:8])
-        self._reply_task: asyncio.Task[None] | None = None
+        self._reply_task: asyncio.Task[None] | None = None  # one of _tasks
+        self._tasks = Tasks(self)
         self._url = ""  # the URL connected to, for reports
 
     # -- connection --------------------------------------------------------------
@@ -146,16 +147,12 @@ class RedisStreamsTransport(Transport):
     async def aclose(self) -> None:
         conn, blocking, self.conn, self.blocking = self.conn, self.blocking, None, None
         readers, self._readers = self._readers, []
-        task, self._reply_task = self._reply_task, None
         self._pending.close()
         if conn is None:
             return
         try:
             async with asyncio.timeout(4.0):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
+                await self._tasks.aclose()
                 for reader, keep in readers:
                     await reader.stop(keep)
                 await done(conn.delete(self._replies))
@@ -227,8 +224,8 @@ class RedisStreamsTransport(Transport):
         # the stream exists from here on, so servers may XADD to it with NOMKSTREAM
         with map_errors(RULES):
             first = await done(self._conn().xadd(self._replies, {b"hello": b""}))
-        self._reply_task = asyncio.create_task(
-            self._read_replies(first), name=f"mqlab-redis replies {self._replies}"
+        self._reply_task = self._tasks.start(
+            self._read_replies(first), f"mqlab-redis replies {self._replies}"
         )
 
     async def _read_replies(self, last: Any) -> None:
