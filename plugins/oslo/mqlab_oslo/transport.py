@@ -63,23 +63,55 @@ _RABBIT_LOG = "oslo.messaging._drivers.impl_rabbit"
 
 class _LostConnections(logging.Handler):
     """oslo.messaging reconnects silently but for an ERROR log line: each such line becomes
-    a ``report()`` on the loop, so the step counts the lost connection instead of a log."""
+    a ``report()`` on the loop, so the step counts the lost connection instead of a log.
 
-    def __init__(self, transport: Transport) -> None:
+    oslo logs on one process-wide logger, whichever transport's connection it was: one
+    handler for the process hands each line to one live transport per event loop (a
+    worker's transports share its loop and its step), never to every transport, which
+    counted one loss once per transport in the worker.
+    """
+
+    def __init__(self) -> None:
         super().__init__(logging.ERROR)
-        self._transport = transport
-        self._loop = asyncio.get_running_loop()
+        self.live: dict[asyncio.AbstractEventLoop, list[Transport]] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
         if "unreachable" not in text and "Connection failed" not in text:
             return
-        urls = self._transport.urls
-        for url in urls:
-            text = hide_secret(text, url)
-        error = ConnectionLost(f"oslo.messaging: {text}")
-        with contextlib.suppress(RuntimeError):  # the loop closed first
-            self._loop.call_soon_threadsafe(self._transport.report, error)
+        with _LOST_LOCK:
+            live = [(loop, list(ts)) for loop, ts in self.live.items() if ts]
+        for loop, transports in live:
+            told = text
+            for t in transports:
+                for url in t.urls:
+                    told = hide_secret(told, url)
+            error = ConnectionLost(f"oslo.messaging: {told}")
+            with contextlib.suppress(RuntimeError):  # the loop closed first
+                loop.call_soon_threadsafe(transports[0].report, error)
+
+
+_LOST = _LostConnections()
+_LOST_LOCK = threading.Lock()
+
+
+def _watch(transport: Transport) -> None:
+    """Count ``transport``'s lost connections (see :class:`_LostConnections`)."""
+    with _LOST_LOCK:
+        if not _LOST.live:
+            logging.getLogger(_RABBIT_LOG).addHandler(_LOST)
+        _LOST.live.setdefault(asyncio.get_running_loop(), []).append(transport)
+
+
+def _unwatch(transport: Transport) -> None:
+    with _LOST_LOCK:
+        for loop, transports in list(_LOST.live.items()):
+            if transport in transports:
+                transports.remove(transport)
+            if not transports:
+                del _LOST.live[loop]
+        if not _LOST.live:
+            logging.getLogger(_RABBIT_LOG).removeHandler(_LOST)
 
 
 class _RpcEndpoint:
@@ -149,7 +181,7 @@ class OsloTransport(Transport):
         # transports, clients and notifiers are built on first use, in pool threads
         self._build_lock = threading.RLock()
         self._closed = False
-        self._lost: _LostConnections | None = None
+        self._watched = False
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -157,8 +189,8 @@ class OsloTransport(Transport):
         """Check a broker answers (oslo itself would retry forever), then build lazily."""
         self._url = transport_url(self.urls)
         await connect_first(self.urls, self._probe, _explain, per_url=5.0, budget=10.0)
-        self._lost = _LostConnections(self)
-        logging.getLogger(_RABBIT_LOG).addHandler(self._lost)
+        _watch(self)
+        self._watched = True
 
     async def _probe(self, url: str, timeout: float) -> None:
         await self._pool.run(_probe, url, timeout)
@@ -168,8 +200,9 @@ class OsloTransport(Transport):
         if self._closed:
             return
         self._closed = True
-        if self._lost is not None:
-            logging.getLogger(_RABBIT_LOG).removeHandler(self._lost)
+        if self._watched:
+            _unwatch(self)
+            self._watched = False
         try:
             await self._pool.run(self._close_blocking)
         except Exception:
