@@ -95,6 +95,30 @@ def test_a_link_fault_never_restored_holds_its_messages_it_does_not_lose_them(
     assert shown.returncode == 0 and said in shown.stdout, shown.stderr
 
 
+@pytest.mark.broker
+def test_the_background_stress_says_what_the_link_fault_held_of_its_own(
+    broker: BrokerHandle, tmp_path: Path
+) -> None:
+    # the background's clients reach the broker through the same faulted link
+    name = f"i33c-bg-{uuid.uuid4().hex[:8]}"
+    text = PROFILE.format(
+        url=broker.url, api=broker.management_url, name=name, action="cut", extra=""
+    ).replace(
+        f'topic = "{name}"', f'topic = "{name}"\nbackground = {{ pattern = "cast", rate = 50 }}'
+    )
+    out = tmp_path / "r.json"
+    proc = mqlab("run", str(write_profile(tmp_path / "p.toml", text)), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    (step,) = strict_json(out)["steps"]
+    bg = step["background"]
+    assert bg["sent"] > bg["received"] > 0 and bg["drain_end"] == "held", bg
+    # what the cut held of the background's is named and counted as held, not lost
+    assert bg["held"]["by"] == ["cut node1"] and bg["held"]["messages"] > 0, bg
+    assert bg["lost"] == 0 and bg["unaccounted"] == bg["expected"] - bg["received"], bg
+    assert "held_by_fault" in bg["flags"]
+    assert mqlab("show", str(out)).returncode == 0  # the reader takes the field
+
+
 @pytest.mark.parametrize(
     ("held", "words"),
     [

@@ -232,6 +232,11 @@ FAULT = _record(
     promise=WORDS, verdict=Text(40),
     outage_s=Num(0.0, 2 * limits.MAX_DURATION_S, null=True), fails_by=Text(40, null=True),
 )  # fmt: skip
+#: link faults still in force when a drain ended, and what they held (the step's and its
+#: background's)
+HELD = _record(
+    "by", null=True, by=Seq(NAME, 100), messages=COUNT_OR_NULL, proxy_bytes=COUNT_OR_NULL,
+)
 BACKGROUND = _record(
     "pattern rate achieved_rate sent received lost unaccounted duplicates throughput "
     "latency_ms flags",
@@ -240,7 +245,7 @@ BACKGROUND = _record(
     sent=COUNT_OR_NULL, expected=COUNT_OR_NULL, received=COUNT_OR_NULL,
     lost=COUNT_OR_NULL, unaccounted=COUNT_OR_NULL, still_queued=COUNT_OR_NULL,
     duplicates=COUNT_OR_NULL, errors=Either(COUNT, Table(COUNT), null=True),
-    throughput=THROUGHPUT, latency_ms=LATENCY, drain_end=Text(20, null=True),
+    throughput=THROUGHPUT, latency_ms=LATENCY, drain_end=Text(20, null=True), held=HELD,
     workers_lost=Seq(NAME), flags=Seq(Either(NAME, FLAG)),
     cpu=_record(clients_percent=CPU, servers_percent=CPU, null=True),
 )  # fmt: skip
@@ -273,9 +278,7 @@ STEP_FIELDS = _record(
     sent=COUNT, expected=COUNT_OR_NULL, received=COUNT, round_trip=COUNT, lost=COUNT,
     unaccounted=COUNT_OR_NULL, still_queued=COUNT_OR_NULL, drain_s=Num(0.0, 1e6, null=True),
     depth_unknown=Flag(null=True), settings=Table(FREE, null=True),
-    held=_record(
-        "by", null=True, by=Seq(NAME, 100), messages=COUNT_OR_NULL, proxy_bytes=COUNT_OR_NULL,
-    ),
+    held=HELD,
     drain_end=Text(20, null=True), duplicates=COUNT, out_of_order=COUNT_OR_NULL,
     errors=ERRORS, error_messages=Table(WORDS, 1000),
     throughput=THROUGHPUT, latency_ms=LATENCY,

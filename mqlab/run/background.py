@@ -169,6 +169,7 @@ def summary(record: StepRecord, bg: Background) -> dict[str, Any]:
         "throughput": record.throughput.to_wire(),
         "latency_ms": {k: lat.get(k) for k in ("kind", "p50", "p99", "max", "failed")},
         "drain_end": record.drain_end,
+        "held": dict(record.held) if record.held else None,
         "workers_lost": list(record.workers_lost),
         "flags": [f.code for f in record.flags],
         "cpu": {k: cpu.get(k) for k in ("clients_percent", "servers_percent")},
