@@ -231,6 +231,30 @@ def test_call_cast_notify_with_servers_on_one_host_and_clients_on_the_other(
     assert ("clock_bound" in codes) == (bound_ms > lat["p50"] / 10)
 
 
+def test_a_background_stress_runs_on_the_hosts_beside_its_probe(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # the probe's calls and a notify background at 200/s into two pools, their servers on
+    # w1 and their clients on w2 like the probe's; its one-way latency crosses the hosts
+    hosts = _run_profile(cluster, tmp_path).read_text().split("[[scenario]]")[0]
+    profile = write_profile(tmp_path / "bg.toml", hosts + (
+        '[[scenario]]\npattern = "call"\nconcurrency = [4]\n'
+        'background = { pattern = "notify", rate = 200, servers = 2, pools = 2 }\n'
+    ))  # fmt: skip
+    out = tmp_path / "r.json"
+    proc = mqlab("run", str(profile), "-o", str(out), "--quiet", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    (step,) = results(out)["steps"]
+    assert step["sent"] == step["received"] > 0 and step["lost"] == 0, step
+    bg = step["background"]
+    # every notification reached both pools, counted from the ledgers the hosts shipped
+    assert bg["sent"] > 0 and bg["received"] == bg["expected"] == 2 * bg["sent"], bg
+    assert bg["lost"] == 0 and bg["duplicates"] == 0 and bg["unaccounted"] == 0, bg
+    # sent on w2 and received on w1, clocks 3,600 s apart: corrected like the probe's
+    assert 0 <= bg["latency_ms"]["p50"] < 1_000, bg["latency_ms"]
+    assert all(h["cpu_percent"] > 0 for h in step["hosts"]["hosts"])
+
+
 def _offsets(stdout: str) -> dict[str, tuple[float, float]]:
     """name -> (offset s, bound s) from `mqlab hosts check`'s lines."""
     out = {}

@@ -363,8 +363,7 @@ def _check_hosts(path: str, managed: bool, pinned: bool, scenarios: tuple[Scenar
             "elsewhere: remove one of the two",
         )  # fmt: skip
     for i, sc in enumerate(scenarios):
-        for key, present in (("event", sc.events), ("rolling", sc.rolling),
-                             ("background", sc.background)):  # fmt: skip
+        for key, present in (("event", sc.events), ("rolling", sc.rolling)):
             if present:
                 raise ProfileError(
                     path, f"scenario[{i}].{key}",

@@ -235,7 +235,7 @@ FAULT = _record(
 #: link faults still in force when a drain ended, and what they held (the step's and its
 #: background's)
 HELD = _record(
-    "by", null=True, by=Seq(NAME, 100), messages=COUNT_OR_NULL, proxy_bytes=COUNT_OR_NULL,
+    "by", null=True, by=Seq(NAME, 100), messages=COUNT_OR_NULL, proxy_bytes=COUNT_OR_NULL
 )
 BACKGROUND = _record(
     "pattern rate achieved_rate sent received lost unaccounted duplicates throughput "
