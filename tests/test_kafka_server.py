@@ -84,6 +84,13 @@ def test_a_port_taken_is_one_line_with_kafkas_reason(
     assert java == [], "the broker that failed is still running"
 
 
+def test_a_cluster_id_never_reads_as_an_option() -> None:
+    # one random id in 64 starts with "-", and `kafka-storage format -t -xyz` then fails
+    ids = [kafka.cluster_id() for _ in range(2000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 for i in ids) and len(set(ids)) == len(ids)
+
+
 def _cmdline(proc: Path, needle: str) -> bool:
     try:
         return needle in (proc / "cmdline").read_bytes().decode(errors="replace")

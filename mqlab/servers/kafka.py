@@ -128,8 +128,14 @@ TOOL_LOG4J = LOG4J.replace("rootLogger=INFO", "rootLogger=WARN")
 
 
 def cluster_id() -> str:
-    """A new cluster id as ``kafka-storage random-uuid`` prints one (URL-safe base64)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A new cluster id as ``kafka-storage random-uuid`` prints one (URL-safe base64).
+
+    Never one starting with "-", as Kafka's own never does: ``format -t -xyz`` reads it as
+    an option ("-t: expected one argument"), which failed one start in 64."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not found.startswith("-"):
+            return found
 
 
 def properties(state_dir: Path, port: int, controller: int) -> str:
