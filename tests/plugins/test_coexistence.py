@@ -33,12 +33,9 @@ NOTIFY_EXCHANGE = "notifications"  # mqlab's default for notify scenarios
 
 
 @pytest.fixture
-async def openstack(broker: Any, mgmt: Mgmt) -> Any:
+async def openstack(broker: Any) -> Any:
     """An oslo.messaging RPC server and notification listener, as a service runs them."""
-    # on a broker as OpenStack leaves it: a durable notify step of another test file
-    # on this session broker may have declared mqlab's default exchange durable first
-    for name in (RPC_EXCHANGE, NOTIFY_EXCHANGE):
-        mgmt.delete("exchanges", name)
+    # the default exchanges start absent: tests/conftest.py clears them after every file
     oslo = OsloTransport(TransportConfig((broker.url,), {}, "nova"))
     await oslo.start()
     topic = f"compute-{uuid.uuid4().hex[:8]}"
