@@ -1,0 +1,151 @@
+"""What a step needs of its broker, as one object per broker: :class:`BrokerSide`.
+
+Every driver of a run has one (drivers of one server share it), so every figure of a
+step comes from the step's own broker: a Redis step's broker CPU is redis-server's, a
+RabbitMQ step's its nodes'. The runner asks it, around each step:
+
+- ``pid()``: the broker's own process on this machine, sampled each second of the
+  window beside the workers (``cpu.broker_percent``); ``pids()``: every process of it
+  now (pinned to ``[placement] broker``, read back into ``cores``);
+- ``nodes()``: a per-node sampler (a RabbitMQ cluster's nodes: ``cpu.nodes``), or None;
+- ``depth(marker)``: how many of the step's messages it still holds, how fresh that is,
+  or why it cannot say (:class:`Depth`): the drain's second piece of evidence;
+- ``facts()``: product, version and whether mqlab manages it, for the environment;
+- ``prepare``/``inspect``/``finish``: what a broker does around a step (RabbitMQ: the
+  mirroring policy, where the queues live); nothing elsewhere.
+
+``management`` and ``node_control`` are RabbitMQ's management API and nodes (for flow
+control and fault events); None for any other broker.
+
+:class:`ServerSide` is a managed or given server known by its processes (NATS, Redis,
+Mosquitto, Kafka, Artemis, and any server a plugin brings): it reads CPU and states its
+queue depth unknown. :class:`NoBroker` is a brokerless or in-process driver's. RabbitMQ's
+is :class:`mqlab.servers.rabbitside.RabbitSide`. To support another broker, subclass
+:class:`ServerSide` and override what it can read (``depth`` first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mqlab.record.sections import BrokerFacts
+from mqlab.sdk.urls import mask
+
+if TYPE_CHECKING:
+    from mqlab.rabbitmq.faults import NodeControl
+    from mqlab.rabbitmq.sampler import Sampler
+    from mqlab.rabbitmq.steps import BrokerSteps
+
+__all__ = ["BrokerSide", "Depth", "NoBroker", "ServerSide"]
+
+
+@dataclass(frozen=True, slots=True)
+class Depth:
+    """How many of a step's messages a broker holds now, or why that is not known.
+
+    ``messages`` None: unknown. ``age_s``: how stale the figure may be (0: counted now).
+    ``read`` False: this broker's depth is not read at all, so what is missing after the
+    drain counts as lost, as for a broker without queues (``why`` says so); a depth that
+    was read and failed (``read`` True, ``messages`` None) calls nothing lost.
+    """
+
+    messages: int | None
+    age_s: float | None = None
+    why: str = ""
+    read: bool = True
+
+
+class BrokerSide(Protocol):
+    """What a step needs of its broker (see the module doc)."""
+
+    kind: str  # the server's name as plugins declare it ("rabbitmq", "redis"), "" for none
+    label: str  # how the live view names it: its URLs, masked
+    management: BrokerSteps | None
+    node_control: NodeControl | None
+
+    def facts(self) -> Mapping[str, Any]: ...
+
+    def pid(self) -> int | None: ...
+
+    def pids(self) -> tuple[int, ...]: ...
+
+    def nodes(self) -> Sampler | None: ...
+
+    def node_label(self, node: str) -> str: ...
+
+    async def depth(self, marker: str) -> Depth: ...
+
+    async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None: ...
+
+    async def inspect(self, marker: str) -> BrokerFacts: ...
+
+    async def finish(self, marker: str, queue_type: str) -> None: ...
+
+
+class NoBroker:
+    """A brokerless or in-process driver's side: nothing to sample, nothing queued."""
+
+    kind = ""
+    label = ""
+    management: BrokerSteps | None = None
+    node_control: NodeControl | None = None
+
+    def facts(self) -> Mapping[str, Any]:
+        return {}
+
+    def pid(self) -> int | None:
+        return None
+
+    def pids(self) -> tuple[int, ...]:
+        return ()
+
+    def nodes(self) -> Sampler | None:
+        return None
+
+    def node_label(self, node: str) -> str:
+        return node
+
+    async def depth(self, marker: str) -> Depth:
+        return Depth(None, why="no broker: this driver is brokerless or in-process", read=False)
+
+    async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None:
+        return None
+
+    async def inspect(self, marker: str) -> BrokerFacts:
+        return BrokerFacts()
+
+    async def finish(self, marker: str, queue_type: str) -> None:
+        return None
+
+
+class ServerSide(NoBroker):
+    """A server known by its processes: managed (``pids`` its own) or given (``pids`` the
+    process found listening on its port here, if any). Its CPU is read; its depth is not."""
+
+    def __init__(
+        self,
+        kind: str,
+        urls: tuple[str, ...],
+        facts: Mapping[str, Any],
+        pids: tuple[int, ...] = (),
+        managed: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.label = ", ".join(mask(u) for u in urls)
+        # nothing known (it did not answer): no facts, rather than a bare "managed: false"
+        self._facts = {"managed": managed, **facts} if facts else {}
+        self._pids = pids
+
+    def facts(self) -> Mapping[str, Any]:
+        return self._facts
+
+    def pid(self) -> int | None:
+        return self._pids[0] if self._pids else None
+
+    def pids(self) -> tuple[int, ...]:
+        return self._pids
+
+    async def depth(self, marker: str) -> Depth:
+        return Depth(None, why=f"mqlab does not read a {self.kind} server's depth", read=False)
