@@ -31,6 +31,8 @@ MAX_WAIT_S = 600.0
 #: open-loop msg/s per step (the pacer's schedule, not a promise the machine keeps it)
 MAX_RATE = 10_000_000.0
 MAX_REPEAT = 100
+#: nodes of a managed RabbitMQ cluster (``[broker] nodes``, ``mqlab broker start --nodes``)
+MAX_NODES = 5
 MAX_SCENARIOS = 100
 #: values of one concurrency or rate list
 MAX_LEVELS = 100

@@ -204,7 +204,7 @@ class BrokerFlow:
     ticks: int | None = key(Int(0, _TICKS), omit=True)
     host_cores: int | None = key(Int(0, 1_000_000), omit=True)
     connections: tuple[FlowConnection, ...] | None = key(omit=True)
-    longest_spell: Spell | None = key()
+    longest_spell: Spell | None = key(omit=True)
     memory_alarm_s: int | None = key(COUNT, omit=True)
     disk_alarm_s: int | None = key(COUNT, omit=True)
     series: FlowSeries | None = key(omit=True)

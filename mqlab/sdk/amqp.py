@@ -45,6 +45,10 @@ from mqlab.transport import Target
 
 WIRE = "amqp091-oslo"
 
+#: the queue types a step's server queues may have: classic, classic mirrored by a
+#: policy (RabbitMQ 3.x), quorum (a declare argument)
+QUEUE_TYPES = ("classic", "mirrored", "quorum")
+
 #: the default exchange; replies are routed by queue name through it
 DEFAULT_EXCHANGE = ""
 
