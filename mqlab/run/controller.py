@@ -286,13 +286,14 @@ class Runner:
 
         held = s.faults.held if s.faults is not None else None
         await in_flight(clients, step.scenario.timeout, self._cut_short, tick, held)
+        depth = s.side.depth if s.side.reads_depth else None
         s.drained = await drain(
             workers, clients, lay.groups, lay.marker, self.plan.profile.run.drain,
-            s.side.depth, self._cut_short, tick, held,
+            depth, self._cut_short, tick, held,
         )  # fmt: skip
         if s.bg is not None:
             limit, timeout = self.plan.profile.run.drain, step.scenario.timeout
-            await s.bg.drain(limit, timeout, s.side.depth, self._cut_short, held)
+            await s.bg.drain(limit, timeout, depth, self._cut_short, held)
         if s.faults is not None and s.drained.held_by:
             await s.faults.end_held()  # counted as held: the held link ends with the step
         if s.losses is not None:

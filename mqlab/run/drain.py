@@ -80,7 +80,7 @@ async def drain(
     groups: int,
     marker: str,
     limit_s: float,
-    queue_depth: Callable[[str], Awaitable[Depth]],
+    queue_depth: Callable[[str], Awaitable[Depth]] | None,
     cut_short: Callable[[], bool],
     tick: Callable[[], None],
     link_hold: Callable[[], Awaitable[LinkHold | None]] | None = None,
@@ -88,7 +88,8 @@ async def drain(
     """Wait on evidence; how it ended, what the broker still held, what a link fault held.
 
     ``groups`` is how many servers' groups get each message (pools, fanout);
-    ``queue_depth`` is the step's broker's (:meth:`BrokerSide.depth`); ``tick`` redraws
+    ``queue_depth`` is the step's broker's (:meth:`BrokerSide.depth`; None: a broker whose
+    depth is not read, or none: nothing counts as queued); ``tick`` redraws
     the live view between polls; ``link_hold`` says which link faults of the step are
     still in force (None: none), asked once the servers are quiet.
     """
@@ -98,7 +99,8 @@ async def drain(
     limit = began + limit_s
     end = "complete"
     depth: int | None = None
-    read = True  # a broker whose depth is not read at all counts nothing as queued
+    # a broker whose depth is not read counts nothing as queued: what is missing is lost
+    read = queue_depth is not None
     hold: LinkHold | None = None
     while servers:
         for w in workers:
@@ -126,13 +128,14 @@ async def drain(
                 end = "held"
                 break
             hold = None
-            found = await queue_depth(marker)
-            read, depth = found.read, found.messages
+            if queue_depth is not None:
+                found = await queue_depth(marker)
+                read, depth = found.read, found.messages
             if not depth:
                 end = "idle"
                 break
         tick()
-    if end != "complete" and read and depth is None:
+    if end != "complete" and read and depth is None and queue_depth is not None:
         found = await queue_depth(marker)
         read, depth = found.read, found.messages
     if end in ("limit", "user") and link_hold is not None:

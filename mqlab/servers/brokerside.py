@@ -9,7 +9,9 @@ RabbitMQ step's its nodes'. The runner asks it, around each step:
   now (pinned to ``[placement] broker``, read back into ``cores``);
 - ``nodes()``: a per-node sampler (a RabbitMQ cluster's nodes: ``cpu.nodes``), or None;
 - ``depth(marker)``: how many of the step's messages it still holds, how fresh that is,
-  or why it cannot say (:class:`Depth`): the drain's second piece of evidence;
+  or why it cannot say (:class:`Depth`): the drain's second piece of evidence; only asked
+  of a broker whose ``reads_depth`` is true (else what is missing after the drain is lost,
+  as for a broker without queues);
 - ``facts()``: product, version and whether mqlab manages it, for the environment;
 - ``prepare``/``inspect``/``finish``: what a broker does around a step (RabbitMQ: the
   mirroring policy, where the queues live); nothing elsewhere.
@@ -62,6 +64,7 @@ class BrokerSide(Protocol):
 
     kind: str  # the server's name as plugins declare it ("rabbitmq", "redis"), "" for none
     label: str  # how the live view names it: its URLs, masked
+    reads_depth: bool  # whether depth() can count the step's messages it holds
     management: BrokerSteps | None
     node_control: NodeControl | None
 
@@ -89,6 +92,7 @@ class NoBroker:
 
     kind = ""
     label = ""
+    reads_depth = False
     management: BrokerSteps | None = None
     node_control: NodeControl | None = None
 

@@ -45,6 +45,7 @@ class RabbitSide(ServerSide):
         super().__init__("rabbitmq", urls, facts, pids, managed=state_dir is not None)
         self.management = steps
         self._depth = depth
+        self.reads_depth = depth is not None
         self._state_dir = state_dir
         self.node_control: NodeControl | None = None
         if state_dir is not None:
