@@ -213,9 +213,8 @@ def test_the_floor_drawing_is_the_import_graph() -> None:
         u.removeprefix("mqlab.") if u != "mqlab" else u: f for u, f in _floors(unit_graph()).items()
     }
     drawn = _drawn_floors()
-    assert set(drawn) == set(real), (
-        f"not drawn: {sorted(set(real) - set(drawn))}; drawn, not a unit: {sorted(set(drawn) - set(real))}"
-    )
+    missing, extra = sorted(set(real) - set(drawn)), sorted(set(drawn) - set(real))
+    assert not missing and not extra, f"not drawn: {missing}; drawn, not a unit: {extra}"
     wrong = {u: (drawn[u], real[u]) for u in real if drawn[u] != real[u]}
     assert not wrong, f"drawn on another floor than the imports put it (drawn, real): {wrong}"
 

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from mqlab.faults.attribution import Candidate, attribute
 from mqlab.faults.explain import explain
