@@ -157,7 +157,7 @@ class Runner:
         tmp = leftovers.step_dir()
         urls = self.urls
         side = self.side(step)
-        s = self.s = StepState(side)
+        s = self.s = StepState(side, options=stages.driver_options(step))
         if sc.events:
             from mqlab.faults.step import StepFaults
 

@@ -77,6 +77,7 @@ class StepState:
     placement: tuple[str, str] = ("", "")
     broker_facts: BrokerFacts = field(default_factory=BrokerFacts)
     sent_by_client: dict[int, int] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # the driver's, as it runs
 
     def __post_init__(self) -> None:
         self.broker = BrokerProcess(self.side.pid())
@@ -150,7 +151,7 @@ def outcome(
         cpu=cpu,
         **collect.rolling_fields(roll, step, window_s),
         **(faults.fields(window_s) if faults is not None else {}),
-        options=driver_options(step),
+        options=s.options,
     )
 
 

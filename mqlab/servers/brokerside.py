@@ -6,7 +6,8 @@ RabbitMQ step's its nodes'. The runner asks it, around each step:
 
 - ``pid()``: the broker's own process on this machine, sampled each second of the
   window beside the workers (``cpu.broker_percent``); ``pids()``: every process of it
-  now (pinned to ``[placement] broker``, read back into ``cores``);
+  mqlab manages, as they are now (pinned to ``[placement] broker``, read back into
+  ``cores``; a broker mqlab does not manage is never pinned);
 - ``nodes()``: a per-node sampler (a RabbitMQ cluster's nodes: ``cpu.nodes``), or None;
 - ``depth(marker)``: how many of the step's messages it still holds, how fresh that is,
   or why it cannot say (:class:`Depth`): the drain's second piece of evidence; only asked
@@ -141,6 +142,7 @@ class ServerSide(NoBroker):
         # nothing known (it did not answer): no facts, rather than a bare "managed: false"
         self._facts = {"managed": managed, **facts} if facts else {}
         self._pids = pids
+        self._managed = managed
 
     def facts(self) -> Mapping[str, Any]:
         return self._facts
@@ -149,7 +151,7 @@ class ServerSide(NoBroker):
         return self._pids[0] if self._pids else None
 
     def pids(self) -> tuple[int, ...]:
-        return self._pids
+        return self._pids if self._managed else ()
 
     async def depth(self, marker: str) -> Depth:
         return Depth(None, why=f"mqlab does not read a {self.kind} server's depth", read=False)

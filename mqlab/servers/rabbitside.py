@@ -56,7 +56,7 @@ class RabbitSide(ServerSide):
     def pids(self) -> tuple[int, ...]:
         """Every node's process now: a node restarted by a fault event has a new PID."""
         if self._state_dir is None:
-            return super().pids()
+            return ()  # a broker mqlab does not manage is never pinned
         from mqlab.rabbitmq import state
 
         return tuple(r.node.pid for r in state.records(self._state_dir) if r.alive)
