@@ -33,7 +33,8 @@ def test_an_older_file_is_shown_reported_exported_and_compared(name: str, tmp_pa
             stored["driver"], stored["throughput"]["mean"],
         )  # fmt: skip
         assert step.figures.lost == stored.get("lost")
-    for args in (["show", str(path)], ["show", "--markdown", str(path)], ["show", "--top", str(path)]):
+    for extra in ((), ("--markdown",), ("--top",)):
+        args = ["show", *extra, str(path)]
         proc = mqlab(*args)
         assert proc.returncode == 0, (args, proc.stderr)
         assert doc["steps"][0]["driver"] in proc.stdout
