@@ -59,6 +59,8 @@ def test_a_redis_steps_broker_cpu_is_redis_servers_not_rabbitmqs(tmp_path: Path)
     assert redis["cpu"]["broker_percent"] is not None and redis["cpu"]["broker_percent"] > 0
     assert "queues" not in redis and "connections" not in redis
     assert redis["still_queued"] is None and redis["depth_unknown"] is False
+    assert redis["depth_why"] == "mqlab does not read a redis server's depth"
+    assert "depth_why" not in pika
     # the report's CPU chart: the Redis step's broker bar is redis-server's figure
     run = load_run(out)
     fig = charts.cpu_figure(run.steps)

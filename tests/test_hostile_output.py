@@ -213,7 +213,7 @@ def test_full_disk_keeps_the_last_good_file_and_the_measured_figures(tmp_path: P
     assert re.search(r"received=[1-9]", proc.stdout), proc.stdout
     assert "file-size limit (ulimit -f) leaves room for" in proc.stderr, proc.stderr
     doc = strict_json(out)  # the last good copy, intact
-    assert doc["schema"] == 2 and doc["steps"] == []
+    assert doc["schema"] == 3 and doc["steps"] == []
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".results-")]
 
 

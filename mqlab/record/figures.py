@@ -83,6 +83,10 @@ class Drain:
     still_queued: int | None = key(COUNT, since=3)
     #: the broker has queues but could not say how many messages they held: none is lost
     depth_unknown: bool | None = key(Bool(), since=3)
+    #: how stale ``still_queued`` may be (a part of it read from statistics refreshed so often)
+    depth_age_s: float | None = key(Num(0.0, 3600.0), omit=True)
+    #: why the broker's depth is unknown or not read (``still_queued`` null)
+    depth_why: str | None = key(WORDS, omit=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -287,9 +287,11 @@ class Runner:
         held = s.faults.held if s.faults is not None else None
         await in_flight(clients, step.scenario.timeout, self._cut_short, tick, held)
         depth = s.side.depth if s.side.reads_depth else None
+        # a broker whose depth is not read says why at once (no question to the broker)
+        not_read = "" if depth is not None else (await s.side.depth(lay.marker)).why
         s.drained = await drain(
             workers, clients, lay.groups, lay.marker, self.plan.profile.run.drain,
-            depth, self._cut_short, tick, held,
+            depth, self._cut_short, tick, held, not_read,
         )  # fmt: skip
         if s.bg is not None:
             limit, timeout = self.plan.profile.run.drain, step.scenario.timeout

@@ -84,6 +84,7 @@ async def drain(
     cut_short: Callable[[], bool],
     tick: Callable[[], None],
     link_hold: Callable[[], Awaitable[LinkHold | None]] | None = None,
+    not_read: str = "",
 ) -> Drained:
     """Wait on evidence; how it ended, what the broker still held, what a link fault held.
 
@@ -91,7 +92,8 @@ async def drain(
     ``queue_depth`` is the step's broker's (:meth:`BrokerSide.depth`; None: a broker whose
     depth is not read, or none: nothing counts as queued); ``tick`` redraws
     the live view between polls; ``link_hold`` says which link faults of the step are
-    still in force (None: none), asked once the servers are quiet.
+    still in force (None: none), asked once the servers are quiet; ``not_read``: why the
+    broker's depth is not read (when ``queue_depth`` is None), said in the step's record.
     """
     servers = [w for w in workers if w.spec.servers]
     began = time.monotonic()
@@ -101,6 +103,7 @@ async def drain(
     depth: int | None = None
     # a broker whose depth is not read counts nothing as queued: what is missing is lost
     read = queue_depth is not None
+    found: Depth | None = None
     hold: LinkHold | None = None
     while servers:
         for w in workers:
@@ -142,12 +145,17 @@ async def drain(
         # in force when the drain was cut off, holding what would not come soon: held
         hold = await link_hold()
         hold = hold if hold is not None and hold.outlasts(DRAIN_IDLE) else None
+    still_queued = (depth if end != "complete" else 0) if read else None
     section = Drain(
         drain_s=round(time.monotonic() - began, 2),
         drain_end=end,
-        still_queued=(depth if end != "complete" else 0) if read else None,
+        still_queued=still_queued,
         # a broker with queues that could not say how many it held: nothing is called lost
         depth_unknown=read and end != "complete" and depth is None,
+        depth_age_s=found.age_s if found is not None and found.messages is not None else None,
+        depth_why=((found.why if found is not None else not_read) or None)
+        if still_queued is None
+        else None,
     )
     # a link fault still in force: what it holds is neither delivered nor lost
     if hold is None:
