@@ -16,7 +16,6 @@ ticks, faults, background); nothing in it is written as it is.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -54,7 +53,7 @@ if TYPE_CHECKING:
     from mqlab.run.background import BackgroundLoad
     from mqlab.run.rolling import RollingUpdate
 
-__all__ = ["Figures", "Sections", "StepState", "after_window", "live_record"]
+__all__ = ["Sections", "StepState", "after_window", "driver_options", "live_record"]
 
 
 @dataclass
@@ -259,7 +258,7 @@ async def after_window(
         )  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - the step's measured figures stand
         losses, loss_flags = Losses(explain_error=f"{type(exc).__name__}: {exc}"), ()
-    bg = s.bg.figures(s.window, math.ceil(first_s), interrupted) if s.bg is not None else None
+    bg = s.bg.figures(s.window, first_s, interrupted) if s.bg is not None else None
     placed = NodePlacement(clients=s.placement[0], servers=s.placement[1])
     return Sections(
         collected=collected,
