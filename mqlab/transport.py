@@ -303,6 +303,11 @@ class Transport(abc.ABC):
     features: ClassVar[Features] = Features()
     #: the schema of the options this plugin accepts beyond ``plugin``
     option_specs: ClassVar[Mapping[str, Option]] = {}
+    #: the URL schemes a driver of this plugin may be given, each with the port a URL means
+    #: when it names none (None: its URLs name no host, as zmq's ``ipc://``). The profile
+    #: check refuses a driver URL of any other scheme; mqlab's fault proxy and the kit's
+    #: dropped connection find the server's port through it. Empty: any scheme, ports given
+    url_schemes: ClassVar[Mapping[str, int | None]] = {}
     #: set by the core on each instance: where :meth:`report` sends an error (a
     #: worker counts it); a class default, so a plugin's own ``__init__`` cannot lose it
     on_report: Callable[[TransportError], None] | None = None

@@ -187,12 +187,14 @@ def unreachable(
 def _tcp_problem(urls: tuple[str, ...]) -> str | None:
     reasons = []
     for url in urls:
-        host, port = host_port(url)  # each scheme's default port when the URL names none
         try:
+            host, port = host_port(url)  # each scheme's default port when the URL names none
             with socket.create_connection((host, port), timeout=3):
                 return None
         except OSError as exc:
             reasons.append(f"{host}:{port} ({exc.strerror or exc})")
+        except ValueError as exc:  # no port, and its scheme has no default
+            reasons.append(str(exc))
     return ", ".join(reasons)
 
 

@@ -52,6 +52,7 @@ class KombuTransport(Transport):
     """
 
     wire = amqp.WIRE
+    url_schemes = {"amqp": 5672, "amqps": 5671}
     rebuild_of = "oslo.messaging's kombu (rabbit) driver, on aio-pika"
     # at_most_once: consumers always ack, and a republish may duplicate, so
     # at-most-once cannot be configured (as oslo says of the kombu driver)

@@ -51,6 +51,7 @@ class PikaTransport(Transport):
     """
 
     wire: ClassVar[str] = amqp.WIRE
+    url_schemes = {"amqp": 5672, "amqps": 5671}
     rebuild_of: ClassVar[str] = "oslo.messaging's pika driver (removed in 6.0.0), on pika"
     features: ClassVar[Features] = Features(
         at_most_once=True,

@@ -37,6 +37,7 @@ class PyamqpTransport(Transport):
     """py-amqp in ``threads`` threads, one connection each, bridged to asyncio."""
 
     wire = topology.WIRE
+    url_schemes = {"amqp": 5672}
     # no reconnection, no mandatory flag (a call to nobody times out, as kombu's)
     features = Features(durable=True, fanout=True, server="rabbitmq", queue_types=True)
     option_specs: ClassVar[Mapping[str, Option]] = {
