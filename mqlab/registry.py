@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from mqlab.errors import OptionError, PluginError
-from mqlab.sdk import urls
 from mqlab.finder import GROUP, REFERENCES, Plugin, discover, import_class
+from mqlab.sdk import urls
 from mqlab.transport import OptionConflict, Transport, TransportConfig, parse_options
 
 

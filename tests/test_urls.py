@@ -53,7 +53,7 @@ def test_a_scheme_a_plugin_declares_has_its_default_port_and_an_unknown_one_none
     from mqlab.loopback import LoopbackTransport
     from mqlab.registry import LoadedPlugin
 
-    with pytest.raises(ValueError, match="names no port .* add :PORT"):
+    with pytest.raises(ValueError, match=r"names no port .* add :PORT"):
         host_port("kitbus://u:pw@h/")
     assert host_port("kitbus://h:7/") == ("h", 7)
     assert endpoint("kitbus://h/") == "h:?"

@@ -56,9 +56,9 @@ def _check_schemes(
 ) -> None:
     """Each URL the driver will be given has a scheme its plugin declares (when it declares
     any): its own ``url``, else the profile's [broker] url, unless the managed server's
-    replace them, or the driver needs no server (then no URL reaches it)."""
+    replace them."""
     declared = plugin.cls.url_schemes
-    if not declared or server is None or profile.broker.managed:
+    if not declared or (server is not None and profile.broker.managed):
         return
     field = f"drivers.{d.name}.url" if d.urls else "broker.url"
     for url in profile.urls_of(d):

@@ -39,12 +39,6 @@ def declare(schemes: Mapping[str, int | None]) -> None:
             DEFAULT_PORTS[scheme.lower()] = port
 
 
-def scheme_of(url: str) -> str:
-    """The URL's scheme, lower case ("" without ``://``)."""
-    scheme, sep, _ = url.partition("://")
-    return scheme.lower() if sep else ""
-
-
 def _split(url: str) -> tuple[str, str | None, str] | None:
     """``(scheme, userinfo or None, the rest after the userinfo)``; None without ``://``."""
     scheme, sep, rest = url.partition("://")

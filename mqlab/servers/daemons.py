@@ -17,39 +17,28 @@ import socket
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mqlab.errors import BrokerError
+from mqlab.sdk.server import Launch, free_port
 from mqlab.servers.handle import ServerHandle
+
+#: Launch and free_port are the SDK's (a plugin's own server uses them too)
+__all__ = [
+    "ChildServers", "Daemon", "Launch", "Mosquitto", "NatsServer", "RedisServer", "free_port",
+    "terminate",
+]  # fmt: skip
 
 #: seconds a server may take to accept connections, then to exit on SIGTERM
 READY_WITHIN = 15.0
 STOP_WITHIN = 10.0
 
 
-def free_port() -> int:
-    """A loopback port nobody listens on now (bound, read, released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 def _accepts(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
         return True
     return False
-
-
-@dataclass(frozen=True, slots=True)
-class Launch:
-    """What one start needs: the command line, its ports, the URL drivers use."""
-
-    argv: list[str]
-    port: int
-    url: str
 
 
 class ChildServers:
@@ -120,7 +109,7 @@ class Daemon(ChildServers):
             )
         except (OSError, subprocess.TimeoutExpired):
             return None
-        found = re.search(r"v?=?(\d+\.\d+\.\d+)", out.stdout + out.stderr)
+        found = re.search(r"v?=?(\d+\.\d+(?:\.\d+)?)", out.stdout + out.stderr)
         return found.group(1) if found else None
 
     def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:

@@ -70,7 +70,7 @@ class AiormqTransport(Transport):
     """
 
     wire: ClassVar[str] = amqp.WIRE
-    url_schemes = {"amqp": 5672, "amqps": 5671}
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"amqp": 5672, "amqps": 5671}
     features: ClassVar[Features] = Features(
         at_most_once=True,
         mandatory=True,

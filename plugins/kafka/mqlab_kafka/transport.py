@@ -84,7 +84,7 @@ def bootstrap(url: str) -> str:
 
 class KafkaTransport(Transport):
     wire = "kafka"
-    url_schemes = {"kafka": 9092}
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"kafka": 9092}
     # durable: every record is written to its topic's log whatever Target.durable says
     # mandatory: a record to a topic nobody reads is kept for a later group, not refused
     features = Features(at_most_once=True, fanout=True, server="kafka")

@@ -52,7 +52,7 @@ class KombuTransport(Transport):
     """
 
     wire = amqp.WIRE
-    url_schemes = {"amqp": 5672, "amqps": 5671}
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"amqp": 5672, "amqps": 5671}
     rebuild_of = "oslo.messaging's kombu (rabbit) driver, on aio-pika"
     # at_most_once: consumers always ack, and a republish may duplicate, so
     # at-most-once cannot be configured (as oslo says of the kombu driver)
@@ -121,18 +121,14 @@ class KombuTransport(Transport):
         name = f"mqlab-kombu {self.config.worker}"
         heartbeat = opts["heartbeat"]
         if opts["connections"] == "pool":
-            publish = Link(self.urls, f"{name} publish", heartbeat)
-            consume = Link(self.urls, f"{name} consume", heartbeat)
+            publish = Link(self, tuple(self.urls), f"{name} publish", heartbeat)
+            consume = Link(self, tuple(self.urls), f"{name} consume", heartbeat)
             self._links = [publish, consume]
             channels = POOL_CHANNELS
         else:
-            publish = consume = Link(self.urls, name, heartbeat)
+            publish = consume = Link(self, tuple(self.urls), name, heartbeat)
             self._links = [publish]
             channels = 1
-        for link in self._links:
-            # a reconnection is otherwise silent: the step should say what it cost
-            link.on_lost = lambda why, n=link.name: self.report(ConnectionLost(why), n)
-            link.on_back = lambda what, n=link.name: self.notice("reconnected", what, n)
         try:
             for link in self._links:
                 await link.start()

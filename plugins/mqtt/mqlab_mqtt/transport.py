@@ -136,7 +136,7 @@ def inflight_limit(client: aiomqtt.Client, inflight: int, qos: int) -> Callable[
 
 class MqttTransport(Transport):
     wire = "mqtt5"
-    url_schemes = {"mqtt": 1883}
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"mqtt": 1883}
     features = Features(at_most_once=True, fanout=True, server="mosquitto")
     option_specs: ClassVar[Mapping[str, Option]] = {
         "qos": Option(

@@ -53,7 +53,7 @@ FLUSH_WITHIN = 5.0
 
 class NatsTransport(Transport):
     wire = "nats"
-    url_schemes = {"nats": 4222, "tls": 4222}
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"nats": 4222, "tls": 4222}
     features = Features(
         at_most_once=True,  # core NATS never redelivers
         mandatory=True,  # calls always; casts with mandatory = true

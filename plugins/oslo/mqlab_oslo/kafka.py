@@ -91,7 +91,7 @@ class OsloKafkaTransport(Transport):
     """oslo.messaging's kafka driver, the real one, bridged to mqlab's asyncio worker."""
 
     wire = "oslo.messaging-kafka"
-    url_schemes = {"kafka": 9092}
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"kafka": 9092}
     # at_most_once: no option makes it otherwise (see the module's docstring); not declared
     # because no option *configures* it, and nothing here is at-least-once either
     features = Features(server="kafka")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Mapping
 from typing import ClassVar
 
 import pika.spec
@@ -51,7 +52,7 @@ class PikaTransport(Transport):
     """
 
     wire: ClassVar[str] = amqp.WIRE
-    url_schemes = {"amqp": 5672, "amqps": 5671}
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"amqp": 5672, "amqps": 5671}
     rebuild_of: ClassVar[str] = "oslo.messaging's pika driver (removed in 6.0.0), on pika"
     features: ClassVar[Features] = Features(
         at_most_once=True,
@@ -80,9 +81,8 @@ class PikaTransport(Transport):
     async def start(self) -> None:
         """Connect to the first URL that works, or raise :class:`ConnectFailed` in time."""
         self._settings = settings = make_settings(self.options)
-        link = Link(self.urls, settings, f"mqlab-pika {self.config.worker}")
+        link = Link(self, self.urls, settings, f"mqlab-pika {self.config.worker}")
         link.on_down = self._on_down
-        link.on_lost = self._on_lost
         link.on_event = lambda kind, cause: self.notice(kind, cause, link.name)
         await link.start()
         self._link = link
@@ -107,12 +107,6 @@ class PikaTransport(Transport):
         # connection: callers learn it now instead of at their timeout
         if self._settings is not None and self._settings.retry == 0:
             self._fail_calls(ConnectionLost(f"{reason} while waiting for a reply"))
-
-    def _on_lost(self, reason: str) -> None:
-        # a reconnection is otherwise silent: casts in flight on the old connection
-        # are lost (retry = 0) or resent, and the step should say why
-        link = self._link
-        self.report(ConnectionLost(f"{reason}; reconnecting"), link.name if link else "")
 
     def _fail_calls(self, exc: TransportError) -> None:
         self._calls.reject_all(exc)

@@ -55,7 +55,7 @@ RULES: list[ErrorRule] = [
 
 class RedisStreamsTransport(Transport):
     wire = "redis-streams"
-    url_schemes = {"redis": 6379, "rediss": 6379}
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"redis": 6379, "rediss": 6379}
     features = Features(
         at_most_once=True,  # ack = "on_read"
         mandatory=True,  # NOMKSTREAM: no stream, nobody serves

@@ -1,0 +1,244 @@
+"""A plugin for beanstalkd, a work queue mqlab does not know: its own URL scheme, its own
+server for mqlab to start and measure, and the SDK for everything that is not beanstalkd.
+
+Written from docs/writing-a-plugin.md, docs/plugins.md and greenstalk's documentation.
+greenstalk is blocking, so each consumer reserves in a thread of its own and sends go
+through a few threads with a connection each. Every destination is a tube: a topic's
+servers share ``rpc.<exchange>.<topic>``, each server has ``to.<...>.<server>``, each
+notification pool ``pool.<...>.<pool>``; who listens is what beanstalkd itself tells
+(``list-tubes``, ``stats-tube``): a fanout cast and a notification go to every tube of the
+prefix that someone watches, and nothing is put into a tube nobody watches (it would wait
+there for nobody, where an exchange with no queue drops it): ``mandatory`` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import socket
+import threading
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import greenstalk
+import msgpack
+
+from mqlab.errors import ConnectionLost, ErrorRule, Undeliverable, map_errors
+from mqlab.sdk import consume, retry
+from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.lifecycle import Tasks, close_all
+from mqlab.sdk.replies import Replies
+from mqlab.sdk.server import Launch, Server, free_port
+from mqlab.sdk.threads import ThreadPool
+from mqlab.sdk.urls import host_port
+from mqlab.transport import (
+    CONNECT_TIMEOUT,
+    Features,
+    Handler,
+    Option,
+    Target,
+    Transport,
+    TransportConfig,
+)  # fmt: skip
+
+Job = greenstalk.Job[bytes]
+LOST = (OSError,)  # greenstalk's socket errors; EOF is a ConnectionError too
+RULES: list[ErrorRule] = [
+    (greenstalk.JobTooBigError, lambda e: Undeliverable(f"beanstalkd: job too big: {e}")),
+    (LOST, lambda e: ConnectionLost(f"beanstalkd connection lost: {e}")),
+]
+#: the characters beanstalkd allows in a tube's name; any other is written _XX
+_UNSAFE = re.compile(r"[^A-Za-z0-9+/;.$()-]")
+
+
+def tube(*parts: str) -> str:
+    return ".".join(_UNSAFE.sub(lambda m: "".join(f"_{b:02x}" for b in m[0].encode()), p)
+                    for p in parts)  # fmt: skip
+
+
+class Beanstalkd(Server):
+    """A private beanstalkd: Debian's binary, jobs up to 16 MiB, no binlog."""
+
+    label, binary, package = "beanstalkd", "/usr/bin/beanstalkd", "beanstalkd"
+    version_argv = ("-v",)
+
+    def launch(self, state_dir: Path) -> Launch:
+        port = free_port()
+        argv = [self.binary, "-l", "127.0.0.1", "-p", str(port), "-z", str(16 * 2**20)]
+        return Launch(argv, port, f"beanstalk://127.0.0.1:{port}")
+
+    async def depth(self, url: str, marker: str) -> int | None:
+        def ready() -> int:
+            with _client(url, 5.0) as c:
+                names = [t for t in c.tubes() if marker in t]
+                return sum(int(c.stats_tube(t)["current-jobs-ready"]) for t in names)
+
+        return await asyncio.to_thread(ready)
+
+
+def _client(url: str, timeout: float) -> greenstalk.Client[bytes]:
+    sock = socket.create_connection(host_port(url), timeout)
+    sock.settimeout(None)  # a reserve waits as long as it asked to
+    return greenstalk.Client(sock, encoding=None)
+
+
+class BeanstalkTransport(Transport):
+    wire = "beanstalk"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"beanstalk": 11300}
+    features = Features(at_most_once=True, mandatory=True, fanout=True, server="beanstalkd")
+    option_specs: ClassVar[Mapping[str, Option]] = {
+        "retry": retry.RETRY,
+        "ack": Option((str,), "after", "delete a job after its handler ran, or before "
+                      "(at most once)", choices=("after", "before")),
+        "mandatory": Option((bool,), False, "fail a call or cast no server watches",
+                            feature="mandatory", needs=(True,)),
+        "senders": Option((int,), 8, "threads sending, a connection each", minimum=1,
+                          maximum=256),
+        "connect_timeout": CONNECT_TIMEOUT,
+    }  # fmt: skip
+
+    def __init__(self, config: TransportConfig) -> None:
+        super().__init__(config)
+        self.url = ""
+        self.tasks = Tasks(self)
+        self.senders = ThreadPool(self.options["senders"], "beanstalk-send")
+        self.local = threading.local()  # each sending thread's own connection
+        self.readers: list[tuple[ThreadPool, list[greenstalk.Client[bytes] | None]]] = []
+        me = tube("reply", self.config.worker, uuid.uuid4().hex[:8])
+        self.replies = Replies(self.tasks, me, lambda: self._consume([me], None))
+
+    async def start(self) -> None:
+        timeout = float(self.options["connect_timeout"])
+        _, self.url = await connect_first(self.urls, self._probe, explain, per_url=timeout)
+
+    async def _probe(self, url: str, timeout: float) -> str:
+        await asyncio.to_thread(lambda: _client(url, timeout).close())
+        return url
+
+    async def aclose(self) -> None:
+        self.replies.close()
+        for _, held in self.readers:  # a reserve waiting in a thread returns at once
+            if held[0] is not None:
+                with contextlib.suppress(OSError):
+                    held[0]._sock.shutdown(socket.SHUT_RDWR)
+        await close_all(self.tasks.aclose)
+        for pool, _ in [*self.readers, (self.senders, [])]:
+            pool.shutdown()
+        self.readers = []
+
+    # -- servers: a thread each, reserving from their tubes ---------------------------
+
+    async def serve_rpc(self, target: Target, handler: Handler) -> None:
+        me = target.server or self.config.worker
+        names = [tube("rpc", target.exchange, target.topic),
+                 tube("to", target.exchange, target.topic, me)]  # fmt: skip
+        await self._serve(names, handler)
+
+    async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
+        await self._serve([tube("pool", target.exchange, target.topic, pool)], handler)
+
+    async def _serve(self, names: list[str], handler: Handler) -> None:
+        ready = asyncio.get_running_loop().create_future()
+        self.tasks.start(self._consume(names, handler, ready), f"beanstalk reader {names[0]}")
+        await ready  # watching: what is sent from now on is ours
+
+    async def _consume(self, names: list[str], handler: Handler | None, ready: Any = None) -> None:
+        pool = ThreadPool(1, f"beanstalk {names[0]}")
+        held: list[greenstalk.Client[bytes] | None] = [None]
+        self.readers.append((pool, held))
+        early = self.options["ack"] == "before" and handler is not None
+
+        def connect() -> None:
+            held[0] = client = _client(self.url, self.options["connect_timeout"])
+            for name in names:
+                client.watch(name)
+            client.ignore("default")
+
+        def reserve() -> list[Job]:
+            assert held[0] is not None
+            try:
+                job = held[0].reserve(timeout=1)
+            except greenstalk.TimedOutError:
+                return []
+            if early:
+                held[0].delete(job)
+            return [job]
+
+        async def handle(job: Job) -> None:
+            kind, reply_to, corr, body = msgpack.unpackb(job.body)
+            if handler is None:
+                self.replies.resolve(corr, body)
+            elif (answer := handler(body)) is not None and kind == "call":
+                await self._put("", reply_to, ["reply", "", corr, answer])
+            if not early:
+                await pool.run(held[0].delete, job)  # type: ignore[union-attr]
+
+        await pool.run(connect)
+        if ready is not None:
+            ready.set_result(None)
+        await consume.consume(
+            self, lambda: pool.run(reserve), handle, url=self.url, what=f"reader of {names[0]}",
+            lost=LOST, reconnect=lambda: pool.run(connect),
+        )  # fmt: skip
+
+    # -- clients ------------------------------------------------------------------------
+
+    def _sender(self) -> greenstalk.Client[bytes]:
+        if getattr(self.local, "client", None) is None:
+            self.local.client = _client(self.url, self.options["connect_timeout"])
+        client: greenstalk.Client[bytes] = self.local.client
+        return client
+
+    def _put_now(self, prefix: str, only: str, data: bytes) -> int:
+        """Put into ``only``, or every tube of ``prefix``, if someone watches it (else the
+        job would wait for nobody, as at an unbound exchange); how many got it."""
+        try:
+            client = self._sender()
+            names = [only] if only else [t for t in client.tubes() if t.startswith(prefix)]
+            sent = 0
+            for name in names:
+                try:
+                    if not int(client.stats_tube(name)["current-watching"]):
+                        continue
+                except greenstalk.NotFoundError:
+                    continue
+                client.use(name)
+                client.put(data)
+                sent += 1
+            return sent
+        except LOST:
+            self.local.client = None  # the next send reconnects
+            raise
+
+    async def _put(self, prefix: str, only: str, message: list[Any]) -> int:
+        data = msgpack.packb(message)
+        with map_errors(RULES):
+            return await retry.send(
+                lambda: self.senders.run(self._put_now, prefix, only, data),
+                retry=self.options["retry"], lost=LOST, what=f"a put to {only or prefix}",
+                reconnected=lambda: self.senders.run(self._sender),
+            )  # fmt: skip
+
+    async def _send_rpc(self, target: Target, message: list[Any]) -> None:
+        kind, (ex, topic, *server) = target.route()
+        if kind == "all":
+            sent = await self._put(tube("to", ex, topic) + ".", "", message)
+        else:
+            name = tube("rpc", ex, topic) if kind == "rpc" else tube("to", ex, topic, *server)
+            sent = await self._put("", name, message)
+        if not sent and self.options["mandatory"]:
+            raise Undeliverable(f"nobody serves {target.describe()}")
+
+    async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
+        return await self.replies.call(target, timeout, lambda corr: self._send_rpc(
+            target, ["call", self.replies.address, corr, body]))  # fmt: skip
+
+    async def cast(self, target: Target, body: bytes) -> None:
+        await self._send_rpc(target, ["cast", "", "", body])
+
+    async def notify(self, target: Target, body: bytes) -> None:
+        prefix = tube("pool", target.exchange, target.topic) + "."
+        await self._put(prefix, "", ["notify", "", "", body])
