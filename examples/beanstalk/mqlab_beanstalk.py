@@ -5,10 +5,12 @@ Written from docs/writing-a-plugin.md, docs/plugins.md and greenstalk's document
 greenstalk is blocking, so each consumer reserves in a thread of its own and sends go
 through a few threads with a connection each. Every destination is a tube: a topic's
 servers share ``rpc.<exchange>.<topic>``, each server has ``to.<...>.<server>``, each
-notification pool ``pool.<...>.<pool>``; who listens is what beanstalkd itself tells
-(``list-tubes``, ``stats-tube``): a fanout cast and a notification go to every tube of the
-prefix that someone watches, and nothing is put into a tube nobody watches (it would wait
-there for nobody, where an exchange with no queue drops it): ``mandatory`` says so.
+notification pool ``pool.<...>.<pool>``. A server marks each of its tubes with a job delayed
+for ever (never reserved) until it closes, so a tube is served while it holds one, even
+while its reader reconnects: a fanout cast and a notification go to every served tube of
+the prefix (``list-tubes``, ``stats-tube``), and nothing is put into a tube nobody serves
+(it would wait there for nobody, where an exchange with no queue drops it): ``mandatory``
+says so.
 """
 
 from __future__ import annotations
@@ -34,24 +36,16 @@ from mqlab.sdk.replies import Replies
 from mqlab.sdk.server import Launch, Server, free_port
 from mqlab.sdk.threads import ThreadPool
 from mqlab.sdk.urls import host_port
-from mqlab.transport import (
-    CONNECT_TIMEOUT,
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)  # fmt: skip
+from mqlab.transport import CONNECT_TIMEOUT, Features, Handler, Option, Target, Transport
 
-Job = greenstalk.Job[bytes]
+Client = greenstalk.Client[bytes]
 LOST = (OSError,)  # greenstalk's socket errors; EOF is a ConnectionError too
 RULES: list[ErrorRule] = [
     (greenstalk.JobTooBigError, lambda e: Undeliverable(f"beanstalkd: job too big: {e}")),
     (LOST, lambda e: ConnectionLost(f"beanstalkd connection lost: {e}")),
 ]
-#: the characters beanstalkd allows in a tube's name; any other is written _XX
-_UNSAFE = re.compile(r"[^A-Za-z0-9+/;.$()-]")
+FOREVER = 2**32 - 1  # the longest delay beanstalkd takes: a job never reserved
+_UNSAFE = re.compile(r"[^A-Za-z0-9+/;.$()-]")  # not allowed in a tube's name: written _XX
 
 
 def tube(*parts: str) -> str:
@@ -59,15 +53,23 @@ def tube(*parts: str) -> str:
                     for p in parts)  # fmt: skip
 
 
+def _client(url: str, timeout: float) -> Client:
+    sock = socket.create_connection(host_port(url), timeout)
+    sock.settimeout(None)  # a reserve waits as long as it asked to
+    return greenstalk.Client(sock, encoding=None)
+
+
 class Beanstalkd(Server):
-    """A private beanstalkd: Debian's binary, jobs up to 16 MiB, no binlog."""
+    """A private beanstalkd: Debian's binary, jobs up to 16 MiB, kept in a binlog."""
 
     label, binary, package = "beanstalkd", "/usr/bin/beanstalkd", "beanstalkd"
     version_argv = ("-v",)
 
     def launch(self, state_dir: Path) -> Launch:
-        port = free_port()
-        argv = [self.binary, "-l", "127.0.0.1", "-p", str(port), "-z", str(16 * 2**20)]
+        port, binlog = free_port(), state_dir / "binlog"
+        binlog.mkdir(exist_ok=True)  # a restart finds the jobs it held
+        argv = [self.binary, "-l", "127.0.0.1", "-p", str(port), "-z", str(16 * 2**20),
+                "-b", str(binlog)]  # fmt: skip
         return Launch(argv, port, f"beanstalk://127.0.0.1:{port}")
 
     async def depth(self, url: str, marker: str) -> int | None:
@@ -79,12 +81,6 @@ class Beanstalkd(Server):
         return await asyncio.to_thread(ready)
 
 
-def _client(url: str, timeout: float) -> greenstalk.Client[bytes]:
-    sock = socket.create_connection(host_port(url), timeout)
-    sock.settimeout(None)  # a reserve waits as long as it asked to
-    return greenstalk.Client(sock, encoding=None)
-
-
 class BeanstalkTransport(Transport):
     wire = "beanstalk"
     url_schemes: ClassVar[Mapping[str, int | None]] = {"beanstalk": 11300}
@@ -93,22 +89,21 @@ class BeanstalkTransport(Transport):
         "retry": retry.RETRY,
         "ack": Option((str,), "after", "delete a job after its handler ran, or before "
                       "(at most once)", choices=("after", "before")),
-        "mandatory": Option((bool,), False, "fail a call or cast no server watches",
+        "mandatory": Option((bool,), False, "fail a call or cast nobody serves",
                             feature="mandatory", needs=(True,)),
         "senders": Option((int,), 8, "threads sending, a connection each", minimum=1,
                           maximum=256),
         "connect_timeout": CONNECT_TIMEOUT,
     }  # fmt: skip
 
-    def __init__(self, config: TransportConfig) -> None:
+    def __init__(self, config: Any) -> None:
         super().__init__(config)
-        self.url = ""
-        self.tasks = Tasks(self)
+        self.url, self.tasks, self.local = "", Tasks(self), threading.local()
         self.senders = ThreadPool(self.options["senders"], "beanstalk-send")
-        self.local = threading.local()  # each sending thread's own connection
-        self.readers: list[tuple[ThreadPool, list[greenstalk.Client[bytes] | None]]] = []
+        self.readers: list[tuple[ThreadPool, list[Client | None]]] = []
+        self.marks: list[int] = []  # the jobs that say this server serves its tubes
         me = tube("reply", self.config.worker, uuid.uuid4().hex[:8])
-        self.replies = Replies(self.tasks, me, lambda: self._consume([me], None))
+        self.replies = Replies(self.tasks, me, lambda ready: self._consume([me], None, ready))
 
     async def start(self) -> None:
         timeout = float(self.options["connect_timeout"])
@@ -121,21 +116,25 @@ class BeanstalkTransport(Transport):
     async def aclose(self) -> None:
         self.replies.close()
         for _, held in self.readers:  # a reserve waiting in a thread returns at once
-            if held[0] is not None:
-                with contextlib.suppress(OSError):
-                    held[0]._sock.shutdown(socket.SHUT_RDWR)
-        await close_all(self.tasks.aclose)
+            with contextlib.suppress(OSError, AttributeError):
+                held[0]._sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
+        marks, self.marks = self.marks, []
+        await close_all(self.tasks.aclose, lambda: self.senders.run(self._unmark, marks))
         for pool, _ in [*self.readers, (self.senders, [])]:
             pool.shutdown()
         self.readers = []
+
+    def _unmark(self, marks: list[int]) -> None:
+        for job in marks:
+            with contextlib.suppress(greenstalk.NotFoundError):
+                self._sender().delete(job)
 
     # -- servers: a thread each, reserving from their tubes ---------------------------
 
     async def serve_rpc(self, target: Target, handler: Handler) -> None:
         me = target.server or self.config.worker
-        names = [tube("rpc", target.exchange, target.topic),
-                 tube("to", target.exchange, target.topic, me)]  # fmt: skip
-        await self._serve(names, handler)
+        await self._serve([tube("rpc", target.exchange, target.topic),
+                           tube("to", target.exchange, target.topic, me)], handler)  # fmt: skip
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         await self._serve([tube("pool", target.exchange, target.topic, pool)], handler)
@@ -144,10 +143,10 @@ class BeanstalkTransport(Transport):
         ready = asyncio.get_running_loop().create_future()
         self.tasks.start(self._consume(names, handler, ready), f"beanstalk reader {names[0]}")
         await ready  # watching: what is sent from now on is ours
+        self.marks += await self.senders.run(lambda: [self._put_in(n, b"", FOREVER) for n in names])
 
     async def _consume(self, names: list[str], handler: Handler | None, ready: Any = None) -> None:
-        pool = ThreadPool(1, f"beanstalk {names[0]}")
-        held: list[greenstalk.Client[bytes] | None] = [None]
+        pool, held = ThreadPool(1, f"beanstalk {names[0]}"), list[Client | None]([None])
         self.readers.append((pool, held))
         early = self.options["ack"] == "before" and handler is not None
 
@@ -157,17 +156,16 @@ class BeanstalkTransport(Transport):
                 client.watch(name)
             client.ignore("default")
 
-        def reserve() -> list[Job]:
-            assert held[0] is not None
+        def reserve() -> list[greenstalk.Job[bytes]]:
             try:
-                job = held[0].reserve(timeout=1)
+                job = held[0].reserve(timeout=1)  # type: ignore[union-attr]
             except greenstalk.TimedOutError:
                 return []
             if early:
-                held[0].delete(job)
+                held[0].delete(job)  # type: ignore[union-attr]
             return [job]
 
-        async def handle(job: Job) -> None:
+        async def handle(job: greenstalk.Job[bytes]) -> None:
             kind, reply_to, corr, body = msgpack.unpackb(job.body)
             if handler is None:
                 self.replies.resolve(corr, body)
@@ -186,29 +184,32 @@ class BeanstalkTransport(Transport):
 
     # -- clients ------------------------------------------------------------------------
 
-    def _sender(self) -> greenstalk.Client[bytes]:
+    def _sender(self) -> Client:
         if getattr(self.local, "client", None) is None:
             self.local.client = _client(self.url, self.options["connect_timeout"])
-        client: greenstalk.Client[bytes] = self.local.client
+        client: Client = self.local.client
         return client
 
-    def _put_now(self, prefix: str, only: str, data: bytes) -> int:
-        """Put into ``only``, or every tube of ``prefix``, if someone watches it (else the
-        job would wait for nobody, as at an unbound exchange); how many got it."""
+    def _put_in(self, name: str, data: bytes, delay: int = 0) -> int:
+        client = self._sender()
+        client.use(name)
+        return client.put(data, delay=delay)
+
+    def _served(self, name: str) -> bool:
         try:
-            client = self._sender()
-            names = [only] if only else [t for t in client.tubes() if t.startswith(prefix)]
-            sent = 0
-            for name in names:
-                try:
-                    if not int(client.stats_tube(name)["current-watching"]):
-                        continue
-                except greenstalk.NotFoundError:
-                    continue
-                client.use(name)
-                client.put(data)
-                sent += 1
-            return sent
+            stats = self._sender().stats_tube(name)
+        except greenstalk.NotFoundError:
+            return False
+        return int(stats["current-jobs-delayed"]) + int(stats["current-watching"]) > 0
+
+    def _put_now(self, prefix: str, only: str, data: bytes) -> int:
+        """Put into ``only``, or every tube of ``prefix``, if served; how many got it."""
+        try:
+            names = [only] if only else [t for t in self._sender().tubes() if t.startswith(prefix)]
+            served = [name for name in names if self._served(name)]
+            for name in served:
+                self._put_in(name, data)
+            return len(served)
         except LOST:
             self.local.client = None  # the next send reconnects
             raise

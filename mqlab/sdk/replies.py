@@ -21,19 +21,21 @@ from mqlab.sdk.lifecycle import Tasks
 from mqlab.sdk.pending import PendingCalls
 from mqlab.transport import Target
 
+Reader = Callable[["asyncio.Future[None]"], Coroutine[Any, Any, None]]
+
 
 class Replies:
-    """``address``: where servers send this client's replies; ``read``: the reader of it,
-    which hands each reply to :meth:`resolve`."""
+    """``address``: where servers send this client's replies; ``read(ready)``: the reader of
+    it, which sets ``ready`` once it reads there (no request is sent before: a reply to an
+    address nobody reads yet may be dropped) and hands each reply to :meth:`resolve`."""
 
-    def __init__(
-        self, tasks: Tasks, address: str, read: Callable[[], Coroutine[Any, Any, None]]
-    ) -> None:
+    def __init__(self, tasks: Tasks, address: str, read: Reader) -> None:
         self.address = address
         self.pending = PendingCalls()
         self._tasks = tasks
         self._read = read
         self._reader: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[None] | None = None
 
     async def call(
         self, target: Target, timeout: float, send: Callable[[str], Awaitable[object]]
@@ -41,8 +43,11 @@ class Replies:
         """``send(correlation_id)`` the request, then the reply's body; the one CallTimeout
         after ``timeout`` seconds (sending included)."""
         if self._reader is None or self._reader.done():
-            self._reader = self._tasks.start(self._read(), f"replies to {self.address}")
+            ready = self._ready = asyncio.get_running_loop().create_future()
+            self._reader = self._tasks.start(self._read(ready), f"replies to {self.address}")
             self._reader.add_done_callback(self._ended)
+        if self._ready is not None and not self._ready.done():
+            await asyncio.wait({self._ready, self._reader}, return_when=asyncio.FIRST_COMPLETED)
         corr = uuid.uuid4().hex
         async with self.pending.waiting(corr, target, timeout) as reply:
             await send(corr)
@@ -55,6 +60,8 @@ class Replies:
     def _ended(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled():
             self.pending.reject_all(ConnectionLost(f"the reader of {self.address} stopped"))
+        if self._ready is not None and not self._ready.done():
+            self._ready.cancel()
 
     def close(self) -> None:
         """Fail every waiting call: the transport is closing."""

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import greenstalk
 import psutil
 import pytest
 from mqlab_beanstalk import _client
 
+from mqlab.servers import managed
+from mqlab.servers.daemons import Daemon
 from mqlab.servers.handle import ServerHandle
 from mqlab.testing import ConformanceSuite, Subject
 from tests.helpers import mqlab, results, write_profile
@@ -38,33 +41,49 @@ def tubes_left(url: str) -> Callable[[str], list[str]]:
     return leftovers
 
 
+def restarts(handle: ServerHandle) -> Callable[[bool], None]:
+    """The kit's Subject.restart: the managed beanstalkd restarted on its port and binlog."""
+    server = managed.starter("beanstalkd")
+    assert isinstance(server, Daemon)
+    return lambda hard: server.restart(handle, hard)
+
+
+def on_beanstalkd(handle: ServerHandle, transport: Any = "beanstalk", **kw: Any) -> Subject:
+    return Subject(
+        transport,
+        urls=handle.urls,
+        mandatory_options={"mandatory": True},
+        at_most_once_options={"retry": 0, "ack": "before"},
+        bad_options={"senders": 0, "ack": "never"},
+        leftovers=tubes_left(handle.urls[0]),
+        ceiling=False,  # an example: no reference loop of its own
+        restart=restarts(handle),
+        **kw,
+    )
+
+
 class TestBeanstalkExample(ConformanceSuite):
     @pytest.fixture
     def subject(self, beanstalkd: ServerHandle) -> Subject:
-        return Subject(
-            "beanstalk",
-            urls=beanstalkd.urls,
-            mandatory_options={"mandatory": True},
-            at_most_once_options={"retry": 0, "ack": "before"},
-            bad_options={"senders": 0, "ack": "never"},
-            leftovers=tubes_left(beanstalkd.urls[0]),
-            ceiling=False,  # an example: no reference loop of its own
-        )
+        return on_beanstalkd(beanstalkd)
 
 
 def test_the_declared_server_is_started_and_its_url_has_the_plugins_scheme(
-    beanstalkd: ServerHandle,
+    tmp_path: Path,
 ) -> None:
-    assert beanstalkd.urls[0].startswith("beanstalk://127.0.0.1:")
-    (pid,) = beanstalkd.pids
-    assert psutil.Process(pid).name() == "beanstalkd"
-    assert beanstalkd.facts["version"] != "?"
+    with managed.managed(["beanstalkd"], tmp_path) as handles:
+        handle = handles["beanstalkd"]
+        assert handle.urls[0].startswith("beanstalk://127.0.0.1:")
+        (pid,) = handle.pids
+        assert psutil.Process(pid).name() == "beanstalkd"
+        assert handle.facts["version"] != "?"
+    assert not psutil.pid_exists(pid), "stopped by its PID at the end"
 
 
 def test_a_managed_run_measures_the_declared_servers_cpu(tmp_path: Path) -> None:
     profile = write_profile(
         tmp_path / "b.toml",
-        '[run]\nduration = 2\nwarmup = 0.5\n[broker]\nmanaged = true\n'
+        "[run]\nduration = 2\nwarmup = 0.5\n[broker]\nmanaged = true\n"
         '[drivers.bean]\nplugin = "beanstalk"\n'
         '[[scenario]]\npattern = "cast"\nconcurrency = 8\n',
     )
