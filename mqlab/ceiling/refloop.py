@@ -241,9 +241,29 @@ def _sample(tally: Tally, out: dict[str, int]) -> None:
     tally.stop = True
 
 
+def _dump_tasks(signum: int, frame: object) -> None:
+    """A hung asyncio loop's coroutines, where each waits (faulthandler's stacks show the
+    event loop's thread idle in its selector, not the coroutine that never returns)."""
+    with contextlib.suppress(RuntimeError):  # no loop running: the thread stacks say it all
+        for task in asyncio.all_tasks(asyncio.get_running_loop()):
+            print(f"asyncio task {task.get_name()} (most recent call last):", file=sys.stderr)
+            awaiting: Any = task.get_coro()
+            while awaiting is not None:  # down the chain of awaits to where it waits
+                frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "gi_frame", None)
+                if frame is not None:
+                    code = frame.f_code
+                    print(f'  File "{code.co_filename}", line {frame.f_lineno} in '
+                          f"{code.co_name}", file=sys.stderr)  # fmt: skip
+                awaiting = getattr(awaiting, "cr_await", None) or getattr(
+                    awaiting, "gi_yieldfrom", None
+                )
+
+
 def main(role: str) -> int:
     # a loop that hangs is asked where (SIGUSR1) before it is killed: every thread's stack
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # (faulthandler, even inside a blocking library call), then its asyncio tasks' (if any)
+    signal.signal(signal.SIGUSR1, _dump_tasks)
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)
     doc = json.loads(sys.stdin.readline())
     plugin = doc.pop("plugin")
     doc["urls"] = tuple(doc["urls"])

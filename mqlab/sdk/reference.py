@@ -24,6 +24,7 @@ import abc
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint
 from typing import Any, ClassVar, cast
 
 import uvloop
@@ -169,8 +170,14 @@ async def run_until_stopped(tally: Tally, *work: Coroutine[Any, Any, None]) -> N
 
 def load(plugin: str) -> type[ReferenceLoop]:
     """Import the reference loop of ``plugin`` through the plugins' finder; PluginError naming
-    the plugin when it ships none, or when it fails to load."""
-    found = finder.discover(group=GROUP).get(plugin)
+    the plugin when it ships none, or when it fails to load. ``plugin`` may also be a loop's
+    import path, ``"package.module:Class"``: one not installed yet (the kit's
+    ``Subject.reference``)."""
+    if ":" in plugin:
+        point = EntryPoint(name=plugin, value=plugin, group=GROUP)
+        found: finder.Plugin | None = finder.Plugin(plugin, "(not installed)", "?", point)
+    else:
+        found = finder.discover(group=GROUP).get(plugin)
     if found is None:
         raise PluginError(plugin, f"plugin {plugin!r} ships no reference loop (group {GROUP})")
     cls = finder.import_class(found, ReferenceLoop, "mqlab.sdk.reference.ReferenceLoop")

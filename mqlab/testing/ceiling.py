@@ -33,8 +33,9 @@ async def reference_loop(
     publisher, which must still stop and report (not wait for a consumer that is gone).
     A loop that does not report is shown with its threads' stacks and its stderr."""
     plugin = subject.load()
+    loop = subject.reference or plugin.name
     try:
-        reference.load(plugin.name)
+        reference.load(loop)
     except PluginError as exc:
         raise AssertionError(
             f"{exc}: `mqlab ceiling` cannot show its library's ceiling "
@@ -45,7 +46,7 @@ async def reference_loop(
     spec = ReferenceSpec(subject.urls, name, 201, checked)
     try:
         got = await refloop.measure(
-            plugin.name, spec, warmup=0.5, duration=1.5,
+            loop, spec, warmup=0.5, duration=1.5,
             publisher_after=PUBLISHER_AFTER if consumer_first else 0.0,
         )  # fmt: skip
     except refloop.LoopFailed as exc:

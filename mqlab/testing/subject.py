@@ -60,6 +60,8 @@ class Subject:
       (longer than the 5 s socket read timeout some client libraries default to);
     - ``drops``: False when the transport's messages do not cross ``urls`` (zmq's peers
       talk directly), so dropping the connections to ``urls`` tells nothing;
+    - ``reference``: the import path of the plugin's reference loop
+      (``"package.module:Class"``) when it is not installed under ``mqlab.references``;
     - ``restart``: restarts the server at ``urls`` on the same port with the same data
       (blocking; ``restart(True)`` kills it with SIGKILL first, as a crash would): the kit's
       server-restart and kill checks run only with it.
@@ -81,6 +83,7 @@ class Subject:
     ceiling: bool = True
     idle: float = 7.0
     drops: bool = True
+    reference: str = ""
     restart: Callable[[bool], None] | None = None
 
     @property
