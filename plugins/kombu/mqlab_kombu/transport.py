@@ -25,7 +25,7 @@ from mqlab.errors import (
 )
 from mqlab.sdk import amqp
 from mqlab.sdk.pending import PendingCalls
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.transport import Handler, Option, Target, Transport, TransportConfig
 from mqlab_kombu.consumer import Callback, Consumers, Subscription
 from mqlab_kombu.link import Link
 from mqlab_kombu.publisher import Publisher
@@ -52,18 +52,11 @@ class KombuTransport(Transport):
     """
 
     wire = amqp.WIRE
-    url_schemes: ClassVar[Mapping[str, int | None]] = {"amqp": 5672, "amqps": 5671}
+    url_schemes = amqp.SCHEMES
     rebuild_of = "oslo.messaging's kombu (rabbit) driver, on aio-pika"
     # at_most_once: consumers always ack, and a republish may duplicate, so
     # at-most-once cannot be configured (as oslo says of the kombu driver)
-    features = Features(
-        at_most_once=False,
-        mandatory=False,
-        durable=True,
-        fanout=True,
-        server="rabbitmq",
-        queue_types=True,
-    )
+    features = amqp.RABBITMQ
     option_specs: ClassVar[Mapping[str, Option]] = {
         "retry": Option(
             (int,),

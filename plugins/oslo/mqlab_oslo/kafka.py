@@ -48,18 +48,10 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from mqlab.errors import ConnectionLost, DriverError, map_errors
-from mqlab.sdk.connect import connect_first
+from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first
 from mqlab.sdk.threads import ThreadPool, on_loop
 from mqlab.sdk.urls import hide_secret, host_port
-from mqlab.transport import (
-    CONNECT_TIMEOUT,
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_oslo.config import make_conf, oslo_messaging
 from mqlab_oslo.transport import NotificationEndpoint
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Mapping
+from dataclasses import replace
 from typing import ClassVar
 
 import pika.spec
@@ -20,7 +20,7 @@ from mqlab.errors import (
 from mqlab.sdk import amqp
 from mqlab.sdk.amqp import ExchangeDecl, Route
 from mqlab.sdk.pending import PendingCalls
-from mqlab.transport import Features, Handler, Target, Transport, TransportConfig
+from mqlab.transport import Handler, Target, Transport, TransportConfig
 from mqlab_pika.bridge import Gone
 from mqlab_pika.consumers import ConsumerSpec, OnMessage
 from mqlab_pika.link import Link
@@ -52,16 +52,9 @@ class PikaTransport(Transport):
     """
 
     wire: ClassVar[str] = amqp.WIRE
-    url_schemes: ClassVar[Mapping[str, int | None]] = {"amqp": 5672, "amqps": 5671}
+    url_schemes = amqp.SCHEMES
     rebuild_of: ClassVar[str] = "oslo.messaging's pika driver (removed in 6.0.0), on pika"
-    features: ClassVar[Features] = Features(
-        at_most_once=True,
-        mandatory=True,
-        durable=True,
-        fanout=True,
-        server="rabbitmq",
-        queue_types=True,
-    )
+    features = replace(amqp.RABBITMQ, at_most_once=True, mandatory=True)
     option_specs = OPTIONS
 
     def __init__(self, config: TransportConfig) -> None:

@@ -28,7 +28,7 @@ from mqlab.sdk import amqp as topology
 from mqlab.sdk.connect import connect_first
 from mqlab.sdk.pending import PendingCalls
 from mqlab.sdk.threads import on_loop_each
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.transport import Handler, Option, Target, Transport, TransportConfig
 from mqlab_pyamqp.link import Channel, Link, Worker, delete_declared, explain, mapped
 
 #: seconds to connect one URL
@@ -42,7 +42,7 @@ class PyamqpTransport(Transport):
     url_schemes: ClassVar[Mapping[str, int | None]] = {"amqp": 5672}
     # no resend (a send on a lost connection fails), no mandatory flag (a call to nobody
     # times out, as kombu's)
-    features = Features(durable=True, fanout=True, server="rabbitmq", queue_types=True)
+    features = topology.RABBITMQ
     option_specs: ClassVar[Mapping[str, Option]] = {
         "threads": Option(
             (int,), 2, "connections, one thread each (seed 002: 2 to 32)", minimum=1, maximum=256
