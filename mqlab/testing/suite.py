@@ -119,10 +119,9 @@ class ConformanceSuite:
     @pytest.mark.parametrize("delivery_mode", ["default", "at-most-once"])
     def test_the_server_restarts_under_load(self, subject: Subject, delivery_mode: str) -> None:
         options = _mode_options(subject, delivery_mode)
-        at_most_once = delivery_mode == "at-most-once"
 
         async def check(subject: Subject) -> None:
-            await restart.restart_under_load(subject, options, at_most_once)
+            await restart.restart_under_load(subject, options)
 
         run(check, subject, limit=120.0)
 
