@@ -2,15 +2,12 @@
 server for mqlab to start and measure, and the SDK for everything that is not beanstalkd.
 
 Written from docs/writing-a-plugin.md, docs/plugins.md and greenstalk's documentation.
-greenstalk is blocking, so each consumer reserves in a thread of its own and sends go
-through a few threads with a connection each. Every destination is a tube: a topic's
-servers share ``rpc.<exchange>.<topic>``, each server has ``to.<...>.<server>``, each
-notification pool ``pool.<...>.<pool>``. A server marks each of its tubes with a job delayed
-for ever (never reserved) until it closes, so a tube is served while it holds one, even
-while its reader reconnects: a fanout cast and a notification go to every served tube of
-the prefix (``list-tubes``, ``stats-tube``), and nothing is put into a tube nobody serves
-(it would wait there for nobody, where an exchange with no queue drops it): ``mandatory``
-says so.
+greenstalk blocks: each consumer reserves in a thread of its own, sends go through a few.
+A topic's servers share the tube ``rpc.<exchange>.<topic>``, each has ``to.<...>.<server>``,
+each pool ``pool.<...>.<pool>``. A server marks its tubes with a job delayed for ever until
+it closes (the last one empties them), so a tube is served while its reader reconnects; a
+fanout cast or a notification goes to every served tube of the prefix, and nothing is put
+into a tube nobody serves (an exchange with no queue drops it): ``mandatory`` says so.
 """
 
 from __future__ import annotations
@@ -21,9 +18,9 @@ import re
 import socket
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import greenstalk
 import msgpack
@@ -101,17 +98,17 @@ class BeanstalkTransport(Transport):
         self.url, self.tasks, self.local = "", Tasks(self), threading.local()
         self.senders = ThreadPool(self.options["senders"], "beanstalk-send")
         self.readers: list[tuple[ThreadPool, list[Client | None]]] = []
-        self.marks: list[int] = []  # the jobs that say this server serves its tubes
+        self.marks: list[tuple[str, int]] = []  # the jobs saying this server serves a tube
         me = tube("reply", self.config.worker, uuid.uuid4().hex[:8])
         self.replies = Replies(self.tasks, me, lambda ready: self._consume([me], None, ready))
 
     async def start(self) -> None:
-        timeout = float(self.options["connect_timeout"])
-        _, self.url = await connect_first(self.urls, self._probe, explain, per_url=timeout)
+        def probe(url: str, timeout: float) -> Awaitable[None]:
+            return asyncio.to_thread(lambda: _client(url, timeout).close())
 
-    async def _probe(self, url: str, timeout: float) -> str:
-        await asyncio.to_thread(lambda: _client(url, timeout).close())
-        return url
+        timeout = float(self.options["connect_timeout"])
+        i, _ = await connect_first(self.urls, probe, explain, per_url=timeout)
+        self.url = self.urls[i]
 
     async def aclose(self) -> None:
         self.replies.close()
@@ -119,15 +116,22 @@ class BeanstalkTransport(Transport):
             with contextlib.suppress(OSError, AttributeError):
                 held[0]._sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
         marks, self.marks = self.marks, []
-        await close_all(self.tasks.aclose, lambda: self.senders.run(self._unmark, marks))
+        await close_all(self.tasks.aclose, lambda: self.senders.run(self._leave, marks))
         for pool, _ in [*self.readers, (self.senders, [])]:
             pool.shutdown()
         self.readers = []
 
-    def _unmark(self, marks: list[int]) -> None:
-        for job in marks:
+    def _leave(self, marks: list[tuple[str, int]]) -> None:
+        client = self._sender()
+        for name, job in marks:
             with contextlib.suppress(greenstalk.NotFoundError):
-                self._sender().delete(job)
+                client.delete(job)
+            client.use(name)
+            while not self._served(name):  # the last server empties it: the tube goes
+                try:
+                    client.delete(client.peek_ready())
+                except greenstalk.NotFoundError:
+                    break
 
     # -- servers: a thread each, reserving from their tubes ---------------------------
 
@@ -143,9 +147,10 @@ class BeanstalkTransport(Transport):
         ready = asyncio.get_running_loop().create_future()
         self.tasks.start(self._consume(names, handler, ready), f"beanstalk reader {names[0]}")
         await ready  # watching: what is sent from now on is ours
-        self.marks += await self.senders.run(lambda: [self._put_in(n, b"", FOREVER) for n in names])
+        marks = await self.senders.run(lambda: [self._put_in(n, b"", FOREVER) for n in names])
+        self.marks += zip(names, marks, strict=True)
 
-    async def _consume(self, names: list[str], handler: Handler | None, ready: Any = None) -> None:
+    async def _consume(self, names: list[str], handler: Handler | None, ready: Any) -> None:
         pool, held = ThreadPool(1, f"beanstalk {names[0]}"), list[Client | None]([None])
         self.readers.append((pool, held))
         early = self.options["ack"] == "before" and handler is not None
@@ -175,8 +180,7 @@ class BeanstalkTransport(Transport):
                 await pool.run(held[0].delete, job)  # type: ignore[union-attr]
 
         await pool.run(connect)
-        if ready is not None:
-            ready.set_result(None)
+        ready.set_result(None)
         await consume.consume(
             self, lambda: pool.run(reserve), handle, url=self.url, what=f"reader of {names[0]}",
             lost=LOST, reconnect=lambda: pool.run(connect),
@@ -187,8 +191,7 @@ class BeanstalkTransport(Transport):
     def _sender(self) -> Client:
         if getattr(self.local, "client", None) is None:
             self.local.client = _client(self.url, self.options["connect_timeout"])
-        client: Client = self.local.client
-        return client
+        return cast(Client, self.local.client)
 
     def _put_in(self, name: str, data: bytes, delay: int = 0) -> int:
         client = self._sender()

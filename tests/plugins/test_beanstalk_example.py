@@ -15,12 +15,12 @@ import pytest
 from mqlab_beanstalk import _client
 
 from mqlab.servers import managed
-from mqlab.servers.daemons import Daemon
 from mqlab.servers.handle import ServerHandle
 from mqlab.testing import ConformanceSuite, Subject
 from tests.helpers import mqlab, results, write_profile
 
 from .conftest import _managed
+from .test_conformance_beyond import restarts
 
 
 @pytest.fixture(scope="session")
@@ -41,13 +41,6 @@ def tubes_left(url: str) -> Callable[[str], list[str]]:
     return leftovers
 
 
-def restarts(handle: ServerHandle) -> Callable[[bool], None]:
-    """The kit's Subject.restart: the managed beanstalkd restarted on its port and binlog."""
-    server = managed.starter("beanstalkd")
-    assert isinstance(server, Daemon)
-    return lambda hard: server.restart(handle, hard)
-
-
 def on_beanstalkd(handle: ServerHandle, transport: Any = "beanstalk", **kw: Any) -> Subject:
     return Subject(
         transport,
@@ -57,7 +50,7 @@ def on_beanstalkd(handle: ServerHandle, transport: Any = "beanstalk", **kw: Any)
         bad_options={"senders": 0, "ack": "never"},
         leftovers=tubes_left(handle.urls[0]),
         ceiling=False,  # an example: no reference loop of its own
-        restart=restarts(handle),
+        restart=restarts("beanstalkd", handle),
         **kw,
     )
 

@@ -38,7 +38,7 @@ class KeepsADeadReplyConnection(BeanstalkTransport):
         self.reply_client = await asyncio.to_thread(_client, self.url, 5.0)
         await asyncio.to_thread(self.reply_client.watch, self.replies.address)
 
-    async def _consume(self, names: list[str], handler: Handler | None, ready: Any = None) -> None:
+    async def _consume(self, names: list[str], handler: Handler | None, ready: Any) -> None:
         if handler is not None:
             return await super()._consume(names, handler, ready)
         ready.set_result(None)
