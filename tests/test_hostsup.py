@@ -145,6 +145,16 @@ def _offsets(stdout: str) -> dict[str, tuple[float, float]]:
     return out
 
 
+@contextlib.contextmanager
+def _down_afterwards(inv: Path) -> Iterator[None]:
+    """A failing test leaves nothing running either."""
+    try:
+        yield
+    finally:
+        if inv.with_name(f"{inv.stem}.up.json").exists():
+            mqlab("hosts", "down", str(inv), timeout=120)
+
+
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, (proc.returncode, proc.stderr)
@@ -241,7 +251,8 @@ def test_an_ssh_host_that_cannot_be_reached_is_one_line_naming_it(
         f'[[host]]\nname = "far"\naddress = "{a("broker")}"\nroles = ["clients"]\n'
     )
     inv = bed.inventory(tmp_path / "hosts.toml", hosts=hosts)
-    proc = mqlab("hosts", "up", str(inv), timeout=120)
+    with _down_afterwards(inv):
+        proc = mqlab("hosts", "up", str(inv), timeout=120)
     line = _one_line(proc)
     assert line.startswith(f"far (root@{a('broker')}:22): cannot connect over SSH:"), line
     assert "refused" in line.lower(), line
@@ -265,7 +276,9 @@ def test_a_host_with_another_mqlab_is_one_line_naming_it(bed: Bed, tmp_path: Pat
         f'python = "{python}"\n'
     )
     before = {p.pid for p in _dask_processes()}
-    proc = mqlab("hosts", "up", str(bed.inventory(tmp_path / "hosts.toml", hosts=hosts)))
+    inv = bed.inventory(tmp_path / "hosts.toml", hosts=hosts)
+    with _down_afterwards(inv):
+        proc = mqlab("hosts", "up", str(inv), timeout=180)
     line = _one_line(proc)
     assert line.startswith(f"w2 ({python}) has mqlab 0.0.1, this controller "), line
     assert {p.pid for p in _dask_processes()} <= before  # refused before anything started
@@ -284,9 +297,10 @@ def test_a_certificate_the_scheduler_refuses_is_one_line_naming_the_host(
         (mixed / f.name).chmod(f.stat().st_mode & 0o777)
     before = {p.pid for p in _dask_processes()}
     inv = bed.inventory(tmp_path / "hosts.toml", certs=mixed)
-    proc = mqlab("hosts", "up", str(inv), timeout=180)
+    with _down_afterwards(inv):
+        proc = mqlab("hosts", "up", str(inv), timeout=180)
     line = _one_line(proc)
-    assert re.match(r"^w[12] \(root@[\d.]+:22\): the Dask worker failed: ", line), line
+    assert line.startswith("Dask worker(s) w1, w2 not connected to tls://"), line
     assert f"refuse {mixed / 'worker.pem'}: it is not signed by" in line, line
     # the scheduler it had started is stopped, by its PID
     assert {p.pid for p in _dask_processes()} <= before

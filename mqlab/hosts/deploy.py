@@ -202,7 +202,7 @@ async def _stop_all(inv: Inventory, pids: dict[str, int]) -> list[str]:
         except HostsError as exc:
             lines.append(f"{exc}: {what} (pid {pid}) may still run there")
             continue
-        said = "stopped" if found.get(pid) == "stopped" else "was gone already"
+        said = "stopped" if found.get(pid) == "stopped" else "is not running"
         lines.append(f"{remote.where(host)}: {what} (pid {pid}) {said}")
     return lines
 
@@ -266,7 +266,11 @@ async def _keep(inv: Inventory, report: Any) -> None:
             worker_ttl=inv.worker_ttl, no_workers_timeout=inv.join_timeout,
         )  # fmt: skip
         async with connect(hosts) as client:
-            await worker_addresses(client, hosts, inv.join_timeout)
+            try:
+                await worker_addresses(client, hosts, inv.join_timeout)
+            except HostsError as exc:  # Dask's start returns before a worker registers
+                why = _refused(inv) or f"their output is in {_log(inv)}"
+                raise HostsError(f"{exc}: {why}") from None
         report({"ok": True, "scheduler": cluster.scheduler_address, "pids": state["pids"]})
         await stop.wait()
     except HostsError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,9 @@ async def open_ssh(inv: Inventory, host: SshHost) -> asyncssh.SSHClientConnectio
     except asyncssh.Error as exc:
         cause = exc.reason or type(exc).__name__
     except (OSError, ValueError) as exc:  # refused, unreachable, no such name; a bad key file
-        cause = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        errno = getattr(exc, "errno", None)
+        # asyncio's own text ("Connect call failed (...)") hides the errno's name
+        cause = os.strerror(errno) if errno else str(exc) or type(exc).__name__
     raise HostsError(f"{where(host)}: cannot connect over SSH: {cause}")
 
 
