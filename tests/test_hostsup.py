@@ -241,9 +241,7 @@ def test_hosts_up_runs_a_step_across_the_hosts_and_down_leaves_nothing(
     assert again.returncode == 0 and "nothing is up" in again.stdout
 
 
-def test_an_ssh_host_that_cannot_be_reached_is_one_line_naming_it(
-    bed: Bed, tmp_path: Path
-) -> None:
+def test_an_ssh_host_that_cannot_be_reached_is_one_line_naming_it(bed: Bed, tmp_path: Path) -> None:
     # the broker's namespace runs no sshd: its port 22 refuses
     a = bed.net.address
     hosts = (

@@ -9,7 +9,7 @@ from mqlab.console import hostsup
 from mqlab.console.common import EXIT_BAD_INPUT, EXIT_FAILED, CliError, load
 
 
-def needs_extra() -> None:
+def _needs_extra() -> None:
     from mqlab.config.hosts import missing
 
     if missing():
@@ -17,7 +17,7 @@ def needs_extra() -> None:
 
 
 def cmd_hosts_certs(args: argparse.Namespace) -> int:
-    needs_extra()
+    _needs_extra()
     from mqlab.hosts.certs import CertsError, make
 
     try:
@@ -38,7 +38,7 @@ def cmd_hosts_certs(args: argparse.Namespace) -> int:
 def cmd_hosts_check(args: argparse.Namespace) -> int:
     if hostsup.is_inventory(args.profile):
         return hostsup.cmd_check_inventory(args)
-    needs_extra()
+    _needs_extra()
     import asyncio
 
     from mqlab.hosts.certs import CertsError

@@ -24,9 +24,15 @@ def is_inventory(path: str) -> bool:
 
 
 def _inventory(path: str) -> Any:
-    from mqlab.console.hosts import needs_extra
+    import importlib.util
 
-    needs_extra()
+    from mqlab.config.hosts import missing
+
+    if missing():
+        raise CliError(missing().replace("[hosts] needs", "mqlab hosts needs"), EXIT_BAD_INPUT)
+    if importlib.util.find_spec("asyncssh") is None:
+        raise CliError('mqlab hosts needs asyncssh, which this mqlab lacks: pip install '
+                       '"mqlab[hosts]"', EXIT_BAD_INPUT)  # fmt: skip
     from mqlab.config.inventory import load_inventory
 
     try:

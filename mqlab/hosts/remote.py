@@ -95,7 +95,10 @@ def software() -> dict[str, Any]:
 
 
 async def remote_software(conn: asyncssh.SSHClientConnection, host: SshHost) -> dict[str, Any]:
-    script = f"from __future__ import annotations\nimport json\n{inspect.getsource(software)}\nprint(json.dumps(software()))"
+    source = inspect.getsource(software)
+    script = (
+        f"from __future__ import annotations\nimport json\n{source}\nprint(json.dumps(software()))"
+    )
     out = await _run(conn, host, f"{host.python} -c {shlex.quote(script)}")
     try:
         got: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
