@@ -303,3 +303,32 @@ def test_a_certificate_the_scheduler_refuses_is_one_line_naming_the_host(
     # the scheduler it had started is stopped, by its PID
     assert {p.pid for p in _dask_processes()} <= before
     assert not (tmp_path / "hosts.up.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (("", "colour = 1\n"), "colour: unknown key"),
+        (('name = "w2"', 'name = "w2; rm -rf ~"'), "host[1].name: expected a name"),
+        (('roles = ["clients"]', 'roles = ["servers"]'), "no host has the role 'clients'"),
+        (('address = "10.0.0.7"', 'address = "$(reboot)"'), "host[1].address: expected a host"),
+        (("port = 8786", "port = 0"), "scheduler.port: expected a whole number >= 1"),
+        (('python = "/opt/py"', 'python = "py thon"'), "host[0].python: expected an absolute"),
+    ],
+)
+def test_a_malformed_inventory_is_one_line_naming_the_field(
+    tmp_path: Path, change: tuple[str, str], says: str
+) -> None:
+    text = (
+        'certs = "certs"\n\n[scheduler]\naddress = "10.0.0.5"\nport = 8786\n\n'
+        '[[host]]\nname = "w1"\naddress = "10.0.0.6"\nroles = ["servers"]\npython = "/opt/py"\n\n'
+        '[[host]]\nname = "w2"\naddress = "10.0.0.7"\nroles = ["clients"]\n'
+    )
+    old, new = change
+    inv = tmp_path / "hosts.toml"
+    inv.write_text(new + text if not old else text.replace(old, new))
+    proc = mqlab("hosts", "up", str(inv))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert f"{inv}: " in lines[0] and says in lines[0], lines[0]
+    assert not (tmp_path / "hosts.up.json").exists()
