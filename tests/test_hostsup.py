@@ -155,6 +155,17 @@ def _down_afterwards(inv: Path) -> Iterator[None]:
             mqlab("hosts", "down", str(inv), timeout=120)
 
 
+def _listening(bed: Bed, pids: set[int]) -> set[tuple[str, int]]:
+    """The (address, port) each of ``pids`` listens on in the load hosts, beyond loopback."""
+    found = set()
+    for host in OFFSETS:
+        out = bed.net.run(host, ["ss", "-ltnpH"]).stdout
+        for m in re.finditer(r"(\S+):(\d+)\s+\S+\s+users:\(\(\"[^\"]*\",pid=(\d+)", out):
+            if int(m[3]) in pids and not m[1].startswith("127."):
+                found.add((m[1], int(m[2])))
+    return found
+
+
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, (proc.returncode, proc.stderr)
@@ -214,6 +225,11 @@ def test_hosts_up_runs_a_step_across_the_hosts_and_down_leaves_nothing(
         for name, (offset, bound) in got.items():
             # each host's clock is its sshd's (unshare --time), found within its bound
             assert abs(offset - OFFSETS[name]) <= bound, (name, offset, bound)
+        # what Dask listens on beyond loopback is its TLS ports alone (its HTTP server, with
+        # or without the dashboard, on loopback)
+        tls = {(m[1], int(m[2])) for m in re.finditer(r"at tls://([\d.]+):(\d+)", check.stdout)}
+        tls.add((bed.net.address("w1"), 8786))
+        assert _listening(bed, set(pids.values())) == tls, check.stdout
 
         profile = write_profile(
             tmp_path / "run.toml",
@@ -228,6 +244,16 @@ def test_hosts_up_runs_a_step_across_the_hosts_and_down_leaves_nothing(
         assert hosts["w1"]["roles"] == ["servers"] and hosts["w2"]["roles"] == ["clients"]
         # sent on w2 and received on w1, clocks 2,000 s and more apart: corrected
         assert 0 <= step["latency_ms"]["p50"] < 1_000, step["latency_ms"]
+
+        # a host whose worker is gone: the check says so for it, and still checks the other
+        os.kill(pids["w2"], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while (check := mqlab("hosts", "check", str(inv), timeout=90)).returncode == 0:
+            assert time.monotonic() < deadline, check.stdout
+        assert check.returncode == 1, check.stdout + check.stderr
+        assert set(_offsets(check.stdout)) == {"w1"}, check.stdout
+        said = f"w2 (root@{bed.net.address('w2')}:22): reached over SSH, but no Dask worker"
+        assert said in check.stdout and "not ready: w2" in check.stderr, check.stdout
     finally:
         down = mqlab("hosts", "down", str(inv), timeout=120)
     assert down.returncode == 0, down.stdout + down.stderr

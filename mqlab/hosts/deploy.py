@@ -146,8 +146,9 @@ def _spec(inv: Inventory) -> tuple[dict[str, Any], dict[str, Any]]:
         "allowed_failures": 0, "worker_ttl": inv.worker_ttl,
         "security": _remote_tls(inv, "scheduler"), "dashboard": inv.dashboard,
     }  # fmt: skip
-    if inv.dashboard:
-        opts["dashboard_address"] = f"127.0.0.1:{DASHBOARD_PORT}"
+    # Dask serves HTTP (health, metrics, with the dashboard the cluster's state) even with
+    # the dashboard off, on the host's address unless told: loopback only, always
+    opts["dashboard_address"] = f"127.0.0.1:{DASHBOARD_PORT if inv.dashboard else 0}"
     scheduler = {
         "cls": _Scheduler,
         "options": {"inv": inv, "address": s.address, "connect_options": _connect(inv, s),
@@ -158,6 +159,7 @@ def _spec(inv: Inventory) -> tuple[dict[str, Any], dict[str, Any]]:
         kwargs = {
             "name": h.name, "nthreads": inv.nthreads, "host": h.address,
             "death_timeout": inv.join_timeout, "security": _remote_tls(inv, "worker"),
+            "dashboard_address": "127.0.0.1:0",
         }  # fmt: skip
         workers[h.name] = {
             "cls": _Worker,
