@@ -242,8 +242,9 @@ def test_hosts_up_runs_a_step_across_the_hosts_and_down_leaves_nothing(
         assert step["sent"] > 0 and step["lost"] == 0 and step["duplicates"] == 0, step
         hosts = {h["host"]: h for h in step["hosts"]["hosts"]}
         assert hosts["w1"]["roles"] == ["servers"] and hosts["w2"]["roles"] == ["clients"]
-        # sent on w2 and received on w1, clocks 2,000 s and more apart: corrected
-        assert 0 <= step["latency_ms"]["p50"] < 1_000, step["latency_ms"]
+        # sent on w2 and received on w1, clocks 2,500 s apart: corrected (uncorrected, every
+        # one-way latency would be off by that; a loaded machine queues casts for seconds)
+        assert 0 <= step["latency_ms"]["p50"] <= step["latency_ms"]["max"] < 60_000
 
         # a host whose worker is gone: the check says so for it, and still checks the other
         os.kill(pids["w2"], signal.SIGKILL)
@@ -254,11 +255,18 @@ def test_hosts_up_runs_a_step_across_the_hosts_and_down_leaves_nothing(
         assert set(_offsets(check.stdout)) == {"w1"}, check.stdout
         said = f"w2 (root@{bed.net.address('w2')}:22): reached over SSH, but no Dask worker"
         assert said in check.stdout and "not ready: w2" in check.stderr, check.stdout
+
+        # the keeper killed too: what it started still runs, and `down` stops it by PID
+        os.kill(state["keeper"]["pid"], signal.SIGKILL)
+        psutil.wait_procs([psutil.Process(state["keeper"]["pid"])], timeout=10)
+        assert psutil.pid_exists(pids["w1"]) and psutil.pid_exists(pids["scheduler"])
     finally:
         down = mqlab("hosts", "down", str(inv), timeout=120)
     assert down.returncode == 0, down.stdout + down.stderr
-    for name in ("w1", "w2"):
-        assert re.search(rf"^{name} .*Dask worker \(pid {pids[name]}\) ", down.stdout, re.M)
+    lines = {line.split(" ", 1)[0]: line for line in down.stdout.splitlines()}
+    assert lines["scheduler"].endswith(f"the Dask scheduler (pid {pids['scheduler']}) stopped")
+    assert lines["w1"].endswith(f"the Dask worker (pid {pids['w1']}) stopped"), down.stdout
+    assert lines["w2"].endswith(f"the Dask worker (pid {pids['w2']}) is not running")
     # every process it started is gone, and nothing else of Dask's is left
     assert not any(psutil.pid_exists(p) for p in pids.values()), down.stdout
     assert {p.pid for p in _dask_processes()} <= before
@@ -281,6 +289,18 @@ def test_an_ssh_host_that_cannot_be_reached_is_one_line_naming_it(bed: Bed, tmp_
     assert line.startswith(f"far (root@{a('broker')}:22): cannot connect over SSH:"), line
     assert "refused" in line.lower(), line
     assert not (tmp_path / "hosts.up.json").exists()
+
+
+def test_a_host_whose_key_is_not_known_is_one_line_naming_it(bed: Bed, tmp_path: Path) -> None:
+    inv = bed.inventory(tmp_path / "hosts.toml")
+    (tmp_path / "known").write_text("")  # nothing known: the hosts' keys cannot be checked
+    inv.write_text(inv.read_text().replace(str(bed.tmp / "known_hosts"), str(tmp_path / "known")))
+    with _down_afterwards(inv):
+        proc = mqlab("hosts", "up", str(inv), timeout=120)
+    line = _one_line(proc)
+    assert re.match(r"^(scheduler|w1|w2) \(root@[\d.]+:22\): cannot connect over SSH: ", line)
+    assert line.endswith("its host key is not in known_hosts (add it with ssh-keyscan, after "
+                         "checking it)"), line  # fmt: skip
 
 
 def test_a_host_with_another_mqlab_is_one_line_naming_it(bed: Bed, tmp_path: Path) -> None:

@@ -192,7 +192,8 @@ async def _stop_all(inv: Inventory, pids: dict[str, int]) -> list[str]:
     """Every recorded PID stopped over SSH; one line per process."""
     by_name = {h.name: h for h in (inv.scheduler, *inv.hosts)}
     lines = []
-    for name, pid in pids.items():
+    # the workers first: a scheduler that closes tells its workers to close too
+    for name, pid in sorted(pids.items(), key=lambda np: np[0] == "scheduler"):
         host = by_name[name]
         what = "the Dask scheduler" if name == "scheduler" else "the Dask worker"
         try:
