@@ -43,6 +43,7 @@ def _inventory(path: str) -> Any:
 
 def cmd_hosts_up(args: argparse.Namespace) -> int:
     inv = _inventory(args.inventory)
+    from mqlab.config.inventory import DASHBOARD_PORT
     from mqlab.hosts.certs import CertsError
     from mqlab.hosts.cluster import HostsError
     from mqlab.hosts.deploy import up
@@ -54,7 +55,7 @@ def cmd_hosts_up(args: argparse.Namespace) -> int:
     except HostsError as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
     pids = said["pids"]
-    where = f"on the scheduler host's loopback port {8787}" if inv.dashboard else "off"
+    where = f"on the scheduler host's 127.0.0.1:{DASHBOARD_PORT}" if inv.dashboard else "off"
     print(f"scheduler {said['scheduler']} on {inv.scheduler.address} (pid {pids['scheduler']}), "
           f"dashboard {where}")  # fmt: skip
     for h in inv.hosts:

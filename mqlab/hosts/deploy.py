@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable
@@ -139,10 +140,19 @@ def _log(inv: Inventory) -> Path:
     return inv.state_path.with_suffix(".log")
 
 
+def _ip(address: str) -> str:
+    """The address as this controller reaches it: what a host must listen on (a host's own
+    name may resolve to loopback there, as Debian's 127.0.1.1 does)."""
+    try:
+        return str(socket.getaddrinfo(address, None, type=socket.SOCK_STREAM)[0][4][0])
+    except (OSError, IndexError):
+        return address
+
+
 def _spec(inv: Inventory) -> tuple[dict[str, Any], dict[str, Any]]:
     s = inv.scheduler
     opts: dict[str, Any] = {
-        "protocol": "tls", "host": s.address, "port": inv.scheduler_port,
+        "protocol": "tls", "host": _ip(s.address), "port": inv.scheduler_port,
         "allowed_failures": 0, "worker_ttl": inv.worker_ttl,
         "security": _remote_tls(inv, "scheduler"), "dashboard": inv.dashboard,
     }  # fmt: skip
@@ -157,7 +167,7 @@ def _spec(inv: Inventory) -> tuple[dict[str, Any], dict[str, Any]]:
     workers = {}
     for h in inv.hosts:
         kwargs = {
-            "name": h.name, "nthreads": inv.nthreads, "host": h.address,
+            "name": h.name, "nthreads": inv.nthreads, "host": _ip(h.address),
             "death_timeout": inv.join_timeout, "security": _remote_tls(inv, "worker"),
             "dashboard_address": "127.0.0.1:0",
         }  # fmt: skip
