@@ -27,7 +27,8 @@ import pytest
 from mqlab import netns
 from mqlab.hosts import certs
 
-from .helpers import mqlab, results, write_profile
+from .helpers import clock_offsets, mqlab, results, stop_tree, write_profile
+from .test_hosts import RUN as HOSTS_RUN
 
 #: each load host's clock, seconds ahead of this one's (w2 behind, within this machine's uptime)
 OFFSETS = {"w1": 2000, "w2": -min(500, int(time.monotonic() * 0.5))}
@@ -66,19 +67,6 @@ def _dask_processes() -> list[psutil.Process]:
             if "distributed.cli.dask_spec" in " ".join(p.info["cmdline"] or []):
                 found.append(p)
     return found
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """sshd and what it runs (unshare forks it), each by its PID."""
-    try:
-        kids = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        kids = []
-    for p in (*kids, proc):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p.pid, signal.SIGKILL)
-    proc.wait(10)
-    psutil.wait_procs(kids, timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -131,18 +119,9 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
         yield Bed(net, tmp, tmp / "certs", procs)
     finally:
         for proc in procs.values():
-            _stop(proc)
+            stop_tree(proc)
         net.destroy()
         assert not netns.namespaces(prefix), "a namespace was left behind"
-
-
-def _offsets(stdout: str) -> dict[str, tuple[float, float]]:
-    out = {}
-    for m in re.finditer(
-        r"^(\w+) \(.*?monotonic clock ([-+][\d.]+) s .*?within ([\d.]+) µs", stdout, re.M
-    ):
-        out[m.group(1)] = (float(m.group(2)), float(m.group(3)) / 1e6)
-    return out
 
 
 @contextlib.contextmanager
@@ -173,26 +152,8 @@ def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0].removeprefix("mqlab: ")
 
 
-RUN = """
-[run]
-name = "hosts-up"
-duration = "3s"
-warmup = "1s"
-drain = "5s"
-
-[drivers.nats]
-plugin = "nats"
-url = "nats://{broker}:4222"
-
-[defaults]
-serializer = "msgpack"
-envelope = false
-message_size = 200
-
-[[scenario]]
-pattern = "cast"
-concurrency = [4]
-"""
+#: test_hosts' run (NATS in the broker's namespace), one cast step
+RUN = HOSTS_RUN.split("[[scenario]]")[0] + '[[scenario]]\npattern = "cast"\nconcurrency = [4]\n'
 
 
 def test_hosts_up_runs_a_step_across_the_hosts_and_down_leaves_nothing(
@@ -220,7 +181,7 @@ def test_hosts_up_runs_a_step_across_the_hosts_and_down_leaves_nothing(
 
         check = mqlab("hosts", "check", str(inv), timeout=90)
         assert check.returncode == 0, check.stdout + check.stderr
-        got = _offsets(check.stdout)
+        got = clock_offsets(check.stdout)
         assert set(got) == {"w1", "w2"}, check.stdout
         for name, (offset, bound) in got.items():
             # each host's clock is its sshd's (unshare --time), found within its bound
@@ -252,7 +213,7 @@ def test_hosts_up_runs_a_step_across_the_hosts_and_down_leaves_nothing(
         while (check := mqlab("hosts", "check", str(inv), timeout=90)).returncode == 0:
             assert time.monotonic() < deadline, check.stdout
         assert check.returncode == 1, check.stdout + check.stderr
-        assert set(_offsets(check.stdout)) == {"w1"}, check.stdout
+        assert set(clock_offsets(check.stdout)) == {"w1"}, check.stdout
         said = f"w2 (root@{bed.net.address('w2')}:22): reached over SSH, but no Dask worker"
         assert said in check.stdout and "not ready: w2" in check.stderr, check.stdout
 

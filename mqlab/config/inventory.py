@@ -31,14 +31,13 @@ import dataclasses
 import getpass
 import re
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mqlab.config import limits
 from mqlab.config.fields import FieldReader
-from mqlab.errors import ProfileError
+from mqlab.config.profile import read_toml
 
 __all__ = ["DASHBOARD_PORT", "Inventory", "SshHost", "load_inventory", "parse_inventory"]
 
@@ -185,16 +184,4 @@ def parse_inventory(data: dict[str, Any], path: str) -> Inventory:
 
 def load_inventory(path: str | Path) -> Inventory:
     """Read and check an inventory file; ProfileError (one line) when it is not one."""
-    p = str(path)
-    try:
-        with open(path, "rb") as f:
-            text = f.read(limits.MAX_PROFILE_BYTES + 1)
-    except OSError as exc:
-        raise ProfileError(p, "", f"cannot read the inventory: {exc.strerror or exc}") from None
-    if len(text) > limits.MAX_PROFILE_BYTES:
-        raise ProfileError(p, "", "too large to be an inventory")
-    try:
-        data = tomllib.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ProfileError(p, "", f"not a TOML inventory: {exc}") from None
-    return parse_inventory(data, p)
+    return parse_inventory(read_toml(path, "inventory"), str(path))
