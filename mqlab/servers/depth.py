@@ -13,10 +13,14 @@ asked), or a single one with ``messages`` None and why it could not tell:
   end offset less its committed offset (the partition's start when it committed none),
   from the admin API and a group-less consumer;
 - **Artemis**: each of the step's queues holds its ``messageCount`` (waiting and being
-  delivered, unacknowledged), asked through Artemis' management address over AMQP 1.0.
+  delivered, unacknowledged), asked through Artemis' management address over AMQP 1.0;
+- **NATS JetStream** (durable notifications; core NATS keeps nothing): each of the step's
+  durable consumers holds its pending messages (not yet delivered) and those delivered
+  and not acknowledged, from the JetStream API.
 
 The libraries are imported when a reader is built: the plugin that needs the broker
-brings them (redis-py, aiokafka, python-qpid-proton); without it the reader says so.
+brings them (redis-py, aiokafka, python-qpid-proton, nats-py); without it the reader
+says so.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any
 from mqlab.measure.account import Depth
 from mqlab.sdk.urls import host_port
 
-__all__ = ["ArtemisDepth", "KafkaDepth", "RedisDepth"]
+__all__ = ["ArtemisDepth", "KafkaDepth", "NatsDepth", "RedisDepth"]
 
 #: the longest one read may take: a broker that does not answer by then is "unknown"
 TIMEOUT_S = 5.0
@@ -209,3 +213,37 @@ class ArtemisDepth:
             return tuple(out)
         finally:
             conn.close()
+
+
+#: what a JetStream name cannot hold (mqlab's durable consumer names write it as "_")
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class NatsDepth:
+    """The step's durable consumers on one NATS server with JetStream (``nats://`` URL)."""
+
+    kind = "nats"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def depth(self, marker: str) -> tuple[Depth, ...]:
+        return await _bounded("NATS", lambda: self._read(marker))
+
+    async def _read(self, marker: str) -> tuple[Depth, ...]:
+        import nats
+
+        spelled = (marker, _NOT_IN_NAME.sub("_", marker))
+        nc = await nats.connect(self.url, connect_timeout=TIMEOUT_S, allow_reconnect=False)
+        try:
+            jsm = nc.jsm()
+            out = []
+            for stream in await jsm.streams_info():
+                name = stream.config.name or ""
+                for c in await jsm.consumers_info(name):
+                    if any(m in (c.name or "") for m in spelled):
+                        held = int(c.num_pending or 0) + int(c.num_ack_pending or 0)
+                        out.append(Depth(f"{name} consumer {c.name}", held))
+            return tuple(out)
+        finally:
+            await nc.close()

@@ -1,6 +1,7 @@
-"""What Redis Streams, Kafka and Artemis still hold of a step, read fresh from each (issue
-41): a server that dies holding what it read leaves it in its broker, and the reader counts
-exactly what is there (real private servers and the real plugins; never skipped)."""
+"""What Redis Streams, Kafka, Artemis and NATS JetStream still hold of a step, read fresh
+from each (issue 41): a server that dies holding what it read leaves it in its broker, and
+the reader counts exactly what is there (real private servers and real plugins; never
+skipped)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Callable
 
 from mqlab import registry
 from mqlab.measure.account import Depth
-from mqlab.servers.depth import ArtemisDepth, KafkaDepth, RedisDepth
+from mqlab.servers.depth import ArtemisDepth, KafkaDepth, NatsDepth, RedisDepth
 from mqlab.servers.handle import ServerHandle
 from mqlab.transport import Target, Transport
 
@@ -155,5 +156,34 @@ def test_artemis_holds_each_queues_message_count(artemis_server: ServerHandle) -
         async with build("s9") as drain:  # the other step's, so the broker is left clean
             await drain.serve_rpc(other, lambda body: None)
             await asyncio.sleep(1.0)
+
+    asyncio.run(check())
+
+
+def test_nats_jetstream_holds_each_durable_consumers_pending_and_unacked(
+    nats_server: ServerHandle,
+) -> None:
+    def build(worker: str) -> Transport:
+        return registry.get("nats").build(nats_server.urls, {}, worker)
+
+    async def check() -> None:
+        marker, _, _ = _step()
+        target = Target(f"x{marker}", f"t_{marker}", durable=True)
+        other = Target(f"x{marker}", f"t_other{uuid.uuid4().hex[:6]}", durable=True)
+        reader = NatsDepth(nats_server.urls[0])
+        got: list[bytes] = []
+        async with build("p0") as fine, build("p1") as dying, build("c1") as client:
+            await fine.serve_notifications(target, f"t_{marker}_pool0", got.append)
+            await dying.serve_notifications(target, f"t_{marker}_pool1", _crash)
+            await fine.serve_notifications(other, "elsewhere_pool0", _crash)
+            for i in range(6):
+                await client.notify(target, b"%d" % i)
+                await client.notify(other, b"%d" % i)
+            await _until(lambda: len(got), 6)
+            await asyncio.sleep(0.5)
+            found = await reader.depth(marker)
+        # pool 0 acked everything; pool 1's handler died on each: delivered, never acked
+        held = {d.queue.rpartition("_")[2]: d.messages for d in found}
+        assert held == {"pool0": 0, "pool1": 6}, found
 
     asyncio.run(check())
