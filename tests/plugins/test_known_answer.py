@@ -76,3 +76,11 @@ def test_a_step_counts_exactly_what_the_servers_silently_dropped_and_duplicated(
     found = {k: step[k] for k in expected}
     print(f"known answer {plugin}: expected {expected}, found {found}")
     assert found == expected
+
+
+def test_the_chosen_numbers_are_read_as_written_and_a_mistake_is_refused() -> None:
+    assert chosen("9-39%10, 3") == {3, 9, 19, 29, 39}
+    assert chosen("") == frozenset()
+    for bad in ("5-1", "x", "1-9%0", "0-9999999"):
+        with pytest.raises(ValueError, match="A-B|not N"):
+            chosen(bad)
