@@ -82,5 +82,5 @@ def test_the_chosen_numbers_are_read_as_written_and_a_mistake_is_refused() -> No
     assert chosen("9-39%10, 3") == {3, 9, 19, 29, 39}
     assert chosen("") == frozenset()
     for bad in ("5-1", "x", "1-9%0", "0-9999999"):
-        with pytest.raises(ValueError, match="A-B|not N"):
+        with pytest.raises(ValueError, match=r"A-B|not N"):
             chosen(bad)
