@@ -33,7 +33,7 @@ from mqlab.console.common import (
     load,
 )
 from mqlab.console.run import cmd_ceiling, cmd_run, show_ceilings
-from mqlab.errors import BrokerError, MqlabError, PluginError
+from mqlab.errors import BrokerError, BrokerRefused, MqlabError, PluginError
 from mqlab.report import commands as report
 from mqlab.sdk.urls import mask
 from mqlab.terminal import console as _console
@@ -74,6 +74,25 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {n}")
+    return n
+
+
+def _port_arg(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a TCP port, got {text!r}") from None
+    if not 1 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port from 1 to 65535, got {n}")
+    return n
+
+
+def _nodes_arg(text: str) -> int:
+    from mqlab.rabbitmq import MAX_NODES
+
+    n = _positive_int(text)
+    if n > MAX_NODES:
+        raise argparse.ArgumentTypeError(f"expected 1 to {MAX_NODES} nodes, got {n}")
     return n
 
 
@@ -222,7 +241,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
                 print(f"node{m.index} {n.name}: {m.state}, {mask(n.url)}, management "
                       f"{n.management_port}, distribution {n.dist_port}, pid {n.pid}")  # fmt: skip
     except BrokerError as exc:
-        raise CliError(str(exc), EXIT_FAILED) from None
+        code = EXIT_BAD_INPUT if isinstance(exc, BrokerRefused) else EXIT_FAILED
+        raise CliError(str(exc), code) from None
     return 0
 
 
@@ -318,8 +338,8 @@ def build_parser() -> _Parser:
         "reproducible runs.",
     )  # fmt: skip
     p.add_argument("action", choices=("start", "stop", "status"))
-    p.add_argument("--port", type=int, help="AMQP port (default: a free one)")
-    p.add_argument("--nodes", type=_positive_int, default=1,
+    p.add_argument("--port", type=_port_arg, help="AMQP port (default: a free one)")
+    p.add_argument("--nodes", type=_nodes_arg, default=1,
                    help="cluster size, 1 to 5 nodes on this machine (default 1)")  # fmt: skip
     p.add_argument(
         "--state-dir", help="where the node keeps its data (default ~/.local/state/mqlab)"

@@ -32,7 +32,7 @@ from mqlab.console.common import (
     check,
     load,
 )
-from mqlab.errors import BrokerError
+from mqlab.errors import BrokerError, BrokerRefused
 from mqlab.eventloop import run as run_loop
 from mqlab.live import seedtables, tables
 from mqlab.live.monitor import Monitor
@@ -127,7 +127,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 metrics_cli.linger(metrics, args.metrics_linger, say)
             return code
     except BrokerError as exc:
-        raise CliError(f"managed broker: {exc}", EXIT_FAILED) from None
+        code = EXIT_BAD_INPUT if isinstance(exc, BrokerRefused) else EXIT_FAILED
+        raise CliError(f"managed broker: {exc}", code) from None
     finally:
         if metrics is not None:
             metrics.close()
