@@ -32,7 +32,7 @@ def test_a_results_file_nested_deeply_is_one_line_for_every_reader(
         ["export", str(src), "--csv", str(tmp_path / "csv")],
         ["compare", str(src), str(src)],
     ):
-        line = refused(mqlab(*args), str(src), "nested more than")
+        line = refused(mqlab(*args), str(src), "nested too deeply (more than 64 levels)")
         assert "RecursionError" not in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["deep.json"], "something was written"
 

@@ -32,7 +32,7 @@ from mqlab.console.common import (
     check,
     load,
 )
-from mqlab.errors import BrokerError, BrokerRefused
+from mqlab.errors import BrokerError, BrokerRefused, MqlabError
 from mqlab.eventloop import run as run_loop
 from mqlab.live import seedtables, tables
 from mqlab.live.monitor import Monitor
@@ -90,6 +90,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"{profile.path}: [hosts]: driver {local[0]} runs in one process and cannot "
                 "be spread over hosts; remove it or [hosts]", EXIT_BAD_INPUT,
             )  # fmt: skip
+        if not profile.hosts.insecure:  # before anything starts or is written
+            from mqlab.hosts.certs import CertsError, usable
+
+            try:
+                usable(profile.hosts.certs)
+            except CertsError as exc:
+                raise CliError(f"{profile.path}: [hosts] certs: {exc}", EXIT_BAD_INPUT) from None
     plan = make_plan(profile)
     console = _console()
     err = _console(stderr=True)
@@ -219,7 +226,9 @@ def _run(
         broker_pid_of=managed.pid_of(server_of, handles, urls),
         broker_pids=lambda: managed.broker_pids(handles),
     )  # fmt: skip
-    status, message, code = "done", "", 0
+    # "done" only once the run has returned: whatever else ends it is no finished run
+    status, message, code = "failed", "stopped by an error", EXIT_FAILED
+    before_steps = False  # it failed before any step could start (the hosts unreachable)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -246,8 +255,12 @@ def _run(
         monitor.start()
     try:
         run_loop(main)
+        status, message, code = "done", "", 0
     except StepFailed as exc:
         status, message, code = "failed", str(exc), EXIT_FAILED
+    except MqlabError as exc:  # before the steps: the Dask scheduler or a host not there
+        status, message, code = "failed", str(exc), EXIT_FAILED
+        before_steps = not results.doc["steps"]
     except (Interrupted, asyncio.CancelledError, KeyboardInterrupt):
         status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
     finally:
@@ -284,6 +297,8 @@ def _run(
                 show_ceilings(console, steps)
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())
             console.print(f"codec cost per message (encode + decode, this machine): {costs}")
+    if code == EXIT_FAILED and before_steps:
+        raise CliError(f"{message} (results: {out}, no step measured)", EXIT_FAILED)
     if code == EXIT_FAILED:
         failed_at = len(steps) + 1
         step = plan.steps[failed_at - 1] if failed_at <= len(plan.steps) else None

@@ -583,7 +583,7 @@ def read_bounded(path: str | Path) -> bytes:
 #: deeper than any results file mqlab writes (under 10 levels): refused right after the
 #: parse, before a reader walks it (every walk recurses, and Python stops near 1,000)
 MAX_DEPTH = 64
-_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep: not a results file"
+_TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels) to be a results file"
 
 
 def _too_deep(doc: Any) -> bool:
