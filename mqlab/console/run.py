@@ -126,7 +126,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             if problem:
                 raise CliError(problem, EXIT_FAILED)
             if metrics is not None:
-                say(metrics_cli.endpoints(metrics, handles))
+                line = metrics_cli.endpoints(metrics, handles)
+                if args.quiet and metrics_cli.chosen(args, profile.run.metrics_port):
+                    with contextlib.suppress(OSError):  # where to scrape: nothing else says it
+                        err.print(line)
+                else:
+                    say(line)
             code = _run(
                 args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics
             )
@@ -173,6 +178,7 @@ def _run(
     env["codec_cost_us"] = codec_costs(profile)
     # every managed server, not only the first driver's (RabbitMQ and Artemis in one run)
     env["servers"] = {kind: {"managed": True, **h.facts} for kind, h in handles.items()}
+    env["metrics"] = metrics_cli.recorded(metrics)  # where the endpoint was, the port it got
     results = ResultsFile(out, _profile_record(profile, urls), env, warn)
     if not results.write():
         raise CliError(results.write_error or "cannot write the results file", EXIT_FAILED)
