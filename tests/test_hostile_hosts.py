@@ -126,8 +126,12 @@ def test_certs_are_read_beside_the_profile_wherever_mqlab_runs(tmp_path: Path, c
     proc = mqlab("hosts", "check", str(profile), timeout=60, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert f"cannot reach the Dask scheduler tls://127.0.0.1:{port}" in proc.stderr, proc.stderr
+    # no certs beside this one: refused as such by check and run, nothing written
     missing = write_profile(tmp_path / "elsewhere.toml", _hosts(f"tls://127.0.0.1:{port}"))
-    refused(mqlab("hosts", "check", str(missing)), str(tmp_path / "certs" / "ca.pem"))
+    out = tmp_path / "r.json"
+    for args in (["hosts", "check", str(missing)], ["run", str(missing), "-o", str(out)]):
+        refused(mqlab(*args), str(tmp_path / "certs" / "ca.pem"), "mqlab hosts certs")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(
