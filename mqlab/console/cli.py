@@ -77,25 +77,6 @@ def _positive_int(text: str) -> int:
     return n
 
 
-def _port_arg(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a TCP port, got {text!r}") from None
-    if not 1 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a TCP port from 1 to 65535, got {n}")
-    return n
-
-
-def _nodes_arg(text: str) -> int:
-    from mqlab.rabbitmq import MAX_NODES
-
-    n = _positive_int(text)
-    if n > MAX_NODES:
-        raise argparse.ArgumentTypeError(f"expected 1 to {MAX_NODES} nodes, got {n}")
-    return n
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
     profile = load(args.profile)
     check(profile)
@@ -338,8 +319,9 @@ def build_parser() -> _Parser:
         "reproducible runs.",
     )  # fmt: skip
     p.add_argument("action", choices=("start", "stop", "status"))
-    p.add_argument("--port", type=_port_arg, help="AMQP port (default: a free one)")
-    p.add_argument("--nodes", type=_nodes_arg, default=1,
+    p.add_argument("--port", type=lambda text: metrics.port_arg(text, lowest=1),
+                   help="AMQP port (default: a free one)")  # fmt: skip
+    p.add_argument("--nodes", type=_positive_int, default=1,
                    help="cluster size, 1 to 5 nodes on this machine (default 1)")  # fmt: skip
     p.add_argument(
         "--state-dir", help="where the node keeps its data (default ~/.local/state/mqlab)"

@@ -27,13 +27,14 @@ if TYPE_CHECKING:
 DEFAULT_HOST = "127.0.0.1"
 
 
-def port_arg(text: str) -> int:
+def port_arg(text: str, lowest: int = 0) -> int:
+    """A TCP port from the command line (``lowest`` 0: the system picks a free one)."""
     try:
         port = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a TCP port number, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a TCP port 0 to 65535, got {port}")
+    if not lowest <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port {lowest} to 65535, got {port}")
     return port
 
 
