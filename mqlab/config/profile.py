@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from mqlab import inputs
 from mqlab.codec import SERIALIZERS
 from mqlab.config import limits
 from mqlab.config.background import Background, parse_background
@@ -202,9 +203,9 @@ def read_toml(path: str | Path, what: str = "profile") -> dict[str, Any]:
     refusal a ProfileError naming the file."""
     p = str(path)
     try:
-        with open(path, "rb") as f:
-            # bounded: a device (/dev/zero) or a huge file is refused, not read to the end
-            text = f.read(limits.MAX_PROFILE_BYTES + 1)
+        # bounded: a device (/dev/zero) or a huge file is refused, not read to the end;
+        # a FIFO or a terminal is read only while it answers
+        text = inputs.read(path, limits.MAX_PROFILE_BYTES)
     except OSError as exc:
         raise ProfileError(p, "", f"cannot read the {what}: {exc.strerror or exc}") from None
     if len(text) > limits.MAX_PROFILE_BYTES:

@@ -16,12 +16,13 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mqlab.errors import BrokerError
+from mqlab.rabbitmq.host import deferred_signals
 from mqlab.servers.handle import ServerHandle
 
 #: seconds a server may take to accept connections, then to exit on SIGTERM
@@ -69,9 +70,24 @@ class ChildServers:
             if proc is not None and not self._terminate(proc):
                 raise BrokerError(f"{self.label} (pid {pid}) did not exit after SIGKILL")
 
+    @contextlib.contextmanager
+    def _starting(self) -> Iterator[None]:
+        """One start: every child spawned inside is stopped unless the block finishes,
+        whatever ends it (a failure, Ctrl-C, SIGTERM): no server outlives a start that
+        did not hand it over. The stopping itself is not cut short by another Ctrl-C."""
+        before = set(self._children)
+        try:
+            yield
+        except BaseException:
+            with deferred_signals():
+                for pid in set(self._children) - before:
+                    self._terminate(self._children[pid])
+            raise
+
     def _spawn(self, argv: Sequence[str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
         """Start one server as our child, its output appended to ``log``."""
-        with log.open("ab") as out:
+        # a signal between the child's birth and its record would leave it unknown to stop()
+        with log.open("ab") as out, deferred_signals():
             proc = subprocess.Popen(
                 list(argv),
                 cwd=cwd,
@@ -80,7 +96,7 @@ class ChildServers:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C to mqlab must not kill it mid-run
             )
-        self._children[proc.pid] = proc
+            self._children[proc.pid] = proc
         return proc
 
     def _terminate(self, proc: subprocess.Popen[bytes]) -> bool:
@@ -127,17 +143,18 @@ class Daemon(ChildServers):
         """One node whatever ``nodes`` says: mqlab clusters RabbitMQ only (said in the label)."""
         state_dir.mkdir(parents=True, exist_ok=True)
         how = self.launch(state_dir)
-        proc = self._spawn(how.argv, state_dir, state_dir / "server.log")
-        deadline = time.monotonic() + self.ready_within
-        while not _accepts(how.port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                self._terminate(proc)
-                tail = _tail(state_dir / "server.log")
-                raise BrokerError(
-                    f"the private {self.label} server did not start on port {how.port}"
-                    f" (log {state_dir / 'server.log'}){': ' + tail if tail else ''}"
-                )
-            time.sleep(0.05)
+        with self._starting():
+            proc = self._spawn(how.argv, state_dir, state_dir / "server.log")
+            deadline = time.monotonic() + self.ready_within
+            while not _accepts(how.port):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    self._terminate(proc)
+                    tail = _tail(state_dir / "server.log")
+                    raise BrokerError(
+                        f"the private {self.label} server did not start on port {how.port}"
+                        f" (log {state_dir / 'server.log'}){': ' + tail if tail else ''}"
+                    )
+                time.sleep(0.05)
         facts = {"product": self.label, "version": self.version() or "?", "port": how.port}
         single = "" if nodes == 1 else " (one node: mqlab clusters RabbitMQ only)"
         return ServerHandle(
