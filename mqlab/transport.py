@@ -339,6 +339,18 @@ class Transport(abc.ABC):
         core, before any worker starts.
         """
 
+    @classmethod
+    def across_hosts(cls, options: Mapping[str, Any]) -> str | None:
+        """Why a driver with these (checked) options cannot have its servers and its
+        clients on different machines, in one line saying what to set; None when it can.
+
+        Called by the core for a profile whose ``[hosts]`` are other machines, before
+        anything starts: what only one machine can reach (an address of its own
+        loopback, a directory of its own disk) would lose every message there. The core
+        itself refuses a driver URL on loopback.
+        """
+        return None
+
     def report(self, error: TransportError, connection: str = "") -> None:
         """Tell the core of an error that no call or cast raised.
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from mqlab import registry
 from mqlab.config.capable import check_events
+from mqlab.config.hosts import loopback
 from mqlab.config.profile import DriverSpec, Profile, Scenario
 from mqlab.config.roles import needed_seconds
 from mqlab.errors import OptionError, PluginError, ProfileError
 from mqlab.registry import LoadedPlugin
+from mqlab.sdk.urls import host_port, mask
 from mqlab.transport import FEATURES
 
 
@@ -48,6 +50,7 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
                 )
             _check_features(profile, i, sc, d, plugins[d.name])
     check_events(profile, plugins)
+    _check_across_hosts(profile, plugins)
     return plugins
 
 
@@ -71,6 +74,31 @@ def _check_schemes(
                 f"takes: {', '.join(f'{s}://' for s in declared)}; "
                 + ("fix the URL" if d.urls else "give the driver its own url"),
             )
+
+
+def _check_across_hosts(profile: Profile, plugins: dict[str, LoadedPlugin]) -> None:
+    """With ``[hosts]`` on other machines, what only one machine reaches is refused: a server
+    URL on loopback (each host would reach its own), and what a plugin says cannot span
+    machines (``Transport.across_hosts``). Every message would be lost there otherwise."""
+    if profile.hosts is None or not profile.hosts.elsewhere:
+        return
+    for d in profile.drivers:
+        cls = plugins[d.name].cls
+        options = plugins[d.name].check(d.options_dict)
+        if cls.server_for(options) is not None:
+            for url in profile.urls_of(d):
+                if loopback(host_port(url, 1)[0]):  # the host alone: no port needed
+                    raise ProfileError(
+                        profile.path, f"drivers.{d.name}.url" if d.urls else "broker.url",
+                        f"{mask(url)} is on loopback, which each of the [hosts] machines reads "
+                        "as its own: give the broker's address that every host reaches",
+                    )  # fmt: skip
+        why = cls.across_hosts(options)
+        if why:
+            raise ProfileError(
+                profile.path, f"drivers.{d.name}",
+                f"[hosts] puts its servers and clients on other machines, where {why}",
+            )  # fmt: skip
 
 
 def _refusal(field: str, value: object, d: DriverSpec, feature: str, fix: str) -> str:

@@ -16,11 +16,12 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from mqlab.errors import BrokerError
+from mqlab.rabbitmq.host import deferred_signals
 from mqlab.sdk.server import Launch, free_port
 from mqlab.servers.handle import ServerHandle
 
@@ -61,9 +62,24 @@ class ChildServers:
             if proc is not None and not self._terminate(proc):
                 raise BrokerError(f"{self.label} (pid {pid}) did not exit after SIGKILL")
 
+    @contextlib.contextmanager
+    def _starting(self) -> Iterator[None]:
+        """One start: every child spawned inside is stopped unless the block finishes,
+        whatever ends it (a failure, Ctrl-C, SIGTERM): no server outlives a start that
+        did not hand it over. The stopping itself is not cut short by another Ctrl-C."""
+        before = set(self._children)
+        try:
+            yield
+        except BaseException:
+            with deferred_signals():
+                for pid in set(self._children) - before:
+                    self._terminate(self._children[pid])
+            raise
+
     def _spawn(self, argv: Sequence[str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
         """Start one server as our child, its output appended to ``log``."""
-        with log.open("ab") as out:
+        # a signal between the child's birth and its record would leave it unknown to stop()
+        with log.open("ab") as out, deferred_signals():
             proc = subprocess.Popen(
                 list(argv),
                 cwd=cwd,
@@ -72,7 +88,7 @@ class ChildServers:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C to mqlab must not kill it mid-run
             )
-        self._children[proc.pid] = proc
+            self._children[proc.pid] = proc
         return proc
 
     def _terminate(self, proc: subprocess.Popen[bytes]) -> bool:
@@ -122,9 +138,10 @@ class Daemon(ChildServers):
         elif not terminate(proc):
             raise BrokerError(f"{self.label} (pid {proc.pid}) did not exit after SIGKILL")
         how = self._launched[first]
-        again = self._spawn(how.argv, handle.state_dir, handle.state_dir / "server.log")
-        self._now[first] = again.pid
-        self._ready(again, how.port, handle.state_dir)
+        with self._starting():
+            again = self._spawn(how.argv, handle.state_dir, handle.state_dir / "server.log")
+            self._now[first] = again.pid
+            self._ready(again, how.port, handle.state_dir)
 
     def installed(self) -> str | None:
         if shutil.which(self.binary) or os.access(self.binary, os.X_OK):
@@ -151,9 +168,10 @@ class Daemon(ChildServers):
         """One node whatever ``nodes`` says: mqlab clusters RabbitMQ only (said in the label)."""
         state_dir.mkdir(parents=True, exist_ok=True)
         how = self.launch(state_dir)
-        proc = self._spawn(how.argv, state_dir, state_dir / "server.log")
-        self._launched[proc.pid] = how
-        self._ready(proc, how.port, state_dir)
+        with self._starting():
+            proc = self._spawn(how.argv, state_dir, state_dir / "server.log")
+            self._launched[proc.pid] = how
+            self._ready(proc, how.port, state_dir)
         facts = {"product": self.label, "version": self.version() or "?", "port": how.port}
         single = "" if nodes == 1 else " (one node: mqlab clusters RabbitMQ only)"
         return ServerHandle(

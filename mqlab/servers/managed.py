@@ -123,7 +123,8 @@ def managed(
 
     Each server gets its own state dir (under ``state_dir`` when given, else a
     temporary one removed afterwards), so it never collides with ``mqlab broker
-    start``. A server that fails to start stops the ones already started.
+    start``. A server that fails to start stops the ones already started, and keeps
+    its temporary dir: the error names the log in it.
     """
     handles: dict[str, ServerHandle] = {}
     made: list[Path] = []
@@ -140,7 +141,12 @@ def managed(
                 made.append(where)
             what = "node" if nodes == 1 else f"{nodes}-node cluster"
             say(f"starting a private {server.label} {what}…")
-            handles[kind] = server.start(where, nodes)
+            try:
+                handles[kind] = server.start(where, nodes)
+            except BrokerError as exc:
+                if str(where) in str(exc):  # it names a log in there: kept for the reader
+                    made = [d for d in made if d != where]
+                raise
         yield handles
     finally:
         for kind, handle in reversed(list(handles.items())):

@@ -25,7 +25,7 @@ from mqlab.sdk.lifecycle import Tasks
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_zmq.directory import Directory, Entry
 from mqlab_zmq.matchmaker import Key, Matchmaker, Record, StaticMatchmaker
-from mqlab_zmq.options import OPTIONS, check_combinations
+from mqlab_zmq.options import OPTIONS, across_hosts, check_combinations
 from mqlab_zmq.peers import CastPeer
 from mqlab_zmq.redis_matchmaker import RedisMatchmaker
 from mqlab_zmq.routing import Picker, notify_key, rpc_key
@@ -91,6 +91,11 @@ class ZmqTransport(Transport):
     def check_combinations(cls, options: Mapping[str, Any]) -> None:
         """Values and combinations the schema cannot express (see :mod:`mqlab_zmq.options`)."""
         check_combinations(options)
+
+    @classmethod
+    def across_hosts(cls, options: Mapping[str, Any]) -> str | None:
+        """What must reach across machines: the matchmaker and the advertised address."""
+        return across_hosts(options)
 
     def _namespace(self) -> str:
         # the profile's broker URL only keeps separate setups apart; hashed, so a
