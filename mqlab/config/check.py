@@ -25,13 +25,14 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
         where = f"drivers.{d.name}"
         try:
             plugin = registry.get(d.plugin, found)
-            plugin.check(d.options_dict)
+            options = plugin.check(d.options_dict)
         except PluginError as exc:
             raise ProfileError(profile.path, f"{where}.plugin", str(exc)) from None
         except OptionError as exc:
             raise ProfileError(profile.path, f"{where}.{exc.option}", exc.problem) from None
         plugins[d.name] = plugin
         _check_option_features(profile, d, plugin)
+        _check_schemes(profile, d, plugin, plugin.cls.server_for(options))
     for i, sc in enumerate(profile.scenarios):
         named = _named(sc)
         if named:
@@ -53,6 +54,28 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
     return plugins
 
 
+def _check_schemes(
+    profile: Profile, d: DriverSpec, plugin: LoadedPlugin, server: str | None
+) -> None:
+    """Each URL the driver will be given has a scheme its plugin declares (when it declares
+    any): its own ``url``, else the profile's [broker] url, unless the managed server's
+    replace them."""
+    declared = plugin.cls.url_schemes
+    if not declared or (server is not None and profile.broker.managed):
+        return
+    field = f"drivers.{d.name}.url" if d.urls else "broker.url"
+    for url in profile.urls_of(d):
+        scheme = url.partition("://")[0]
+        if scheme.lower() not in declared:
+            raise ProfileError(
+                profile.path,
+                field,
+                f"scheme {scheme[:20]!r} is not one plugin {d.plugin!r} (driver {d.name!r}) "
+                f"takes: {', '.join(f'{s}://' for s in declared)}; "
+                + ("fix the URL" if d.urls else "give the driver its own url"),
+            )
+
+
 def _check_across_hosts(profile: Profile, plugins: dict[str, LoadedPlugin]) -> None:
     """With ``[hosts]`` on other machines, what only one machine reaches is refused: a server
     URL on loopback (each host would reach its own), and what a plugin says cannot span
@@ -64,7 +87,7 @@ def _check_across_hosts(profile: Profile, plugins: dict[str, LoadedPlugin]) -> N
         options = plugins[d.name].check(d.options_dict)
         if cls.server_for(options) is not None:
             for url in profile.urls_of(d):
-                if loopback(host_port(url)[0]):
+                if loopback(host_port(url, 1)[0]):  # the host alone: no port needed
                     raise ProfileError(
                         profile.path, f"drivers.{d.name}.url" if d.urls else "broker.url",
                         f"{mask(url)} is on loopback, which each of the [hosts] machines reads "
