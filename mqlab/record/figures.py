@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from mqlab.config import limits
+from mqlab import bounds as limits
 from mqlab.measure.load import Load
 from mqlab.record.cpu import Cpu
 from mqlab.record.events import Event, FaultFigure, Phase, Update

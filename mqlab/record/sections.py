@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mqlab.config import limits
+from mqlab import bounds as limits
 from mqlab.record.cpu import RoleCpu
 from mqlab.record.events import Attribution, BrokerFlow, Moment, Spontaneous, Verdict
 from mqlab.record.shape import (

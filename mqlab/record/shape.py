@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from mqlab.config import limits
+from mqlab import bounds as limits
 from mqlab.measure import latency
 
 #: steps and aggregates of one run (a run has at most limits.MAX_STEPS)

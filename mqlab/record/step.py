@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mqlab.config import limits
+from mqlab import bounds as limits
 from mqlab.record.figures import Cell, Drain, Figures
 from mqlab.record.sections import (
     Background,

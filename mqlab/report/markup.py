@@ -11,8 +11,11 @@ from html import escape
 from typing import Any
 
 import plotly.graph_objects as go
+import plotly.io
 from rich.table import Table
 from rich.text import Text
+
+from mqlab.report import chartlabels
 
 
 class Charts:
@@ -23,7 +26,9 @@ class Charts:
 
     def div(self, fig: go.Figure) -> str:
         self.count += 1
-        body: str = fig.to_html(
+        body: str = plotly.io.to_html(
+            chartlabels.plain(fig),  # names as text: plotly.js would read markup in them
+            validate=False,
             full_html=False,
             include_plotlyjs=False,
             div_id=f"chart-{self.count}",

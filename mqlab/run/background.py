@@ -119,7 +119,7 @@ class BackgroundLoad:
         self,
         limit_s: float,
         timeout: float,
-        queue_depth: Callable[[str], Awaitable[Depth]] | None,
+        queue_depth: Callable[[str], Awaitable[tuple[Depth, ...]]] | None,
         cut_short: Callable[[], bool],
         link_hold: Callable[[], Awaitable[LinkHold | None]] | None = None,
     ) -> None:

@@ -31,7 +31,7 @@ from mqlab.run.drain import drain, in_flight
 from mqlab.run.progress import Progress, worker_rows
 from mqlab.run.rolling import RollingUpdate
 from mqlab.run.stages import StepState
-from mqlab.servers.brokerside import BrokerSide, NoBroker
+from mqlab.servers.brokerside import BrokerSide, NoBroker, total
 from mqlab.worker import affinity, protocol
 from mqlab.worker.pool import Interrupted, StepFailed, Worker, WorkerPool
 
@@ -288,7 +288,7 @@ class Runner:
         await in_flight(clients, step.scenario.timeout, self._cut_short, tick, held)
         depth = s.side.depth if s.side.reads_depth else None
         # a broker whose depth is not read says why at once (no question to the broker)
-        not_read = "" if depth is not None else (await s.side.depth(lay.marker)).why
+        not_read = "" if depth is not None else total(await s.side.depth(lay.marker))[2]
         s.drained = await drain(
             workers, clients, lay.groups, lay.marker, self.plan.profile.run.drain,
             depth, self._cut_short, tick, held, not_read,

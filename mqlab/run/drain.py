@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mqlab.record.figures import Drain
-from mqlab.servers.brokerside import Depth
+from mqlab.servers.brokerside import Depth, total
 from mqlab.worker import protocol
 from mqlab.worker.pool import Worker
 
@@ -80,7 +80,7 @@ async def drain(
     groups: int,
     marker: str,
     limit_s: float,
-    queue_depth: Callable[[str], Awaitable[Depth]] | None,
+    queue_depth: Callable[[str], Awaitable[tuple[Depth, ...]]] | None,
     cut_short: Callable[[], bool],
     tick: Callable[[], None],
     link_hold: Callable[[], Awaitable[LinkHold | None]] | None = None,
@@ -103,7 +103,8 @@ async def drain(
     depth: int | None = None
     # a broker whose depth is not read counts nothing as queued: what is missing is lost
     read = queue_depth is not None
-    found: Depth | None = None
+    age: float | None = None
+    why = not_read
     hold: LinkHold | None = None
     while servers:
         for w in workers:
@@ -132,15 +133,13 @@ async def drain(
                 break
             hold = None
             if queue_depth is not None:
-                found = await queue_depth(marker)
-                read, depth = found.read, found.messages
+                depth, age, why = total(await queue_depth(marker))
             if not depth:
                 end = "idle"
                 break
         tick()
-    if end != "complete" and read and depth is None and queue_depth is not None:
-        found = await queue_depth(marker)
-        read, depth = found.read, found.messages
+    if end != "complete" and depth is None and queue_depth is not None:
+        depth, age, why = total(await queue_depth(marker))
     if end in ("limit", "user") and link_hold is not None:
         # in force when the drain was cut off, holding what would not come soon: held
         hold = await link_hold()
@@ -152,10 +151,8 @@ async def drain(
         still_queued=still_queued,
         # a broker with queues that could not say how many it held: nothing is called lost
         depth_unknown=read and end != "complete" and depth is None,
-        depth_age_s=found.age_s if found is not None and found.messages is not None else None,
-        depth_why=((found.why if found is not None else not_read) or None)
-        if still_queued is None
-        else None,
+        depth_age_s=age if still_queued is not None and depth is not None else None,
+        depth_why=(why or None) if still_queued is None else None,
     )
     # a link fault still in force: what it holds is neither delivered nor lost
     if hold is None:

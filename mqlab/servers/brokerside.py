@@ -9,10 +9,11 @@ RabbitMQ step's its nodes'. The runner asks it, around each step:
   mqlab manages, as they are now (pinned to ``[placement] broker``, read back into
   ``cores``; a broker mqlab does not manage is never pinned);
 - ``nodes()``: a per-node sampler (a RabbitMQ cluster's nodes: ``cpu.nodes``), or None;
-- ``depth(marker)``: how many of the step's messages it still holds, how fresh that is,
-  or why it cannot say (:class:`Depth`): the drain's second piece of evidence; only asked
-  of a broker whose ``reads_depth`` is true (else what is missing after the drain is lost,
-  as for a broker without queues);
+- ``depth(marker)``: how many of the step's messages it still holds, per queue (or one
+  figure for them all), how stale each figure may be, or why it cannot say (the
+  accountant's :class:`~mqlab.measure.account.Depth`): the drain's second piece of
+  evidence; only asked of a broker whose ``reads_depth`` is true (else what is missing
+  after the drain is lost, as for a broker without queues);
 - ``facts()``: product, version and whether mqlab manages it, for the environment;
 - ``prepare``/``inspect``/``finish``: what a broker does around a step (RabbitMQ: the
   mirroring policy, where the queues live); nothing elsewhere.
@@ -30,9 +31,9 @@ is :class:`mqlab.servers.rabbitside.RabbitSide`. To support another broker, subc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mqlab.measure.account import Depth
 from mqlab.record.sections import BrokerFacts
 from mqlab.sdk.urls import mask
 
@@ -41,23 +42,17 @@ if TYPE_CHECKING:
     from mqlab.rabbitmq.sampler import Sampler
     from mqlab.rabbitmq.steps import BrokerSteps
 
-__all__ = ["BrokerSide", "Depth", "NoBroker", "ServerSide"]
+__all__ = ["BrokerSide", "Depth", "NoBroker", "ServerSide", "total"]
 
 
-@dataclass(frozen=True, slots=True)
-class Depth:
-    """How many of a step's messages a broker holds now, or why that is not known.
-
-    ``messages`` None: unknown. ``age_s``: how stale the figure may be (0: counted now).
-    ``read`` False: this broker's depth is not read at all, so what is missing after the
-    drain counts as lost, as for a broker without queues (``why`` says so); a depth that
-    was read and failed (``read`` True, ``messages`` None) calls nothing lost.
-    """
-
-    messages: int | None
-    age_s: float | None = None
-    why: str = ""
-    read: bool = True
+def total(depths: tuple[Depth, ...]) -> tuple[int | None, float | None, str]:
+    """The step's messages a broker holds in all (None: some queue could not say), how
+    stale the oldest figure may be (s), and why what is unknown is unknown."""
+    unknown = [d for d in depths if d.messages is None]
+    if unknown:
+        return None, None, "; ".join(dict.fromkeys(d.why for d in unknown if d.why))
+    held = sum(d.messages or 0 for d in depths)
+    return held, max((d.age_ns for d in depths), default=0) / 1e9, ""
 
 
 class BrokerSide(Protocol):
@@ -79,7 +74,7 @@ class BrokerSide(Protocol):
 
     def node_label(self, node: str) -> str: ...
 
-    async def depth(self, marker: str) -> Depth: ...
+    async def depth(self, marker: str) -> tuple[Depth, ...]: ...
 
     async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None: ...
 
@@ -112,8 +107,8 @@ class NoBroker:
     def node_label(self, node: str) -> str:
         return node
 
-    async def depth(self, marker: str) -> Depth:
-        return Depth(None, why="no broker: this driver is brokerless or in-process", read=False)
+    async def depth(self, marker: str) -> tuple[Depth, ...]:
+        return (Depth("", None, why="no broker: this driver is brokerless or in-process"),)
 
     async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None:
         return None
@@ -153,5 +148,5 @@ class ServerSide(NoBroker):
     def pids(self) -> tuple[int, ...]:
         return self._pids if self._managed else ()
 
-    async def depth(self, marker: str) -> Depth:
-        return Depth(None, why=f"mqlab does not read a {self.kind} server's depth", read=False)
+    async def depth(self, marker: str) -> tuple[Depth, ...]:
+        return (Depth(self.kind, None, why=f"mqlab does not read a {self.kind} server's depth"),)

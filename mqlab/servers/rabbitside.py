@@ -26,8 +26,10 @@ __all__ = ["RabbitSide"]
 
 #: how stale a queue's unacknowledged count may be: the management API's statistics
 #: interval (mqlab's own nodes: 1 s; RabbitMQ's default: 5 s); its ready count is fresh
-_MANAGED_AGE_S = 1.0
-_GIVEN_AGE_S = 5.0
+_MANAGED_AGE_NS = 1_000_000_000
+_GIVEN_AGE_NS = 5_000_000_000
+#: the depth is one figure for all the step's queues (the ready counts, the unacknowledged)
+_QUEUES = "the step's queues"
 
 
 class RabbitSide(ServerSide):
@@ -67,13 +69,15 @@ class RabbitSide(ServerSide):
     def node_label(self, node: str) -> str:
         return self.management.label(node) if self.management is not None else node
 
-    async def depth(self, marker: str) -> Depth:
+    async def depth(self, marker: str) -> tuple[Depth, ...]:
         if self._depth is None:
-            return Depth(None, why="no AMQP 0-9-1 URL to count the queues with", read=False)
+            return (Depth(_QUEUES, None, why="no AMQP 0-9-1 URL to count the queues with"),)
         found = await self._depth.depth(marker)
         if found is None:
-            return Depth(None, why="the management API could not say (or is another broker's)")
-        return Depth(found, _MANAGED_AGE_S if self._state_dir is not None else _GIVEN_AGE_S)
+            why = "the management API could not say (or is another broker's)"
+            return (Depth(_QUEUES, None, why=why),)
+        age = _MANAGED_AGE_NS if self._state_dir is not None else _GIVEN_AGE_NS
+        return (Depth(_QUEUES, found, age_ns=age),)
 
     async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None:
         if self.management is not None:
