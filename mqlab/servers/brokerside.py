@@ -22,10 +22,12 @@ RabbitMQ step's its nodes'. The runner asks it, around each step:
 control and fault events); None for any other broker.
 
 :class:`ServerSide` is a managed or given server known by its processes (NATS, Redis,
-Mosquitto, Kafka, Artemis, and any server a plugin brings): it reads CPU and states its
-queue depth unknown. :class:`NoBroker` is a brokerless or in-process driver's. RabbitMQ's
-is :class:`mqlab.servers.rabbitside.RabbitSide`. To support another broker, subclass
-:class:`ServerSide` and override what it can read (``depth`` first).
+Mosquitto, Kafka, Artemis): it reads CPU and says its queue depth is not read.
+:class:`NoBroker` is a brokerless or in-process driver's. RabbitMQ's is
+:class:`mqlab.servers.rabbitside.RabbitSide`, a server a plugin ships
+:class:`mqlab.servers.declared.Side`. To support another broker, subclass
+:class:`ServerSide` and override what it can read (``reads_depth`` and ``depth`` first:
+:mod:`mqlab.servers.depth` reads Redis, Kafka, Artemis and JetStream).
 """
 
 from __future__ import annotations
