@@ -20,7 +20,7 @@ from typing import Any, cast
 from mqlab.errors import OptionError, PluginError
 from mqlab.finder import GROUP, REFERENCES, Plugin, discover, import_class
 from mqlab.sdk import urls
-from mqlab.transport import OptionConflict, Transport, TransportConfig, parse_options
+from mqlab.transport import Option, OptionConflict, Transport, TransportConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +81,26 @@ __all__ = [
     "import_class",
     "load",
 ]
+
+
+def parse_options(
+    plugin: str, specs: Mapping[str, Option], raw: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Check ``raw`` driver options against ``specs``; return them with defaults filled.
+
+    Raises :class:`OptionError` naming the option for anything unknown, ill-typed,
+    out of bounds or not among the choices.
+    """
+    unknown = sorted(set(raw) - set(specs))
+    if unknown:
+        known = ", ".join(sorted(specs)) or "none"
+        raise OptionError(plugin, unknown[0], f"not supported (this plugin's options: {known})")
+    out: dict[str, Any] = {}
+    for name, spec in specs.items():
+        value = raw.get(name, spec.default)
+        if name in raw:
+            problem = spec.problem(value)
+            if problem:
+                raise OptionError(plugin, name, problem)
+        out[name] = value
+    return out

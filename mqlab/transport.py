@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from mqlab.errors import ConnectionLost, OptionError, TransportError
+from mqlab.errors import ConnectionLost, TransportError
 
 _LOG = logging.getLogger("mqlab.transport")
 
@@ -253,29 +253,6 @@ class OptionConflict(ValueError):
         super().__init__(f"{option}: {problem}")
         self.option = option
         self.problem = problem
-
-
-def parse_options(
-    plugin: str, specs: Mapping[str, Option], raw: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Check ``raw`` driver options against ``specs``; return them with defaults filled.
-
-    Raises :class:`OptionError` naming the option for anything unknown, ill-typed,
-    out of bounds or not among the choices.
-    """
-    unknown = sorted(set(raw) - set(specs))
-    if unknown:
-        known = ", ".join(sorted(specs)) or "none"
-        raise OptionError(plugin, unknown[0], f"not supported (this plugin's options: {known})")
-    out: dict[str, Any] = {}
-    for name, spec in specs.items():
-        value = raw.get(name, spec.default)
-        if name in raw:
-            problem = spec.problem(value)
-            if problem:
-                raise OptionError(plugin, name, problem)
-        out[name] = value
-    return out
 
 
 @dataclass(frozen=True, slots=True)

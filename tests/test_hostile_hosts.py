@@ -22,6 +22,8 @@ import pytest
 
 from mqlab.faults.attribution import Candidate
 from mqlab.faults.explain import explain
+from mqlab.record.figures import Figures
+from mqlab.record.values import Latency, Throughput
 
 from .helpers import mqlab, results, write_profile
 from .hostile import refused
@@ -204,13 +206,14 @@ def test_zmq_set_to_reach_across_machines_passes_validate(tmp_path: Path) -> Non
 
 
 def test_a_send_zmq_refused_is_never_said_to_be_returned_by_a_broker() -> None:
-    record = {"lost": 40, "duplicates": 0, "spontaneous": []}
+    figures = Figures(lost=40, duplicates=0, throughput=Throughput(), latency_ms=Latency())
     ev = Candidate("returned c1", "returned", 1_000_000_000, "c1", "c1", {0: 40})
     cause = "no zmq server serves openstack/mqlab"
 
     def note(plugin: str) -> str:
-        out = explain(record, [ev], [cause], [40], 0, [0], 0, None, {}, plugin, 1, 0)
-        return str(out["verdict"]["note"])  # type: ignore[index]
+        out = explain(figures, (), [ev], [cause], [40], 0, [0], 0, None, {}, plugin, 1, 0)
+        assert out.verdict is not None
+        return out.verdict.note
 
     assert "basic.return" not in note("zmq") and "broker" not in note("zmq").split(":")[0]
     assert "no broker" in note("zmq"), note("zmq")

@@ -4,7 +4,7 @@ Right after a plugin's cast step, on the same server, with the same message
 size and acknowledgement mode, mqlab runs the plugin's reference loop (the
 thinnest use of its library: :mod:`mqlab.sdk.reference`) and, for a RabbitMQ
 driver, RabbitMQ PerfTest (:mod:`mqlab.ceiling.perftest`). The step's record gets a
-``ceiling`` field: both rates and the plugin's throughput as a percentage of
+``ceiling`` section: both rates and the plugin's throughput as a percentage of
 each. A step that is not a plain cast (call, notify, fanout, mixed, rolling)
 has no ceiling: there is no reference loop for it.
 """
@@ -27,6 +27,10 @@ from mqlab.config.plan import Step
 from mqlab.config.sizes import SizeSpec
 from mqlab.errors import PluginError
 from mqlab.live import markdown as md
+from mqlab.record.figures import Figures
+from mqlab.record.sections import Ceiling
+from mqlab.record.step import StepRecord
+from mqlab.record.wire import from_wire
 from mqlab.sdk import reference
 from mqlab.sdk.reference import ReferenceSpec
 
@@ -82,10 +86,11 @@ class Ceilings:
         self.servers = servers  # driver name -> the managed server kind ("rabbitmq", None)
         self.run = (warmup, duration)  # the profile's, as the plugin's step had them
 
-    async def __call__(self, step: Step, record: dict[str, Any]) -> None:
-        if not applies(step) or record.get("status") != "done":
-            return
-        record["ceiling"] = await self.measure(step, _rate(record))
+    async def __call__(self, step: Step, figures: Figures) -> Ceiling | None:
+        """The ceiling stage: a plain cast step's ceilings, measured right after it."""
+        if not applies(step) or figures.status != "done":
+            return None
+        return from_wire(Ceiling, await self.measure(step, figures.throughput.mean))
 
     async def measure(self, step: Step, plugin_rate: float | None) -> dict[str, Any]:
         run = self.run
@@ -143,11 +148,6 @@ async def _perftest(
     }
 
 
-def _rate(record: Mapping[str, Any]) -> float | None:
-    mean = (record.get("throughput") or {}).get("mean")
-    return float(mean) if isinstance(mean, int | float) else None
-
-
 def _version_of(dist: str) -> str:
     try:
         return f"{dist} {metadata.version(dist)}"
@@ -174,24 +174,23 @@ _COLUMNS = (
 TITLE = "ceilings (cast, same broker, size and ack mode)"
 
 
-def _rows(steps: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+def _rows(steps: Iterable[StepRecord]) -> list[list[str]]:
     rows = []
     for s in steps:
-        c = s.get("ceiling")
-        if not c:
+        c = s.ceiling
+        if c is None:
             continue
-        pt = c.get("perftest") or {}
-        loop = f"{c['library']} ({c['mode']})" if c.get("library") else "-"
+        pt = c.perftest
+        loop = f"{c.library} ({c.mode})" if c.library else "-"
         rows.append([
-            str(s["step"] + 1), str(s["driver"]), f"{c['size']:,}",
-            _num((s.get("throughput") or {}).get("mean")),
-            loop, _num(c.get("rate")), _pct(c.get("percent")),
-            _num(pt.get("rate")), _pct(pt.get("percent")),
+            str(s.step + 1), s.cell.driver, f"{c.size:,}", _num(s.figures.throughput.mean),
+            loop, _num(c.rate), _pct(c.percent),
+            _num(pt.rate if pt else None), _pct(pt.percent if pt else None),
         ])  # fmt: skip
     return rows
 
 
-def table(steps: Iterable[Mapping[str, Any]]) -> Table | None:
+def table(steps: Iterable[StepRecord]) -> Table | None:
     """The ceiling table: plugin msg/s, its library's loop, PerfTest; None if no step has one."""
     rows = _rows(steps)
     if not rows:
@@ -204,7 +203,7 @@ def table(steps: Iterable[Mapping[str, Any]]) -> Table | None:
     return t
 
 
-def markdown(steps: Iterable[Mapping[str, Any]]) -> str:
+def markdown(steps: Iterable[StepRecord]) -> str:
     """The same table in Markdown, with its notes, for publishing (`mqlab show --markdown`)."""
     steps = list(steps)
     head = "| " + " | ".join(c for c, _ in _COLUMNS) + " |"
@@ -214,24 +213,25 @@ def markdown(steps: Iterable[Mapping[str, Any]]) -> str:
     return "\n".join([TITLE, "", head, rule, *body]) + notes_
 
 
-def notes(steps: Iterable[Mapping[str, Any]]) -> list[str]:
+def notes(steps: Iterable[StepRecord]) -> list[str]:
     """One line per thing the table cannot say: a loop that failed, a plugin that waited
     for confirms, PerfTest missing."""
     lines: list[str] = []
     seen: set[str] = set()
     for s in steps:
-        c = s.get("ceiling")
-        if not c:
+        c = s.ceiling
+        if c is None:
             continue
-        if c.get("error"):
-            lines.append(f"step {s['step'] + 1} ({s['driver']}): reference loop: {c['error']}")
-        if c.get("confirms"):
+        where = f"step {s.step + 1} ({s.cell.driver})"
+        if c.error:
+            lines.append(f"{where}: reference loop: {c.error}")
+        if c.confirms:
             lines.append(
-                f"step {s['step'] + 1} ({s['driver']}): each cast waited for a publisher confirm "
-                f"({c['confirms']}); the loop and PerfTest publish without"
+                f"{where}: each cast waited for a publisher confirm "
+                f"({c.confirms}); the loop and PerfTest publish without"
             )
-        pt = c.get("perftest") or {}
-        line = pt.get("missing") or (pt.get("version") and f"broker ceiling: {pt['version']}")
+        pt = c.perftest
+        line = pt and (pt.missing or (pt.version and f"broker ceiling: {pt.version}"))
         if line and line not in seen:
             seen.add(line)
             lines.append(line)

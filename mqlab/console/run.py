@@ -34,10 +34,11 @@ from mqlab.console.common import (
 )
 from mqlab.errors import BrokerError, BrokerRefused, MqlabError
 from mqlab.eventloop import run as run_loop
-from mqlab.live import seedtables, tables
+from mqlab.live import comparison, seedtables, steptables, tables
 from mqlab.live.monitor import Monitor
 from mqlab.live.snapshot import RunSnapshot
 from mqlab.measure import ledger
+from mqlab.record.step import StepRecord
 from mqlab.registry import LoadedPlugin
 from mqlab.results import environment, paths
 from mqlab.results.calibration import codec_costs
@@ -166,7 +167,8 @@ def _run(
         with contextlib.suppress(OSError):
             err.print(f"mqlab: removed {path}, a step directory of a run that was killed")
     server_of = _servers_of(profile, plugins)
-    broker_info, broker_pid = managed.facts(urls, server_of, handles)
+    # each driver's broker: every figure of a step comes from its own
+    brokers = managed.sides(urls, server_of, handles, profile.broker.management_url)
 
     def warn(line: str) -> None:
         with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
@@ -174,6 +176,7 @@ def _run(
 
     if not args.quiet:
         err.print(f"{profile.run.name}: measuring codec costs…")
+    broker_info = managed.environment_broker(brokers)
     env = environment.gather(registry.discover(), broker_info, {d.plugin for d in profile.drivers})
     env["codec_cost_us"] = codec_costs(profile)
     # every managed server, not only the first driver's (RabbitMQ and Artemis in one run)
@@ -202,7 +205,7 @@ def _run(
         if metrics is not None:  # beside the view: it reads the same snapshots
             metrics.exporter.snapshot(snap)
 
-    def on_step(record: dict[str, Any]) -> None:
+    def on_step(record: StepRecord) -> None:
         results.add_step(record)
         if metrics is not None:
             metrics.exporter.step(record)
@@ -221,16 +224,7 @@ def _run(
         )  # fmt: skip
     runner = Runner(
         plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
-        on_snapshot, on_step, broker_pid,
-        broker_label=managed.label(urls, server_of),
-        queue_depth=managed.queue_depth(urls, server_of, handles, profile.broker.management_url),
-        broker_steps=managed.broker_steps(
-            urls, server_of, handles, profile.broker.management_url
-        ),
-        node_control=managed.node_control(handles),
-        after_step=ceilings,
-        broker_pid_of=managed.pid_of(server_of, handles, urls),
-        broker_pids=lambda: managed.broker_pids(handles),
+        on_snapshot, on_step, brokers, after_step=ceilings,
     )  # fmt: skip
     # "done" only once the run has returned: whatever else ends it is no finished run
     status, message, code = "failed", "stopped by an error", EXIT_FAILED
@@ -272,20 +266,18 @@ def _run(
     finally:
         if runner.interrupt.is_set() and code == 0:
             status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
-        elif (
-            runner.stop_after.is_set() and code == 0 and len(results.doc["steps"]) < len(plan.steps)
-        ):
+        elif runner.stop_after.is_set() and code == 0 and len(results.steps) < len(plan.steps):
             status, message, code = "interrupted", "stopped by the user (q)", EXIT_INTERRUPTED
         # the results first: the terminal may be gone (SIGHUP), the figures must not be
         results.finish(status, redact.scrub(message))
         if monitor is not None:
             with contextlib.suppress(OSError):
                 monitor.stop()
-    steps = results.doc["steps"]
+    steps = results.steps
     if steps:
         with contextlib.suppress(OSError):
-            console.print(tables.comparison(steps))
-            stress = tables.background_table(steps)
+            console.print(comparison.comparison(steps))
+            stress = steptables.background_table(steps)
             if stress is not None:  # what each probe's background achieved and lost
                 console.print(stress)
             times = seedtables.times_rows(steps)
@@ -293,12 +285,12 @@ def _run(
                 title = "time in the window: real, and the processes' own user and sys seconds"
                 console.print(seedtables.table(title, seedtables.TIMES_HEADER, times))
             for s in steps:
-                if s.get("phases"):  # a rolling update or faults: phase by phase
-                    console.print(tables.phase_table(s))
-                if s.get("faults"):  # each event: detection, recovery, the promise
-                    console.print(tables.fault_table(s))
-                if s.get("verdict"):  # what nobody injected, what it lost, the verdict
-                    console.print(tables.spontaneous_table(s))
+                if s.figures.phases:  # a rolling update or faults: phase by phase
+                    console.print(steptables.phase_table(s))
+                if s.figures.faults:  # each event: detection, recovery, the promise
+                    console.print(steptables.fault_table(s))
+                if s.losses.verdict:  # what nobody injected, what it lost, the verdict
+                    console.print(steptables.spontaneous_table(s))
             if ceilings is not None:
                 show_ceilings(console, steps)
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())
@@ -339,7 +331,7 @@ def ctrl_c(runner: Runner, main_task: asyncio.Task[Any] | None) -> str:
     return "stopping now…"
 
 
-def show_ceilings(console: Console, steps: list[dict[str, Any]]) -> None:
+def show_ceilings(console: Console, steps: list[StepRecord]) -> None:
     from mqlab.ceiling import hook
 
     table = hook.table(steps)

@@ -24,12 +24,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
+from mqlab.bounds import MAX_NODES
 from mqlab.errors import BrokerError, BrokerRefused
 from mqlab.rabbitmq import host, node, state
 from mqlab.rabbitmq.mgmt import Management, ManagementError
 from mqlab.rabbitmq.node import BrokerNode
 
-MAX_NODES = 5
 #: what :func:`members` says of each node
 RUNNING, STOPPED, NOT_JOINED, UNKNOWN = "running", "stopped", "not joined", "membership unknown"
 

@@ -51,6 +51,10 @@ SCHEMES: Mapping[str, int | None] = MappingProxyType({"amqp": 5672, "amqps": 567
 #: (``dataclasses.replace(RABBITMQ, at_most_once=True, mandatory=True)``)
 RABBITMQ = Features(durable=True, fanout=True, server="rabbitmq", queue_types=True)
 
+#: the queue types a step's server queues may have: classic, classic mirrored by a
+#: policy (RabbitMQ 3.x), quorum (a declare argument)
+QUEUE_TYPES = ("classic", "mirrored", "quorum")
+
 #: the default exchange; replies are routed by queue name through it
 DEFAULT_EXCHANGE = ""
 

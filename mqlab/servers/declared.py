@@ -3,18 +3,20 @@
 A plugin's :class:`mqlab.sdk.server.Server` says which binary to run and how; here it is
 adopted as a :class:`~mqlab.servers.daemons.Daemon`: a child process on free loopback ports
 with its own state directory, waited for, stopped by PID, its PID in the handle so the run
-samples its CPU beside the workers'. (When the broker-side object of a step lands, a
-declared server is one more kind of it: its PID for CPU, its ``depth`` for the drain.)
+samples its CPU beside the workers'. A declared server is one more broker side
+(:class:`Side`): its PID for CPU, its ``depth`` for the drain.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from mqlab.errors import BrokerError, PluginError
 from mqlab.finder import SERVERS, discover, import_class
 from mqlab.sdk.server import Launch, Server
+from mqlab.servers.brokerside import Depth, ServerSide
 from mqlab.servers.daemons import Daemon
 
 
@@ -53,15 +55,30 @@ def load(kind: str) -> Adopted | None:
     return Adopted(kind, cls())
 
 
-class Depth:
-    """The drain's queue depth from a plugin's server (``Server.depth``)."""
+class Side(ServerSide):
+    """A plugin's server as a step's broker: managed (``pids`` its own) or given; its depth
+    is the plugin's ``Server.depth`` at the driver's first URL."""
 
-    def __init__(self, server: Server, url: str) -> None:
+    reads_depth = True
+
+    def __init__(
+        self,
+        kind: str,
+        urls: tuple[str, ...],
+        facts: Mapping[str, Any],
+        pids: tuple[int, ...],
+        server: Server,
+    ) -> None:
+        super().__init__(kind, urls, facts, pids, managed=bool(pids))
         self.server = server
-        self.url = url
+        self.url = urls[0]
 
-    async def depth(self, marker: str) -> int | None:
+    async def depth(self, marker: str) -> tuple[Depth, ...]:
         try:
-            return await self.server.depth(self.url, marker)
-        except Exception:  # noqa: BLE001 - unknown is what the drain reports then
-            return None
+            found = await self.server.depth(self.url, marker)
+        except Exception as exc:  # noqa: BLE001 - unknown is what the drain reports then
+            why = f"the {self.kind} server could not be asked ({type(exc).__name__})"
+            return (Depth(self.kind, None, why=why),)
+        if found is None:
+            return (Depth(self.kind, None, why=f"the {self.kind} server could not tell"),)
+        return (Depth(self.kind, found),)

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -18,6 +18,11 @@ from mqlab.errors import MqlabError
 from mqlab.measure.figures import WorkerFigures
 from mqlab.transport import START_LIMIT
 from mqlab.worker import affinity, protocol
+
+if TYPE_CHECKING:
+    from mqlab.record.figures import Figures
+    from mqlab.record.sections import HostsSection
+    from mqlab.record.values import Flag
 
 #: a worker must connect, start its transport and serve within this many seconds
 START_TIMEOUT = START_LIMIT
@@ -181,8 +186,24 @@ class WorkerPool:
     async def step_start(self) -> None:
         """Before a step's first worker starts."""
 
-    async def step_end(self, record: dict[str, Any], window_start_ns: int) -> None:
-        """After the step's result is built: what the pool adds to its record."""
+    async def step_end(
+        self, figures: Figures, pattern: str, window_start_ns: int
+    ) -> tuple[HostsSection, tuple[Flag, ...]] | None:
+        """After the collect stage: what the pool adds to the step's record (workers on
+        other hosts: :class:`mqlab.hosts.pool.HostPool`); None: nothing."""
+        return None
+
+    def last_times(self, w: Worker) -> None:
+        """Read a worker's CPU counters now, as its last in the window: just before it is
+        killed, or as it retires, so its CPU counts up to its end."""
+        if w.ps is None:
+            return
+        try:
+            times = w.ps.cpu_times()
+        except psutil.Error:
+            return
+        if w.times_first is not None:
+            w.times_last = (time.monotonic(), times.user, times.system)
 
     @staticmethod
     def _stderr_tail(w: Worker) -> str:
