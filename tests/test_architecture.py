@@ -21,6 +21,7 @@ MAX_FLAT = 20
 # the one-way order of the subpackages, lowest first; a unit may import only units before it
 # (and itself). Flat modules of mqlab/ are units of their own, named "mqlab.X".
 ORDER = (
+    "mqlab.native",
     "mqlab.errors",
     "mqlab.transport",
     "mqlab",  # __init__: the contract re-exported
