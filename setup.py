@@ -39,7 +39,7 @@ def _say(line: str) -> None:
 
 def _can_compile() -> str:
     """Why this machine cannot compile the hot modules, or "" when it can."""
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None:
         return f"no C compiler ({cc})"
     include = sysconfig.get_paths()["include"]
