@@ -20,7 +20,7 @@ from typing import Any
 from rich.table import Table
 
 from mqlab import redact
-from mqlab.ceiling import perftest, refloop
+from mqlab.ceiling import perftest, refloop, share
 from mqlab.codec import Codec
 from mqlab.config.cores import Cores
 from mqlab.config.plan import Step
@@ -85,7 +85,11 @@ class Ceilings:
     async def __call__(self, step: Step, record: dict[str, Any]) -> None:
         if not applies(step) or record.get("status") != "done":
             return
-        record["ceiling"] = await self.measure(step, _rate(record))
+        ceiling = await self.measure(step, _rate(record))
+        # mqlab's own share: the step's CPU per message beside the loop's
+        ceiling["cpu_us"] = mine = share.step_cpu_us(record)
+        ceiling["mqlab_share"] = share.mqlab_share(mine, ceiling.get("loop_cpu_us") or {})
+        record["ceiling"] = ceiling
 
     async def measure(self, step: Step, plugin_rate: float | None) -> dict[str, Any]:
         run = self.run
@@ -106,6 +110,10 @@ class Ceilings:
                 got = await refloop.measure(driver.plugin, spec, run[0], run[1], self.placement)
                 out.update(rate=round(got.received_per_s, 1), error=None)
                 out["sent_rate"] = round(got.sent_per_s, 1)
+                out["loop_cpu_us"] = {
+                    "publisher": got.publisher_cpu_us,
+                    "consumer": got.consumer_cpu_us,
+                }
             except refloop.LoopFailed as exc:
                 # a library's message may echo the URL: never its password
                 out.update(rate=None, error=redact.scrub(str(exc)))
@@ -166,9 +174,17 @@ def _pct(v: Any) -> str:
     return f"{v:.0f} %" if isinstance(v, int | float) else "-"
 
 
+def _cpu(a: Any, b: Any) -> str:
+    """Client + server (or publisher + consumer) CPU per message, µs."""
+    if not isinstance(a, int | float):
+        return "-"
+    return f"{a:.1f} + {b:.1f}" if isinstance(b, int | float) else f"{a:.1f}"
+
+
 _COLUMNS = (
     ("#", "right"), ("driver", "left"), ("bytes", "right"), ("msg/s", "right"),
     ("library loop", "left"), ("loop msg/s", "right"), ("% of loop", "right"),
+    ("CPU µs/msg c+s", "right"), ("loop µs/msg p+c", "right"), ("mqlab share", "right"),
     ("PerfTest msg/s", "right"), ("% of PerfTest", "right"),
 )  # fmt: skip
 TITLE = "ceilings (cast, same broker, size and ack mode)"
@@ -182,10 +198,13 @@ def _rows(steps: Iterable[Mapping[str, Any]]) -> list[list[str]]:
             continue
         pt = c.get("perftest") or {}
         loop = f"{c['library']} ({c['mode']})" if c.get("library") else "-"
+        mine, bare = c.get("cpu_us") or {}, c.get("loop_cpu_us") or {}
         rows.append([
             str(s["step"] + 1), str(s["driver"]), f"{c['size']:,}",
             _num((s.get("throughput") or {}).get("mean")),
             loop, _num(c.get("rate")), _pct(c.get("percent")),
+            _cpu(mine.get("client"), mine.get("server")),
+            _cpu(bare.get("publisher"), bare.get("consumer")), _pct(c.get("mqlab_share")),
             _num(pt.get("rate")), _pct(pt.get("percent")),
         ])  # fmt: skip
     return rows

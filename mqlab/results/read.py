@@ -249,6 +249,7 @@ BACKGROUND = _record(
     workers_lost=Seq(NAME), flags=Seq(Either(NAME, FLAG)),
     cpu=_record(clients_percent=CPU, servers_percent=CPU, null=True),
 )  # fmt: skip
+CPU_US = Num(0.0, 1e9, null=True)
 PERFTEST = _record(
     null=True,
     version=WORDS,
@@ -263,6 +264,11 @@ CEILING = _record(
     size=Int(0, limits.MAX_MESSAGE_BYTES), library=Text(200, null=True),
     mode=Text(200, null=True), rate=RATE, sent_rate=RATE, percent=Num(0.0, 1e9, null=True),
     error=WORDS, confirms=WORDS, perftest=PERFTEST,
+    # CPU per message, µs: the step's client and server, the loop's publisher and consumer;
+    # mqlab's share of the step's (negative: the step spent less than the loop)
+    cpu_us=_record(null=True, client=CPU_US, server=CPU_US),
+    loop_cpu_us=_record(null=True, publisher=CPU_US, consumer=CPU_US),
+    mqlab_share=Num(-1e9, 100.0, null=True),
 )  # fmt: skip
 ERRORS = Table(COUNT, 1000)
 
