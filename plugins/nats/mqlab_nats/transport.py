@@ -101,6 +101,11 @@ class NatsTransport(Transport):
         self._last_error: BaseException | None = None
         self._url = ""  # the URL start() connected to (nats-py forgets it when it drops)
         self._drops = 0  # connections nats-py has lost so far: a flush can tell it met one
+        # id(target) -> (target, its subject): a client casts to the same Target objects
+        # again and again; the subject (a route and a regex per name) is made once
+        self._subjects: dict[int, tuple[Target, str]] = {}
+        self._mandatory = bool(self.options["mandatory"])
+        self._flush = bool(self.options["flush"])
 
     # -- connection --------------------------------------------------------------
 
@@ -269,17 +274,29 @@ class NatsTransport(Transport):
                 raise call_timeout(target, timeout) from exc
         return msg.data
 
+    def _rpc_subject(self, target: Target) -> str:
+        known = self._subjects.get(id(target))
+        if known is not None and known[0] is target:
+            return known[1]
+        subject = subjects.rpc(target)
+        self._subjects[id(target)] = (target, subject)  # the target kept: its id stays its
+        return subject
+
     async def cast(self, target: Target, body: bytes) -> None:
         nc = self._client()
-        subject = subjects.rpc(target)
-        with map_errors(RULES):
-            if self.options["mandatory"]:
+        subject = self._rpc_subject(target)
+        # the library's errors mapped as map_errors maps them, its context entered only
+        # when one is raised: on the hot path a try costs nothing, a context manager does
+        try:
+            if self._mandatory:
                 await nc.request(subject, body, timeout=float(self.options["cast_timeout"]))
-                return
-            if self.options["flush"]:
+            elif self._flush:
                 await self._publish_flushed(nc, subject, body)
-            else:  # the hot path: no extra call
+            else:
                 await nc.publish(subject, body)
+        except Exception:
+            with map_errors(RULES):
+                raise
 
     async def notify(self, target: Target, body: bytes) -> None:
         nc = self._client()
