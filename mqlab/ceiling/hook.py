@@ -184,7 +184,7 @@ def _cpu(a: Any, b: Any) -> str:
 _COLUMNS = (
     ("#", "right"), ("driver", "left"), ("bytes", "right"), ("msg/s", "right"),
     ("library loop", "left"), ("loop msg/s", "right"), ("% of loop", "right"),
-    ("CPU µs/msg c+s", "right"), ("loop µs/msg p+c", "right"), ("mqlab share", "right"),
+    ("µs/msg c+s", "right"), ("loop µs p+c", "right"), ("mqlab share", "right"),
     ("PerfTest msg/s", "right"), ("% of PerfTest", "right"),
 )  # fmt: skip
 TITLE = "ceilings (cast, same broker, size and ack mode)"
