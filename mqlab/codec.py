@@ -78,8 +78,23 @@ class Codec:
 
     def decode(self, body: bytes) -> tuple[int, int, int]:
         """``(client, seq, ts)`` of a request or a reply."""
+        # the hot path, inline: msgpack at fixed offsets (see encoder), its marks checked
+        # byte by byte (compiled, each is a load and a compare; slicing or unpacking them
+        # would make an object each), the three numbers read by one struct call
+        if (
+            self._fixed
+            and len(body) >= 36
+            and body[0] == 0x84 and body[1] == 0xA1 and body[2] == 0x63 and body[3] == 0xCF
+            and body[12] == 0xA1 and body[13] == 0x73 and body[14] == 0xCF
+            and body[23] == 0xA1 and body[24] == 0x74 and body[25] == 0xCF
+            and body[34] == 0xA1 and body[35] == 0x70
+        ):  # fmt: skip
+            client, seq, ts = _NUMBERS.unpack_from(body)
+            return client, seq, ts
         if self._fixed:
-            return _msgpack_fields(body)  # the hot path: one struct read, no map built
+            # any other msgpack map with these keys; raw: keys and padding stay bytes (faster)
+            raw = msgpack.unpackb(body, raw=True)
+            return raw[b"c"], raw[b"s"], raw[b"t"]
         msg = self._decode(body)
         return msg["c"], msg["s"], msg["t"]
 
@@ -161,23 +176,6 @@ _MARK_P: Final = b"\xa1p"
 _FIXED: Final = struct.Struct(">4sQ3sQ3sQ2s")
 #: the three numbers of that layout, the marks between them skipped
 _NUMBERS: Final = struct.Struct(">4xQ3xQ3xQ2x")
-
-
-def _msgpack_fields(body: bytes) -> tuple[int, int, int]:
-    # the marks byte by byte: compiled, each is a load and a compare (slicing or
-    # unpacking them would make an object each)
-    if (
-        len(body) >= 36
-        and body[0] == 0x84 and body[1] == 0xA1 and body[2] == 0x63 and body[3] == 0xCF
-        and body[12] == 0xA1 and body[13] == 0x73 and body[14] == 0xCF
-        and body[23] == 0xA1 and body[24] == 0x74 and body[25] == 0xCF
-        and body[34] == 0xA1 and body[35] == 0x70
-    ):  # fmt: skip
-        client, seq, ts = _NUMBERS.unpack_from(body)
-        return client, seq, ts
-    # any other msgpack map with these keys; raw: keys and padding stay bytes (faster)
-    msg = msgpack.unpackb(body, raw=True)
-    return msg[b"c"], msg[b"s"], msg[b"t"]
 
 
 def cost_us(codec: Codec, sizes: Iterable[int], rounds: int = 3) -> float:
