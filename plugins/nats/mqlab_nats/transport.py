@@ -31,6 +31,7 @@ from nats.js import JetStreamContext
 from mqlab.errors import ConnectionLost, DriverError, map_errors
 from mqlab.sdk.connect import connect_first, explain
 from mqlab.sdk.pending import call_timeout
+from mqlab.sdk.targets import PerTarget
 from mqlab.sdk.urls import hide_secret, mask
 from mqlab.transport import (
     CONNECT_TIMEOUT,
@@ -101,9 +102,8 @@ class NatsTransport(Transport):
         self._last_error: BaseException | None = None
         self._url = ""  # the URL start() connected to (nats-py forgets it when it drops)
         self._drops = 0  # connections nats-py has lost so far: a flush can tell it met one
-        # id(target) -> (target, its subject): a client casts to the same Target objects
-        # again and again; the subject (a route and a regex per name) is made once
-        self._subjects: dict[int, tuple[Target, str]] = {}
+        # a cast's subject (a route and a regex per name), made once per target
+        self._rpc_subject = PerTarget(subjects.rpc)
         self._mandatory = bool(self.options["mandatory"])
         self._flush = bool(self.options["flush"])
 
@@ -273,14 +273,6 @@ class NatsTransport(Transport):
             except nats.errors.TimeoutError as exc:
                 raise call_timeout(target, timeout) from exc
         return msg.data
-
-    def _rpc_subject(self, target: Target) -> str:
-        known = self._subjects.get(id(target))
-        if known is not None and known[0] is target:
-            return known[1]
-        subject = subjects.rpc(target)
-        self._subjects[id(target)] = (target, subject)  # the target kept: its id stays its
-        return subject
 
     async def cast(self, target: Target, body: bytes) -> None:
         nc = self._client()

@@ -30,6 +30,7 @@ from mqlab.errors import ConnectionLost, ErrorRule, Undeliverable, map_errors
 from mqlab.sdk.connect import connect_first, explain
 from mqlab.sdk.lifecycle import Tasks, connection_lost
 from mqlab.sdk.pending import PendingCalls
+from mqlab.sdk.targets import PerTarget
 from mqlab.transport import (
     CONNECT_TIMEOUT,
     Features,
@@ -102,9 +103,8 @@ class RedisStreamsTransport(Transport):
         self._reply_task: asyncio.Task[None] | None = None  # one of _tasks
         self._tasks = Tasks(self)
         self._url = ""  # the URL connected to, for reports
-        # id(target) -> (target, its stream key): a client casts to the same Target objects
-        # again and again; the key is made once
-        self._keys: dict[int, tuple[Target, str]] = {}
+        # a cast's stream key, made once per target
+        self._rpc_key = PerTarget(keys.rpc)
         self._maxlen = self.options["maxlen"]
         #: the send pool's connections, one per command in flight: a send waits for one
         self._slots = asyncio.Semaphore(self.options["connections"])
@@ -213,14 +213,6 @@ class RedisStreamsTransport(Transport):
             with map_errors(RULES):
                 raise
         return added is not None
-
-    def _rpc_key(self, target: Target) -> str:
-        known = self._keys.get(id(target))
-        if known is not None and known[0] is target:
-            return known[1]
-        key = keys.rpc(target)
-        self._keys[id(target)] = (target, key)  # the target kept: its id stays its
-        return key
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         await self._ensure_replies()
