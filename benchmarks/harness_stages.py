@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 sys.path.insert(0, os.getcwd())  # the tree to measure: the current directory's mqlab
 
@@ -89,7 +90,8 @@ def stage_count(n: int, _prep: int, ledgers: str) -> int:
 
 
 def stage_encode(n: int, _prep: int, _: str) -> int:
-    encode = Codec("msgpack", envelope=False).encoder(CLIENT)
+    encoder = Codec("msgpack", envelope=False).encoder(CLIENT)
+    encode = getattr(encoder, "encode", encoder)  # what the sender calls
     now = clock.now()
     t = time.process_time_ns()
     for seq in range(n):
@@ -247,10 +249,12 @@ def _instructions(stage: str, n: int) -> float:
 
 def _path() -> str:
     """Which path the hot modules run (a tree from before mqlab.native: pure)."""
-    try:
-        from mqlab import native
-    except ImportError:
-        return "pure harness"
+    import mqlab
+
+    if not (Path(mqlab.__file__).parent / "native.py").exists():
+        return "pure harness (a tree without mqlab/native.py)"
+    from mqlab import native
+
     found = native.status()
     return f"{found['path']} harness ({found.get('compiler') or found.get('why')})"
 

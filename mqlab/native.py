@@ -135,4 +135,6 @@ def status() -> dict[str, Any]:
         return {"path": "compiled", "compiler": _decision[1], "modules": list(HOT)}
     if compiled:  # the guard makes this impossible; say so if it ever is not
         return {"path": "mixed", "compiled": compiled, "why": _decision[1]}
+    if _decision[0] == "compiled":  # imported from elsewhere before mqlab was (a script's path)
+        return {"path": "pure", "why": "the hot modules were imported from their sources"}
     return {"path": "pure", "why": _decision[1]}
