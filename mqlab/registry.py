@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from mqlab.errors import OptionError, PluginError
 from mqlab.finder import GROUP, REFERENCES, Plugin, discover, import_class
+from mqlab.sdk import urls
 from mqlab.transport import OptionConflict, Transport, TransportConfig, parse_options
 
 
@@ -30,6 +31,10 @@ class LoadedPlugin:
     package: str
     version: str
     cls: type[Transport]
+
+    def __post_init__(self) -> None:
+        # every URL this plugin is given finds its default port, in any process
+        urls.declare(self.cls.url_schemes)
 
     def check(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The driver's option values, checked one by one and together, defaults filled."""

@@ -27,6 +27,7 @@ ORDER = (
     "mqlab",  # __init__: the contract re-exported
     "mqlab.codec",
     "mqlab.terminal",
+    "mqlab.inputs",
     "mqlab.eventloop",
     "mqlab.netns",
     "mqlab.finder",

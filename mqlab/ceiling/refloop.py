@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import json
+import signal
 import sys
 import threading
 import time
@@ -75,15 +77,20 @@ async def measure(
     warmup: float,
     duration: float,
     placement: Cores | None = None,
+    publisher_after: float = 0.0,
 ) -> Measured:
     """Run ``plugin``'s reference loop once; LoopFailed with one line if it cannot.
 
     With a ``placement``, the consumer runs on the servers' CPUs and the publisher on
-    the clients', as the plugin's own workers did.
+    the clients', as the plugin's own workers did. ``publisher_after``: seconds the
+    publisher goes on after its consumer stopped (the conformance kit's check that a
+    publisher without a consumer still stops); its rate is then over its longer window.
+    A loop that does not report in time is LoopFailed with its threads' stacks
+    (``faulthandler``) and its stderr in :attr:`LoopFailed.stderr`.
     """
     procs: list[asyncio.subprocess.Process] = []
     try:
-        return await _measure(procs, plugin, spec, warmup, duration, placement)
+        return await _measure(procs, plugin, spec, warmup, duration, placement, publisher_after)
     except LoopFailed as exc:
         for proc in procs:
             await _reap(proc)
@@ -100,6 +107,7 @@ async def _measure(
     warmup: float,
     duration: float,
     placement: Cores | None = None,
+    publisher_after: float = 0.0,
 ) -> Measured:
     try:
         consumer = await _spawn(procs, "consume", plugin, spec, placement)
@@ -110,8 +118,8 @@ async def _measure(
         publisher = await _spawn(procs, "publish", plugin, ReferenceSpec(**{
             **asdict(spec), "peer": str(ready.get("ready", ""))
         }), placement)  # fmt: skip
-        _write(publisher, window)
-        budget = warmup + duration + STOP_LIMIT
+        _write(publisher, {"t0": t0, "t1": t0 + duration + publisher_after})
+        budget = warmup + duration + publisher_after + STOP_LIMIT
         got, sent = await asyncio.gather(
             _line(consumer, budget, "the consumer did not report"),
             _line(publisher, budget, "the publisher did not report"),
@@ -175,7 +183,9 @@ async def _line(proc: asyncio.subprocess.Process, limit: float, what: str) -> di
     try:
         raw = await asyncio.wait_for(proc.stdout.readline(), limit)
     except TimeoutError:
-        raise LoopFailed(f"{what} within {limit:g}s") from None
+        raise LoopFailed(
+            f"{what} within {limit:g}s (hung? its threads' stacks follow)", await _stacks(proc)
+        ) from None
     if not raw:
         # the process died: its last stderr line says why (a traceback's last line)
         with contextlib.suppress(TimeoutError):
@@ -189,6 +199,23 @@ async def _line(proc: asyncio.subprocess.Process, limit: float, what: str) -> di
     if "error" in doc:
         raise LoopFailed(f"{what}: {doc['error']}")
     return doc
+
+
+async def _stacks(proc: asyncio.subprocess.Process) -> str:
+    """A hung loop's threads' stacks (faulthandler, on SIGUSR1) and what else it wrote to
+    stderr, once it is killed: where a library call hangs, for a plugin author."""
+    assert proc.stderr is not None
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGUSR1)
+        await asyncio.sleep(1.0)  # the dump is written from the process's own thread
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    try:
+        raw = await asyncio.wait_for(proc.stderr.read(), 5)
+    except (TimeoutError, ValueError):
+        return ""
+    return "\n".join(raw.decode(errors="replace").rstrip().splitlines()[-4 * STDERR_LINES :])
 
 
 async def _reap(proc: asyncio.subprocess.Process) -> None:
@@ -222,7 +249,29 @@ def _sample(tally: Tally, out: dict[str, float]) -> None:
     tally.stop = True
 
 
+def _dump_tasks(signum: int, frame: object) -> None:
+    """A hung asyncio loop's coroutines, where each waits (faulthandler's stacks show the
+    event loop's thread idle in its selector, not the coroutine that never returns)."""
+    with contextlib.suppress(RuntimeError):  # no loop running: the thread stacks say it all
+        for task in asyncio.all_tasks(asyncio.get_running_loop()):
+            print(f"asyncio task {task.get_name()} (most recent call last):", file=sys.stderr)
+            awaiting: Any = task.get_coro()
+            while awaiting is not None:  # down the chain of awaits to where it waits
+                frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "gi_frame", None)
+                if frame is not None:
+                    code = frame.f_code
+                    print(f'  File "{code.co_filename}", line {frame.f_lineno} in '
+                          f"{code.co_name}", file=sys.stderr)  # fmt: skip
+                awaiting = getattr(awaiting, "cr_await", None) or getattr(
+                    awaiting, "gi_yieldfrom", None
+                )
+
+
 def main(role: str) -> int:
+    # a loop that hangs is asked where (SIGUSR1) before it is killed: every thread's stack
+    # (faulthandler, even inside a blocking library call), then its asyncio tasks' (if any)
+    signal.signal(signal.SIGUSR1, _dump_tasks)
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)
     doc = json.loads(sys.stdin.readline())
     plugin = doc.pop("plugin")
     doc["urls"] = tuple(doc["urls"])

@@ -51,8 +51,9 @@ MAX_BATCH = 10_000_000
 MAX_NAME_CHARS = 64
 #: AMQP names are short strings (255 bytes); mqlab appends a run and step suffix
 MAX_TOPIC_BYTES = 128
-#: URL schemes the plugins speak
-SCHEMES = frozenset(DEFAULT_PORTS) | {"ipc", "inproc", "loopback"}
+#: a URL scheme as RFC 3986 spells one; which schemes a driver takes is its plugin's to
+#: declare (``Transport.url_schemes``), checked with the plugins (mqlab.config.check)
+SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}")
 
 
 #: TOML's integers are 64-bit signed (the TOML spec); tomllib reads any size, so mqlab checks
@@ -137,7 +138,8 @@ def topic(text: str, what: str = "name") -> str:
 
 
 def url(text: str) -> str:
-    """A server URL: a scheme mqlab's plugins speak, a host, a port in 1..65535."""
+    """A server URL: a well-formed scheme (a driver's plugin says which it takes), a host, a
+    port in 1..65535."""
     shown = f"{text[:60]!r}" if "@" not in text else "the URL"
     bad = _printable(text)
     if bad or any(ch.isspace() for ch in text):
@@ -145,9 +147,10 @@ def url(text: str) -> str:
     scheme, sep, rest = text.partition("://")
     if not sep or not scheme:
         raise ValueError("expected a URL like amqp://user:pass@host:5672/")
-    if scheme.lower() not in SCHEMES:
+    if not SCHEME.fullmatch(scheme):
         raise ValueError(
-            f"unknown URL scheme {scheme[:20]!r} (expected one of {', '.join(sorted(SCHEMES))})"
+            f"{scheme[:20]!r} is not a URL scheme (a letter, then letters, digits, '+', '-' "
+            "or '.'), expected a URL like amqp://user:pass@host:5672/"
         )
     # the password may hold '#', '/', '?' or '@' unencoded: parse what follows the last '@'
     hostpart = rest.rpartition("@")[2]

@@ -33,7 +33,7 @@ from mqlab.console.common import (
     load,
 )
 from mqlab.console.run import cmd_ceiling, cmd_run, show_ceilings
-from mqlab.errors import BrokerError, MqlabError, PluginError
+from mqlab.errors import BrokerError, BrokerRefused, MqlabError, PluginError
 from mqlab.report import commands as report
 from mqlab.sdk.urls import mask
 from mqlab.terminal import console as _console
@@ -222,7 +222,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
                 print(f"node{m.index} {n.name}: {m.state}, {mask(n.url)}, management "
                       f"{n.management_port}, distribution {n.dist_port}, pid {n.pid}")  # fmt: skip
     except BrokerError as exc:
-        raise CliError(str(exc), EXIT_FAILED) from None
+        code = EXIT_BAD_INPUT if isinstance(exc, BrokerRefused) else EXIT_FAILED
+        raise CliError(str(exc), code) from None
     return 0
 
 
@@ -318,7 +319,8 @@ def build_parser() -> _Parser:
         "reproducible runs.",
     )  # fmt: skip
     p.add_argument("action", choices=("start", "stop", "status"))
-    p.add_argument("--port", type=int, help="AMQP port (default: a free one)")
+    p.add_argument("--port", type=lambda text: metrics.port_arg(text, lowest=1),
+                   help="AMQP port (default: a free one)")  # fmt: skip
     p.add_argument("--nodes", type=_positive_int, default=1,
                    help="cluster size, 1 to 5 nodes on this machine (default 1)")  # fmt: skip
     p.add_argument(

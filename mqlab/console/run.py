@@ -32,7 +32,7 @@ from mqlab.console.common import (
     check,
     load,
 )
-from mqlab.errors import BrokerError
+from mqlab.errors import BrokerError, BrokerRefused, MqlabError
 from mqlab.eventloop import run as run_loop
 from mqlab.live import seedtables, tables
 from mqlab.live.monitor import Monitor
@@ -90,6 +90,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"{profile.path}: [hosts]: driver {local[0]} runs in one process and cannot "
                 "be spread over hosts; remove it or [hosts]", EXIT_BAD_INPUT,
             )  # fmt: skip
+        if not profile.hosts.insecure:  # before anything starts or is written
+            from mqlab.hosts.certs import CertsError, usable
+
+            try:
+                usable(profile.hosts.certs)
+            except CertsError as exc:
+                raise CliError(f"{profile.path}: [hosts] certs: {exc}", EXIT_BAD_INPUT) from None
     plan = make_plan(profile)
     console = _console()
     err = _console(stderr=True)
@@ -119,7 +126,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             if problem:
                 raise CliError(problem, EXIT_FAILED)
             if metrics is not None:
-                say(metrics_cli.endpoints(metrics, handles))
+                line = metrics_cli.endpoints(metrics, handles)
+                if args.quiet and metrics_cli.chosen(args, profile.run.metrics_port):
+                    with contextlib.suppress(OSError):  # where to scrape: nothing else says it
+                        err.print(line)
+                else:
+                    say(line)
             code = _run(
                 args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics
             )
@@ -127,7 +139,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 metrics_cli.linger(metrics, args.metrics_linger, say)
             return code
     except BrokerError as exc:
-        raise CliError(f"managed broker: {exc}", EXIT_FAILED) from None
+        code = EXIT_BAD_INPUT if isinstance(exc, BrokerRefused) else EXIT_FAILED
+        raise CliError(f"managed broker: {exc}", code) from None
     finally:
         if metrics is not None:
             metrics.close()
@@ -165,6 +178,7 @@ def _run(
     env["codec_cost_us"] = codec_costs(profile)
     # every managed server, not only the first driver's (RabbitMQ and Artemis in one run)
     env["servers"] = {kind: {"managed": True, **h.facts} for kind, h in handles.items()}
+    env["metrics"] = metrics_cli.recorded(metrics)  # where the endpoint was, the port it got
     results = ResultsFile(out, _profile_record(profile, urls), env, warn)
     if not results.write():
         raise CliError(results.write_error or "cannot write the results file", EXIT_FAILED)
@@ -218,7 +232,9 @@ def _run(
         broker_pid_of=managed.pid_of(server_of, handles, urls),
         broker_pids=lambda: managed.broker_pids(handles),
     )  # fmt: skip
-    status, message, code = "done", "", 0
+    # "done" only once the run has returned: whatever else ends it is no finished run
+    status, message, code = "failed", "stopped by an error", EXIT_FAILED
+    before_steps = False  # it failed before any step could start (the hosts unreachable)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -245,8 +261,12 @@ def _run(
         monitor.start()
     try:
         run_loop(main)
+        status, message, code = "done", "", 0
     except StepFailed as exc:
         status, message, code = "failed", str(exc), EXIT_FAILED
+    except MqlabError as exc:  # before the steps: the Dask scheduler or a host not there
+        status, message, code = "failed", str(exc), EXIT_FAILED
+        before_steps = not results.doc["steps"]
     except (Interrupted, asyncio.CancelledError, KeyboardInterrupt):
         status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
     finally:
@@ -283,6 +303,8 @@ def _run(
                 show_ceilings(console, steps)
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())
             console.print(f"codec cost per message (encode + decode, this machine): {costs}")
+    if code == EXIT_FAILED and before_steps:
+        raise CliError(f"{message} (results: {out}, no step measured)", EXIT_FAILED)
     if code == EXIT_FAILED:
         failed_at = len(steps) + 1
         step = plan.steps[failed_at - 1] if failed_at <= len(plan.steps) else None

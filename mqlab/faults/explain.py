@@ -43,11 +43,28 @@ def _phrase(ev: Candidate, cause: str, plugin: str, options: dict[str, Any]) -> 
         return f"when {plugin}'s connection was lost"
     return {
         "consumer_cancelled": f"when the broker cancelled {plugin}'s consumer",
-        "returned": "returned by the broker (basic.return)",
+        "returned": _refused(plugin),
         "nacked": "nacked by the broker (basic.nack)",
         "send_failed": "in sends that failed",
         "host_lost": f"to {ev.label} (sent before it went or to it afterwards)",
     }.get(ev.kind, f"during {ev.label}")
+
+
+def _refused(plugin: str) -> str:
+    """How a send refused as undeliverable was refused, by the mechanism the driver has:
+    AMQP 0-9-1's broker returns it (basic.return); zmq has no broker, and found no server."""
+    from mqlab import registry
+    from mqlab.errors import PluginError
+
+    try:
+        cls = registry.get(plugin).cls
+    except PluginError:
+        return f"refused by {plugin} as undeliverable"
+    if cls.wire.startswith("amqp091") or cls.wire == "oslo.messaging-rabbit":
+        return "returned by the broker (basic.return)"
+    if cls.features.server is None:
+        return f"refused by {plugin}: it found no server for the target (it has no broker)"
+    return f"refused by {plugin} as undeliverable: nobody listened"
 
 
 def _held_near(flow: dict[str, Any] | None, t_s: float) -> list[int]:

@@ -3,7 +3,8 @@
 ``<stem>.steps.csv`` holds one row per step (its counts, throughput, latency, CPU, flags)
 and ``<stem>.series.csv`` one row per second of each step's per-second series. Both are
 read from the results file through :mod:`mqlab.results.read`; a figure the file does not
-hold is an empty cell, never a made-up 0.
+hold is an empty cell, never a made-up 0. A name a spreadsheet would run as a formula is
+written behind a quote (``'=cmd``); both files are replaced together or not at all.
 """
 
 from __future__ import annotations
@@ -35,8 +36,20 @@ class Refused(ValueError):
     """The CSV files cannot go where asked; the message says why and what to do."""
 
 
+#: what a spreadsheet reads as the start of a formula (a tab or carriage return first is
+#: read past, the rest then as a formula): OWASP's CSV-injection list
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(v: object) -> object:
-    return "" if v is None else v
+    """A cell as written: empty for a missing figure; a text that a spreadsheet would run as
+    a formula (``=HYPERLINK(...)`` as a driver's name) kept as text behind a quote. Numbers
+    are written as they are (a warm-up second is ``-2``)."""
+    if v is None:
+        return ""
+    if isinstance(v, str) and v.startswith(_FORMULA):
+        return "'" + v
+    return v
 
 
 def _whole(v: float) -> float | int:
@@ -127,9 +140,10 @@ def write(run: Run, directory: Path) -> tuple[tuple[Path, int], tuple[Path, int]
                 "(give another directory with --csv)"
             )
     directory.mkdir(parents=True, exist_ok=True)
-    out = []
-    for path, (head, rows) in ((steps_path, step_rows(run.steps)),
-                               (series_path, series_rows(run.steps))):  # fmt: skip
-        paths.replace_atomically(path, _text(head, rows), ".csv-")  # never half a file
-        out.append((path, len(rows)))
-    return out[0], out[1]
+    (steps_head, steps), (series_head, series) = step_rows(run.steps), series_rows(run.steps)
+    # never half a file, and never one file of this export beside the other of an older one
+    paths.replace_all_atomically(
+        [(steps_path, _text(steps_head, steps)), (series_path, _text(series_head, series))],
+        ".csv-",
+    )
+    return (steps_path, len(steps)), (series_path, len(series))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
+import plotly.io
 import plotly.offline
 from rich.table import Table
 from rich.text import Text
@@ -20,7 +21,7 @@ from rich.text import Text
 from mqlab import __version__
 from mqlab.live import seedtables, tables
 from mqlab.measure.load import Load
-from mqlab.report import charts, summary
+from mqlab.report import chartlabels, charts, summary
 from mqlab.report.compare import Ratio
 from mqlab.results import paths
 from mqlab.results.record import FaultFigure, Run, Step
@@ -62,7 +63,9 @@ class _Charts:
 
     def div(self, fig: go.Figure) -> str:
         self.count += 1
-        body: str = fig.to_html(
+        body: str = plotly.io.to_html(
+            chartlabels.plain(fig),  # names as text: plotly.js would read markup in them
+            validate=False,
             full_html=False,
             include_plotlyjs=False,
             div_id=f"chart-{self.count}",

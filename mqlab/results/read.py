@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from mqlab import inputs
 from mqlab.config import limits
 from mqlab.measure import latency
 from mqlab.results.record import Run, run_from
@@ -577,26 +578,49 @@ def histogram_problem(text: str) -> str | None:
 
 
 def read_bounded(path: str | Path) -> bytes:
-    """A results file's bytes; ResultsShapeError if larger than MAX_RESULTS_BYTES."""
-    with open(path, "rb") as f:
-        raw = f.read(MAX_RESULTS_BYTES + 1)
+    """A results file's bytes; ResultsShapeError if larger than MAX_RESULTS_BYTES (a FIFO
+    or a device is read only while it answers: :mod:`mqlab.inputs`)."""
+    raw = inputs.read(path, MAX_RESULTS_BYTES)
     if len(raw) > MAX_RESULTS_BYTES:
         raise ResultsShapeError(f"larger than {MAX_RESULTS_BYTES:,} bytes: not a results file")
     return raw
 
 
+#: deeper than any results file mqlab writes (under 10 levels): refused right after the
+#: parse, before a reader walks it (every walk recurses, and Python stops near 1,000)
+MAX_DEPTH = 64
+_TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels) to be a results file"
+
+
+def _too_deep(doc: Any) -> bool:
+    """Whether ``doc`` nests lists and objects beyond :data:`MAX_DEPTH` (walked without
+    recursion)."""
+    todo: list[tuple[Any, int]] = [(doc, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            return True
+        inner = value.values() if isinstance(value, dict) else value
+        todo += [(v, depth + 1) for v in inner if isinstance(v, (dict, list))]
+    return False
+
+
 def parse(raw: bytes) -> Any:
-    """Strict JSON: no NaN or Infinity; a number no run writes is kept aside for the check."""
+    """Strict JSON: no NaN or Infinity; a number no run writes is kept aside for the check;
+    nesting no deeper than :data:`MAX_DEPTH`."""
     try:
-        return json.loads(raw, parse_constant=_no_constant, parse_int=_int, parse_float=_float)
+        doc = json.loads(raw, parse_constant=_no_constant, parse_int=_int, parse_float=_float)
     except RecursionError:
-        raise ResultsShapeError("nested too deeply to be a results file") from None
+        raise ResultsShapeError(_TOO_DEEP) from None
     except UnicodeDecodeError:
         raise ResultsShapeError("not a UTF-8 text file") from None
     except json.JSONDecodeError as exc:
         raise ResultsShapeError(
             f"not JSON ({exc.msg} at line {exc.lineno}): give a results file written by `mqlab run`"
         ) from None
+    if isinstance(doc, (dict, list)) and _too_deep(doc):
+        raise ResultsShapeError(_TOO_DEEP)
+    return doc
 
 
 def validate(doc: Any) -> dict[str, Any]:

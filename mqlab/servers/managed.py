@@ -1,7 +1,9 @@
 """Managed servers: the brokers mqlab starts for a run, by the name plugins declare.
 
 A plugin says which server it talks to (``Features.server``: ``"rabbitmq"``, or
-``None`` for brokerless and in-process drivers). With ``[broker] managed =
+``None`` for brokerless and in-process drivers, or for a broker mqlab neither starts nor
+measures); a plugin may ship the starter of a kind mqlab does not know
+(:mod:`mqlab.servers.declared`). With ``[broker] managed =
 true``, the run starts one private server of each kind the profile's drivers
 need, and only those (RabbitMQ here; NATS, Redis and Mosquitto in
 :mod:`mqlab.servers.daemons`), hands each driver the URLs of its server, and stops them
@@ -24,6 +26,7 @@ from mqlab.config.profile import Profile
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq.backlog import QueueDepth, rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
+from mqlab.servers import declared
 from mqlab.servers.artemis import Artemis
 from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
 from mqlab.servers.handle import ManagedServer, ServerHandle
@@ -88,16 +91,25 @@ STARTERS: dict[str, ManagedServer] = {
     "artemis": Artemis(),
 }
 
+#: server name -> the starter a plugin ships (``mqlab.servers``), once asked for
+ADOPTED: dict[str, declared.Adopted] = {}
+
 
 def starter(kind: str) -> ManagedServer:
-    """The starter of ``kind``; BrokerError naming the ones mqlab can manage."""
-    if kind not in STARTERS:
-        known = ", ".join(sorted(STARTERS))
-        raise BrokerError(
-            f"mqlab cannot start a {kind!r} server itself (it manages: {known}); "
-            f"start one and set the driver's url, with [broker] managed = false"
-        )
-    return STARTERS[kind]
+    """The starter of ``kind``: mqlab's own, or one a plugin ships (``mqlab.servers``);
+    BrokerError naming the ones mqlab can manage."""
+    if kind in STARTERS:
+        return STARTERS[kind]
+    if kind not in ADOPTED:
+        adopted = declared.load(kind)
+        if adopted is None:
+            known = ", ".join(sorted({*STARTERS, *declared.names()}))
+            raise BrokerError(
+                f"mqlab cannot start a {kind!r} server itself (it manages: {known}); "
+                f"start one and set the driver's url, with [broker] managed = false"
+            )
+        ADOPTED[kind] = adopted
+    return ADOPTED[kind]
 
 
 @contextlib.contextmanager
@@ -111,7 +123,8 @@ def managed(
 
     Each server gets its own state dir (under ``state_dir`` when given, else a
     temporary one removed afterwards), so it never collides with ``mqlab broker
-    start``. A server that fails to start stops the ones already started.
+    start``. A server that fails to start stops the ones already started, and keeps
+    its temporary dir: the error names the log in it.
     """
     handles: dict[str, ServerHandle] = {}
     made: list[Path] = []
@@ -128,13 +141,18 @@ def managed(
                 made.append(where)
             what = "node" if nodes == 1 else f"{nodes}-node cluster"
             say(f"starting a private {server.label} {what}…")
-            handles[kind] = server.start(where, nodes)
+            try:
+                handles[kind] = server.start(where, nodes)
+            except BrokerError as exc:
+                if str(where) in str(exc):  # it names a log in there: kept for the reader
+                    made = [d for d in made if d != where]
+                raise
         yield handles
     finally:
         for kind, handle in reversed(list(handles.items())):
             say(f"stopping the private {handle.label}…")
             try:
-                STARTERS[kind].stop(handle)
+                starter(kind).stop(handle)
             except BrokerError as exc:
                 say(f"mqlab: could not stop the managed {kind} server: {exc}")
                 made = [d for d in made if d != handle.state_dir]  # keep its logs
@@ -187,12 +205,14 @@ def unreachable(
 def _tcp_problem(urls: tuple[str, ...]) -> str | None:
     reasons = []
     for url in urls:
-        host, port = host_port(url)  # each scheme's default port when the URL names none
         try:
+            host, port = host_port(url)  # each scheme's default port when the URL names none
             with socket.create_connection((host, port), timeout=3):
                 return None
         except OSError as exc:
             reasons.append(f"{host}:{port} ({exc.strerror or exc})")
+        except ValueError as exc:  # no port, and its scheme has no default
+            reasons.append(str(exc))
     return ", ".join(reasons)
 
 
@@ -209,12 +229,16 @@ def queue_depth(
     given_api: str = "",
 ) -> QueueDepth | None:
     """The drain's queue-depth probe for the run's RabbitMQ, managed or given (its API at
-    ``given_api``, the profile's ``management_url``, else beside it); None otherwise."""
+    ``given_api``, the profile's ``management_url``, else beside it), or for a server a
+    plugin ships (its ``depth``); None otherwise."""
     for name, kind in server_of.items():
         if kind == "rabbitmq":
             handle = handles.get(kind)
             own = handle.management_url if handle else None
             return rabbit_depth_for(urls[name], own, given_api)
+        adopted = ADOPTED.get(kind or "")
+        if adopted is not None and urls.get(name):
+            return declared.Depth(adopted.server, urls[name][0])
     return None
 
 

@@ -52,6 +52,8 @@ class Worker:
     """One worker process of a step, seen from the controller."""
 
     spec: WorkerSpec
+    #: its key on the control channel, given to it in its environment only
+    token: str = field(default_factory=protocol.new_token, repr=False)
     proc: asyncio.subprocess.Process | None = None
     stderr_path: str = ""
     ready: asyncio.Future[protocol.Ready | protocol.Error] | None = None
@@ -118,14 +120,20 @@ class WorkerPool:
         if self._server is not None:
             self._server.close()
 
+    def _admitted(self, hello: protocol.Hello | None) -> Worker | None:
+        """The worker a ``hello`` names, if it carries that worker's key and the worker has
+        not connected yet; else None (any local process can reach the port)."""
+        w = self._workers.get(hello.worker) if hello is not None else None
+        if hello is None or w is None or w.ready is None or w.writer is not None or w.gone:
+            return None
+        return w if protocol.admits(hello, w.token) else None
+
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         w: Worker | None = None
         why = ""
         try:
-            hello = await protocol.recv(reader)
-            if isinstance(hello, protocol.Hello):
-                w = self._workers.get(hello.worker)
-            if w is None or w.ready is None:
+            w = self._admitted(await protocol.await_hello(reader, START_TIMEOUT))
+            if w is None:  # not one of ours: closed without a word, our worker untouched
                 writer.close()
                 return
             w.writer = writer
@@ -201,6 +209,7 @@ class WorkerPool:
                     *(("--netns", self.netns) if self.netns else ()),
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                     stderr=err, start_new_session=True,
+                    env={**os.environ, protocol.TOKEN_ENV: w.token},  # never on its command line
                 )  # fmt: skip
             cpus = self.placement.of(spec.role) if self.placement is not None else ()
             if cpus:  # before it starts a thread: every later one inherits the mask

@@ -29,19 +29,11 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from mqlab.errors import ConnectionLost, DriverError, map_errors
-from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
+from mqlab.sdk.lifecycle import connection_lost
 from mqlab.sdk.pending import call_timeout
 from mqlab.sdk.targets import PerTarget
-from mqlab.sdk.urls import hide_secret, mask
-from mqlab.transport import (
-    CONNECT_TIMEOUT,
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_nats import subjects
 from mqlab_nats.errors import RULES
 
@@ -54,6 +46,7 @@ FLUSH_WITHIN = 5.0
 
 class NatsTransport(Transport):
     wire = "nats"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"nats": 4222, "tls": 4222}
     features = Features(
         at_most_once=True,  # core NATS never redelivers
         mandatory=True,  # calls always; casts with mandatory = true
@@ -170,9 +163,8 @@ class NatsTransport(Transport):
         nc = self.nc
         if nc is None or nc.is_closed:
             return
-        why = f": {self._last_error!r}" if self._last_error is not None else ""
-        text = f"NATS connection to {mask(self._url)} lost{why}; reconnecting"
-        self.report(ConnectionLost(hide_secret(text, self._url)))
+        why = repr(self._last_error) if self._last_error is not None else "no reason given"
+        connection_lost(self, self._url, why, "NATS connection")
         self._last_error = None  # the next drop has its own reason
 
     def _explain(self, url: str, exc: BaseException, timeout: float) -> str:

@@ -27,19 +27,11 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from mqlab.errors import ConnectionLost, ErrorRule, Undeliverable, map_errors
-from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
 from mqlab.sdk.lifecycle import Tasks, connection_lost
 from mqlab.sdk.pending import PendingCalls
 from mqlab.sdk.targets import PerTarget
-from mqlab.transport import (
-    CONNECT_TIMEOUT,
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_redis import keys
 from mqlab_redis.group import BLOCK_MS, GroupReader, Reading, done
 
@@ -56,6 +48,7 @@ RULES: list[ErrorRule] = [
 
 class RedisStreamsTransport(Transport):
     wire = "redis-streams"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"redis": 6379, "rediss": 6379}
     features = Features(
         at_most_once=True,  # ack = "on_read"
         mandatory=True,  # NOMKSTREAM: no stream, nobody serves

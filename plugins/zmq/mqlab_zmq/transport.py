@@ -22,17 +22,11 @@ from mqlab.errors import (
     DriverError,
     TransportError,
 )
-from mqlab.transport import (
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.sdk.lifecycle import Tasks
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_zmq.directory import Directory, Entry
 from mqlab_zmq.matchmaker import Key, Matchmaker, Record, StaticMatchmaker
-from mqlab_zmq.options import OPTIONS, check_combinations
+from mqlab_zmq.options import OPTIONS, across_hosts, check_combinations
 from mqlab_zmq.peers import CastPeer
 from mqlab_zmq.redis_matchmaker import RedisMatchmaker
 from mqlab_zmq.routing import Picker, notify_key, rpc_key
@@ -85,6 +79,7 @@ class ZmqTransport(Transport):
         self._mm: Matchmaker | None = None
         self._dir: Directory | None = None
         self._served: list[_Served] = []
+        self._tasks = Tasks(self)
         self._sockets = Sockets(lambda: self._require()[0], self.options)
         self._picker = Picker(self._where)
         self._corr = itertools.count(1)
@@ -101,6 +96,11 @@ class ZmqTransport(Transport):
     def check_combinations(cls, options: Mapping[str, Any]) -> None:
         """Values and combinations the schema cannot express (see :mod:`mqlab_zmq.options`)."""
         check_combinations(options)
+
+    @classmethod
+    def across_hosts(cls, options: Mapping[str, Any]) -> str | None:
+        """What must reach across machines: the matchmaker and the advertised address."""
+        return across_hosts(options)
 
     def _namespace(self) -> str:
         # the profile's broker URL only keeps separate setups apart; hashed, so a
@@ -194,7 +194,6 @@ class ZmqTransport(Transport):
         mm = self._require()[2]
         instance = uuid.uuid4().hex
         token = instance.encode()
-        loop = asyncio.get_running_loop()
         sockets: list[zmq.asyncio.Socket] = []
         try:
             call_ep = ""
@@ -208,12 +207,16 @@ class ZmqTransport(Transport):
                 self._sockets.close_socket(sock, 0)
             raise
         served = _Served(key, Record(instance, server, pool, call_ep, cast_ep), sockets)
+        # a serve loop that dies is reported (its messages are counted lost, not silent)
+        errors = self._on_handler_error
         if rpc:
             served.tasks.append(
-                loop.create_task(serve_calls(sockets[0], token, handler, self._on_handler_error))
+                self._tasks.start(
+                    serve_calls(sockets[0], token, handler, errors), f"zmq calls {key}"
+                )
             )
         served.tasks.append(
-            loop.create_task(serve_casts(sockets[-1], token, handler, self._on_handler_error))
+            self._tasks.start(serve_casts(sockets[-1], token, handler, errors), f"zmq casts {key}")
         )
         self._served.append(served)
         try:
