@@ -22,7 +22,8 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
 # redis-server: the redis-streams driver's server and the zmq driver's optional matchmaker
 # nats-server, mosquitto: the nats and mqtt drivers' servers (mqlab starts private ones on
 # free ports; the system services Debian starts on install are stopped below, never used)
-# gcc, pkg-config, libssl-dev, libsasl2-dev, python3-dev: python-qpid-proton builds from source;
+# gcc, pkg-config, libssl-dev, libsasl2-dev, python3-dev: python-qpid-proton builds from source,
+# and mqlab's own hot modules compile with mypyc (setup.py; MQLAB_COMPILE=0 keeps them pure);
 # libsasl2-modules: the PLAIN mechanism the amqp1 driver always asks for
 # iproute2, nftables: the `loss` fault runs a step's workers in a network namespace whose veth
 # link drops packets at random (nft numgen); no tc netem needed
@@ -91,6 +92,8 @@ extras=dev
 # test mode: examples/beanstalk too (a plugin package outside plugins/, with its server)
 if [[ $mode == test ]]; then extras=dev,hosts; plugins+=(-e examples/beanstalk); fi
 pip_quietly -e ".[$extras]" "${plugins[@]}"
+# the results' environment says which path the per-message modules run (mqlab/native.py)
+say "harness: $(.venv/bin/python -c 'from mqlab import native; s = native.status(); print(s["path"], "-", s.get("compiler") or s.get("why"))')"
 
 # RabbitMQ PerfTest (optional): `mqlab ceiling` shows its rate as the broker's own ceiling.
 # Its jars come from Maven Central into ~/.cache/mqlab (a few MB, once); without Java,

@@ -23,6 +23,7 @@ MAX_LINES = 450
 # the one-way order of the subpackages, lowest first; a unit may import only units before it
 # (and itself). Flat modules of mqlab/ are units of their own, named "mqlab.X".
 ORDER = (
+    "mqlab.native",
     "mqlab.errors",
     "mqlab.transport",
     "mqlab",  # __init__: the contract re-exported

@@ -20,7 +20,7 @@ from typing import Any
 from rich.table import Table
 
 from mqlab import redact
-from mqlab.ceiling import perftest, refloop
+from mqlab.ceiling import perftest, refloop, share
 from mqlab.codec import Codec
 from mqlab.config.cores import Cores
 from mqlab.config.plan import Step
@@ -90,7 +90,11 @@ class Ceilings:
         """The ceiling stage: a plain cast step's ceilings, measured right after it."""
         if not applies(step) or figures.status != "done":
             return None
-        return from_wire(Ceiling, await self.measure(step, figures.throughput.mean))
+        ceiling = await self.measure(step, figures.throughput.mean)
+        # mqlab's own share: the step's CPU per message beside the loop's
+        ceiling["cpu_us"] = mine = share.step_cpu_us(figures)
+        ceiling["mqlab_share"] = share.mqlab_share(mine, ceiling.get("loop_cpu_us") or {})
+        return from_wire(Ceiling, ceiling)
 
     async def measure(self, step: Step, plugin_rate: float | None) -> dict[str, Any]:
         run = self.run
@@ -111,6 +115,10 @@ class Ceilings:
                 got = await refloop.measure(driver.plugin, spec, run[0], run[1], self.placement)
                 out.update(rate=round(got.received_per_s, 1), error=None)
                 out["sent_rate"] = round(got.sent_per_s, 1)
+                out["loop_cpu_us"] = {
+                    "publisher": got.publisher_cpu_us,
+                    "consumer": got.consumer_cpu_us,
+                }
             except refloop.LoopFailed as exc:
                 # a library's message may echo the URL: never its password
                 out.update(rate=None, error=redact.scrub(str(exc)))
@@ -166,9 +174,17 @@ def _pct(v: Any) -> str:
     return f"{v:.0f} %" if isinstance(v, int | float) else "-"
 
 
+def _cpu(a: Any, b: Any) -> str:
+    """Client + server (or publisher + consumer) CPU per message, µs."""
+    if not isinstance(a, int | float):
+        return "-"
+    return f"{a:.1f} + {b:.1f}" if isinstance(b, int | float) else f"{a:.1f}"
+
+
 _COLUMNS = (
     ("#", "right"), ("driver", "left"), ("bytes", "right"), ("msg/s", "right"),
     ("library loop", "left"), ("loop msg/s", "right"), ("% of loop", "right"),
+    ("µs/msg c+s", "right"), ("loop µs p+c", "right"), ("mqlab share", "right"),
     ("PerfTest msg/s", "right"), ("% of PerfTest", "right"),
 )  # fmt: skip
 TITLE = "ceilings (cast, same broker, size and ack mode)"
@@ -182,9 +198,12 @@ def _rows(steps: Iterable[StepRecord]) -> list[list[str]]:
             continue
         pt = c.perftest
         loop = f"{c.library} ({c.mode})" if c.library else "-"
+        mine, bare = c.cpu_us, c.loop_cpu_us
         rows.append([
             str(s.step + 1), s.cell.driver, f"{c.size:,}", _num(s.figures.throughput.mean),
             loop, _num(c.rate), _pct(c.percent),
+            _cpu(mine.client, mine.server) if mine else "-",
+            _cpu(bare.publisher, bare.consumer) if bare else "-", _pct(c.mqlab_share),
             _num(pt.rate if pt else None), _pct(pt.percent if pt else None),
         ])  # fmt: skip
     return rows

@@ -12,7 +12,8 @@ same definition as a cast step's throughput (deliveries at the server).
 Process protocol (JSON lines): the controller writes the spec to the
 process's stdin; the consumer answers ``{"ready": peer}``; the controller then
 writes ``{"t0": .., "t1": ..}`` (monotonic seconds) to both; each process ends
-with ``{"n0": .., "n1": ..}`` or ``{"error": "one line"}`` on stdout.
+with ``{"n0": .., "n1": .., "c0": .., "c1": ..}`` (counts and CPU-seconds at the
+window's start and end) or ``{"error": "one line"}`` on stdout.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mqlab.ceiling import share
 from mqlab.config.cores import Cores
 from mqlab.sdk.reference import ReferenceSpec, Tally, load
 from mqlab.worker.affinity import pin
@@ -46,6 +48,9 @@ class Measured:
     received_per_s: float  # the ceiling: deliveries per second at the consumer
     sent_per_s: float
     seconds: float
+    #: each process's CPU per message in the window, µs (its CPU-seconds over its count)
+    consumer_cpu_us: float | None = None
+    publisher_cpu_us: float | None = None
     #: what the two processes wrote to stderr (tails), for a reader asking why a rate is 0
     stderr: str = ""
 
@@ -126,6 +131,8 @@ async def _measure(
         received_per_s=(got["n1"] - got["n0"]) / duration,
         sent_per_s=(sent["n1"] - sent["n0"]) / duration,
         seconds=duration,
+        consumer_cpu_us=share.loop_cpu_us(got["c1"] - got["c0"], got["n1"] - got["n0"]),
+        publisher_cpu_us=share.loop_cpu_us(sent["c1"] - sent["c0"], sent["n1"] - sent["n0"]),
         stderr=await _stderr(procs),
     )
 
@@ -227,15 +234,16 @@ def _emit(doc: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _sample(tally: Tally, out: dict[str, int]) -> None:
-    """Wait for the window, read the count at its start and end, then stop the loop."""
+def _sample(tally: Tally, out: dict[str, float]) -> None:
+    """Wait for the window, read the count and the process's CPU time (every thread's)
+    at its start and end, then stop the loop."""
     try:
         window = json.loads(sys.stdin.readline())
         t0, t1 = float(window["t0"]), float(window["t1"])
         time.sleep(max(0.0, t0 - time.monotonic()))
-        out["n0"] = tally.n
+        out["n0"], out["c0"] = tally.n, time.process_time()
         time.sleep(max(0.0, t1 - time.monotonic()))
-        out["n1"] = tally.n
+        out["n1"], out["c1"] = tally.n, time.process_time()
     except (ValueError, KeyError):
         pass  # the controller went away: stop without figures
     tally.stop = True
@@ -269,7 +277,7 @@ def main(role: str) -> int:
     doc["urls"] = tuple(doc["urls"])
     spec = ReferenceSpec(**doc)
     tally = Tally()
-    out: dict[str, int] = {}
+    out: dict[str, float] = {}
     sampler = threading.Thread(target=_sample, args=(tally, out), daemon=True)
     try:
         loop = load(plugin)(spec)

@@ -173,7 +173,10 @@ def environment_line(env: dict[str, Any]) -> str:
         for name, v in found.items()
         if v.get("rebuild_of")
     )
+    harness = env.get("harness")
+    path = f" ({harness.get('path')} harness)" if isinstance(harness, dict) else ""
     return (
-        f"mqlab {env.get('mqlab')}, Python {env.get('python')}, uvloop {env.get('uvloop')}; "
-        f"{brk}; {env.get('cpu_model')} x {env.get('cpu_count')}; plugins: {plugins}{rebuilt}"
+        f"mqlab {env.get('mqlab')}{path}, Python {env.get('python')}, "
+        f"uvloop {env.get('uvloop')}; {brk}; {env.get('cpu_model')} x {env.get('cpu_count')}; "
+        f"plugins: {plugins}{rebuilt}"
     )

@@ -189,6 +189,21 @@ class PerfTest:
     missing: str | None = key(WORDS)
 
 
+_CPU_US = Num(0.0, 1e9)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepCpuPerMessage:
+    client: float | None = key(_CPU_US)
+    server: float | None = key(_CPU_US)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopCpuPerMessage:
+    publisher: float | None = key(_CPU_US)
+    consumer: float | None = key(_CPU_US)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ceiling:
     """A plain cast step beside its library's loop and the broker's (``mqlab ceiling``)."""
@@ -202,3 +217,8 @@ class Ceiling:
     error: str | None = key(Text(MAX_TEXT))
     confirms: str | None = key(WORDS, omit=True)
     perftest: PerfTest | None = key()
+    #: CPU per message, µs: the step's client and server, the loop's publisher and consumer
+    cpu_us: StepCpuPerMessage | None = key(omit=True)
+    loop_cpu_us: LoopCpuPerMessage | None = key(omit=True)
+    #: mqlab's share of the step's CPU per message, % (negative: the step spent less than the loop)
+    mqlab_share: float | None = key(Num(-1e9, 100.0), omit=True)

@@ -32,6 +32,7 @@ from mqlab.errors import ConnectionLost, DriverError, map_errors
 from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
 from mqlab.sdk.lifecycle import connection_lost
 from mqlab.sdk.pending import call_timeout
+from mqlab.sdk.targets import PerTarget
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_nats import subjects
 from mqlab_nats.errors import RULES
@@ -94,6 +95,10 @@ class NatsTransport(Transport):
         self._last_error: BaseException | None = None
         self._url = ""  # the URL start() connected to (nats-py forgets it when it drops)
         self._drops = 0  # connections nats-py has lost so far: a flush can tell it met one
+        # a cast's subject (a route and a regex per name), made once per target
+        self._rpc_subject = PerTarget(subjects.rpc)
+        self._mandatory = bool(self.options["mandatory"])
+        self._flush = bool(self.options["flush"])
 
     # -- connection --------------------------------------------------------------
 
@@ -263,15 +268,19 @@ class NatsTransport(Transport):
 
     async def cast(self, target: Target, body: bytes) -> None:
         nc = self._client()
-        subject = subjects.rpc(target)
-        with map_errors(RULES):
-            if self.options["mandatory"]:
+        subject = self._rpc_subject(target)
+        # the library's errors mapped as map_errors maps them, its context entered only
+        # when one is raised: on the hot path a try costs nothing, a context manager does
+        try:
+            if self._mandatory:
                 await nc.request(subject, body, timeout=float(self.options["cast_timeout"]))
-                return
-            if self.options["flush"]:
+            elif self._flush:
                 await self._publish_flushed(nc, subject, body)
-            else:  # the hot path: no extra call
+            else:
                 await nc.publish(subject, body)
+        except Exception:
+            with map_errors(RULES):
+                raise
 
     async def notify(self, target: Target, body: bytes) -> None:
         nc = self._client()

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import itertools
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
@@ -84,6 +85,10 @@ class ZmqTransport(Transport):
         self._corr = itertools.count(1)
         self._handler_errors = 0
         self._closed = False
+        # id(target) -> (target, the directory's generation, its entry, its one peer): a
+        # client casts to the same Target objects again and again; while the lookup they
+        # came from is current and not due for refresh, a cast goes straight to its peer
+        self._cast_routes: dict[int, tuple[Target, int, Entry, CastPeer]] = {}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -144,6 +149,7 @@ class ZmqTransport(Transport):
             log.debug("zmq transport: error while closing", exc_info=True)
 
     async def _shutdown(self) -> None:
+        self._cast_routes.clear()  # a cast from here on is refused as closed (_require)
         mm, directory, ctx = self._mm, self._dir, self._ctx
         if mm is not None:
             for served in self._served:
@@ -279,12 +285,23 @@ class ZmqTransport(Transport):
         coroutine, unless its peer is at the high-water mark; anything else
         (a lookup to make, a fanout) is :meth:`cast`'s.
         """
+        known = self._cast_routes.get(id(target))
+        if known is not None and known[0] is target:
+            _, generation, entry, peer = known
+            current = self._dir is not None and generation == self._dir.generation
+            # time.monotonic, as Directory.fresh reads it: refreshed through it when due
+            if current and time.monotonic() < entry.refresh:
+                return peer.begin_send(body)
         directory = self._require()[1]
         key = rpc_key(target)
-        entry = directory.fresh(key)
-        if entry is None or target.fanout:
+        fresh = directory.fresh(key)
+        if fresh is None or target.fanout:
             return self.cast(target, body)
-        return self._cast_peer(key, entry, target).begin_send(body)
+        peer = self._cast_peer(key, fresh, target)
+        if len(fresh.by_server.get(target.server, ()) if target.server else fresh.records) == 1:
+            # one server to pick from: the same peer every time, until the entry changes
+            self._cast_routes[id(target)] = (target, directory.generation, fresh, peer)
+        return peer.begin_send(body)
 
     def _cast_peer(self, key: Key, entry: Entry, target: Target) -> CastPeer:
         """The PUSH to the server this cast goes to (round robin, or ``target.server``)."""
