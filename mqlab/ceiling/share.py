@@ -28,7 +28,7 @@ def step_cpu_us(figures: Figures) -> dict[str, float | None]:
     message it sent, and the server is None."""
     cpu, series = figures.cpu, figures.series
     seconds = figures.throughput.seconds
-    if series is None or seconds <= 0:
+    if series is None or not seconds or seconds <= 0:
         return {"client": None, "server": None}
 
     def per_message(times: Times | None, counted: str) -> float | None:
