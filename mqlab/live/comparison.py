@@ -17,6 +17,7 @@ from rich.text import Text
 
 from mqlab.live import markdown
 from mqlab.live.cells import FLAG_LABEL, VERDICT_FLAGS, failed, ms, num, p99, pattern
+from mqlab.record.account import Work
 from mqlab.record.figures import Cell
 from mqlab.record.repeats import within_noise
 from mqlab.record.step import Aggregate, StepRecord
@@ -41,6 +42,7 @@ class _Row:
     flags: tuple[tuple[str, str], ...]  # (code, message): an aggregate's have codes only
     failed: bool  # the verdict failed: its note in red
     repeats: RepeatThroughput | None = None
+    work: Work | None = None  # failed attempts beside the failed units
 
 
 def _row(r: StepRecord | Aggregate) -> _Row:
@@ -55,7 +57,7 @@ def _row(r: StepRecord | Aggregate) -> _Row:
     return _Row(
         r.cell, r.repeat, f.throughput.mean, f.throughput.stdev, f.latency_ms, f.lost,
         f.unaccounted, f.duplicates, f.error_count, tuple((x.code, x.message) for x in r.flags),
-        bool(verdict and verdict.failed),
+        bool(verdict and verdict.failed), None, f.work,
     )  # fmt: skip
 
 
@@ -109,7 +111,11 @@ def _cells(s: _Row, base: _Row, first: bool) -> list[str]:
         num(s.noise, "{:,.0f}"),
         ms(lat.p50),
         p99(lat.p99, "p99" in lat.censored),
-        failed(lat.failed_percent or 0.0),
+        failed(
+            lat.failed_percent or 0.0,
+            s.work.failed_attempts if s.work else None,
+            s.work.failed if s.work else None,
+        ),
         lost,
         num(s.duplicates),
         num(s.errors),

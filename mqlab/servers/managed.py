@@ -26,10 +26,11 @@ from mqlab.config.profile import Profile
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq.backlog import rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
-from mqlab.servers import declared
+from mqlab.servers import declared, depthsides
 from mqlab.servers.artemis import Artemis
 from mqlab.servers.brokerside import BrokerSide, NoBroker, ServerSide
 from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
+from mqlab.servers.depthsides import DepthSide
 from mqlab.servers.handle import ManagedServer, ServerHandle
 from mqlab.servers.kafka import KafkaServer
 from mqlab.servers.rabbitside import RabbitSide
@@ -253,10 +254,12 @@ def _side(
         if handle is not None:
             return declared.Side(kind, handle.urls, handle.facts, handle.pids, adopted.server)
         return declared.Side(kind, urls, {}, (), adopted.server)
+    # a server whose depth mqlab reads, or one it only knows by its processes
+    side = DepthSide if kind in depthsides.KINDS else ServerSide
     if handle is not None:
-        return ServerSide(kind, handle.urls, handle.facts, handle.pids, managed=True)
+        return side(kind, handle.urls, handle.facts, handle.pids, managed=True)
     info, pid = STARTERS[kind].probe(urls[0]) if kind in STARTERS else (None, None)
-    return ServerSide(kind, urls, info or {}, (pid,) if pid is not None else ())
+    return side(kind, urls, info or {}, (pid,) if pid is not None else ())
 
 
 def _rabbit_side(urls: tuple[str, ...], handle: ServerHandle | None, given_api: str) -> RabbitSide:
