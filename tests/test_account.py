@@ -48,7 +48,7 @@ def test_a_cut_in_force_at_the_end_holds_only_what_was_sent_in_its_window_not_ea
     v = judge(a, NO_LOSS_3)
     assert (v.verdict, v.failed) == ("unexplained", True)
     assert "80 lost with no event: unexplained" in v.note
-    assert "100 held by cut node1" in v.note
+    assert "100 held by link fault cut node1" in v.note
     # the same step without the cut: the 80 are lost the same, and so are the 100
     bare = account(History(1, (c,), (got(c, drops + held),), 0, 6 * S, slowest_ns=20 * MS))
     assert (bare.lost, bare.unexplained_lost, bare.held) == (180, 180, 0)

@@ -165,9 +165,15 @@ def explain(
 ) -> Explained:
     """The step's ``attribution``, ``verdict`` and ``at_loss``, and the flag carrying the note."""
     rows = []
-    first = {ev.kind: ev.t_s for ev in reversed(spontaneous) if ev.t_s is not None}
+    # a refused send is known by its number, not as an event: shown at its kind's first
+    first = {ev.kind: ev for ev in reversed(spontaneous) if ev.t_s is not None}
     for c in a.causes:
-        p = about.get(c.name) or Place(c.kind, first.get(c.kind) or 0.0, cause=c.name)
+        f = first.get(c.kind)
+        p = about.get(c.name) or (
+            Place(c.kind, f.t_s or 0.0, f.worker, f.connection, f.cause)
+            if f is not None
+            else Place(c.kind, 0.0, cause=c.name)
+        )
         rows.append(Attributed(
             event=c.name, kind=p.kind, t_s=p.t_s, worker=p.worker, connection=p.connection,
             cause=p.cause, lost=c.lost, duplicates=c.duplicated,

@@ -101,7 +101,9 @@ def told(a: Account, phrase: Callable[[Cause], str] | None = None, during: str =
     if not parts:
         parts.append(f"nothing lost or duplicated{during}")
     for name, n in a.held_by:
-        parts.append(f"{n:,} held by {name}, still in force when the drain ended: not lost")
+        parts.append(
+            f"{n:,} held by link fault {name}, still in force when the drain ended: not lost"
+        )
     if a.still_queued:
         parts.append(f"{a.still_queued:,} still queued")
     for why, n in a.unaccounted_why:
