@@ -272,8 +272,21 @@ def _failures(refused: Sequence[Sequence[Any]]) -> dict[int, list[Failure]]:
     return out
 
 
-def slowest(histograms: Mapping[str, str]) -> int:
-    """The step's slowest delivery (ns): the largest latency its histograms hold."""
+def slowest(
+    histograms: Mapping[str, str],
+    per_second: Mapping[str, Sequence[str]] | None = None,
+    t0_ns: int = 0,
+    before_ns: int | None = None,
+) -> int:
+    """The step's slowest delivery (ns): the largest latency its histograms hold; with
+    ``before_ns`` (the first event), the largest among deliveries in the whole seconds
+    before it (``per_second``: each second's histogram from ``t0_ns``), if any: what the
+    event itself held up is not how long a message is usually on its way."""
+    if before_ns is not None and per_second:
+        seconds = max(0, (before_ns - t0_ns) // _NS)
+        usual = [h for hs in per_second.values() for h in hs[:seconds] if h]
+        if usual:
+            return int(max(latency.decode(h).get_max_value() for h in usual)) * 1000
     top = (latency.decode(h).get_max_value() for h in histograms.values())
     return max(top, default=0) * 1000
 
@@ -308,7 +321,7 @@ def step_history(
     """The step's history (see the module doc). ``events``: :func:`injected` and
     :func:`spontaneous`'s; ``queue_groups``: a queue's delivery groups (:func:`depth_groups`);
     ``keeps``: the broker keeps messages in queues; ``smallest``: the smallest message's
-    bytes; ``slowest_ns``: the step's slowest delivery."""
+    bytes; ``slowest_ns``: the step's slowest delivery (:func:`slowest`)."""
     figures = [(w, w.final or w.last) for w in workers]
     refused = _failures([r for w, f in figures if w.spec.clients for r in f.refused])
     marks: dict[int, list[tuple[int, int]]] = {}

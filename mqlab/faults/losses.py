@@ -20,7 +20,7 @@ from mqlab.faults import explain, history, verdict
 from mqlab.measure.account import Account, Promise
 from mqlab.measure.spontaneous import to_step
 from mqlab.record.account import Account as AccountFigures
-from mqlab.record.account import Count
+from mqlab.record.account import Count, Numbers
 from mqlab.record.events import BrokerFlow, Spontaneous
 from mqlab.record.figures import Figures
 from mqlab.record.sections import Losses
@@ -153,6 +153,41 @@ class StepLosses:
         return losses, (found.flag,) if found.flag is not None else ()
 
 
+#: at most this many runs of numbers per bucket, cause, client and group in the record
+MOST_RUNS = 50
+#: at most this many (bucket, cause, client, group) entries of numbers in the record
+MOST_ENTRIES = 200
+
+
+def runs(bits: int, most: int = MOST_RUNS) -> tuple[str, int]:
+    """The numbers of ``bits`` as runs, the lowest ``most`` runs ("9,19,200-249"), and how
+    many numbers are left out."""
+    out: list[str] = []
+    at = 0
+    while bits >> at and len(out) < most:
+        rest = bits >> at
+        lo = at + (rest & -rest).bit_length() - 1
+        above = bits >> lo
+        n = (~above & (above + 1)).bit_length() - 1  # the run's length: its low set bits
+        out.append(str(lo) if n == 1 else f"{lo}-{lo + n - 1}")
+        at = lo + n
+    return ",".join(out), (bits >> at).bit_count()
+
+
+def numbers_of(a: Account) -> tuple[Numbers, ...]:
+    """Every bucket but delivered, by cause, client and group, as runs of numbers."""
+    out: list[Numbers] = []
+    for (group, client), slots in sorted(a.cells.items()):
+        for (bucket, cause), bits in sorted(slots.items()):
+            if bucket == "delivered" or not bits or len(out) >= MOST_ENTRIES:
+                continue
+            text, more = runs(bits)
+            out.append(Numbers(
+                bucket=bucket, cause=cause, group=group, client=client, numbers=text, more=more
+            ))  # fmt: skip
+    return tuple(out)
+
+
 def figures_of(a: Account, slowest_ns: int | None = None) -> AccountFigures:
     """The account as the record holds it."""
     return AccountFigures(
@@ -168,6 +203,7 @@ def figures_of(a: Account, slowest_ns: int | None = None) -> AccountFigures:
         unaccounted_why=tuple(Count(reason=r, messages=n) for r, n in a.unaccounted_why),
         slowest_ms=None if slowest_ns is None else round(slowest_ns / 1e6, 3),
         drain_end=a.drain_end,
+        numbers=numbers_of(a),
     )
 
 

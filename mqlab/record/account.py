@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mqlab.record.shape import COUNT, MS, PERCENT, WORDS, Num, Text
 from mqlab.record.wire import key
 
-__all__ = ["Account", "Count", "Work"]
+__all__ = ["Account", "Count", "Numbers", "Work"]
 
 _SECONDS = Num(0.0, 1e9)
 
@@ -27,6 +27,19 @@ class Count:
 
     reason: str = key(WORDS, since=1)
     messages: int = key(COUNT, since=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Numbers:
+    """Which messages of one client and delivery group ended in one bucket for one cause:
+    their numbers as runs (``"9,19,200-249"``), the lowest first, and how many more."""
+
+    bucket: str = key(Text(20), since=1)
+    cause: str = key(WORDS, since=1)  # the event, failure, queue or why; "" unexplained
+    group: int = key(COUNT, since=1)
+    client: int = key(COUNT, since=1)
+    numbers: str = key(WORDS, since=1)
+    more: int = key(COUNT, default=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +60,8 @@ class Account:
     #: the attribution window's slack: the step's slowest delivery (ms)
     slowest_ms: float | None = key(MS)
     drain_end: str | None = key(Text(20))
+    #: the message numbers of every bucket but delivered, by cause (bounded: see Numbers)
+    numbers: tuple[Numbers, ...] = key(default=(), max=1000)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,7 +19,7 @@ ticks, faults, background); nothing in it is written as it is.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -222,9 +222,11 @@ def step_account(
     tmp: str,
     before: Figures,
     hosts_lost: Sequence[HostLost],
+    per_second: Mapping[str, Sequence[str]],
 ) -> tuple[Account, history.StepHistory]:
     """The account stage: the step's history, every expected delivery in one bucket.
-    ``before``: the figures without the account (each fault event's detection time)."""
+    ``before``: the figures without the account (each fault event's detection time);
+    ``per_second``: each second's latency histograms (the usual slowest delivery)."""
     from mqlab.faults.losses import StepLosses
 
     sc = step.scenario
@@ -240,11 +242,14 @@ def step_account(
         *history.spontaneous(StepLosses.events(workers), start, roles),
         *history.hosts(hosts_lost, start),
     ]
+    first = min((e.start_ns for e, _ in events), default=None)
+    t0 = start + (before.series.t0_offset_s if before.series else 0) * 1_000_000_000
     h = history.step_history(
         workers, tmp, lay.groups if sc.servers else 0, s.sent_by_client, s.sending or start,
         start, s.drained, events, lambda queue: history.depth_groups(queue, lay),
         keeps=bool(s.side.kind), smallest=min(lo for lo, _, _ in sc.message_size.bins),
-        slowest_ns=history.slowest(before.histograms), duplicate_receipts=before.duplicates or 0,
+        slowest_ns=history.slowest(before.histograms, per_second, t0, first),
+        duplicate_receipts=before.duplicates or 0,
         hosts_lost=hosts_lost,
     )  # fmt: skip
     return account(h.history), h
@@ -277,8 +282,9 @@ async def after_window(
     try:
         # the figures without the account say when each fault event showed; then every
         # expected delivery goes in one bucket, and the figures count the account's
+        per_second = {**out.clients.per_second, **out.servers.per_second}
         acct, said = step_account(
-            s, step, lay, workers, tmp, stepresult.build(out).figures, hosts_lost
+            s, step, lay, workers, tmp, stepresult.build(out).figures, hosts_lost, per_second
         )
         out = dataclasses.replace(out, account=acct, promise=s.losses.promise)
     except Exception as exc:  # noqa: BLE001 - a bug: the step's measured figures stand
