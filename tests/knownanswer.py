@@ -9,24 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mqlab.faults.knowncases import register
 from tests.helpers import ROOT
 
-#: the plugins wrapped, each as ``known-<name>``
-WRAPPED = ("pika", "zmq", "redis-streams", "nats")
-
-
-def register(site: Path) -> Path:
-    """A site directory whose distribution registers every wrapped plugin."""
-    info = site / "mqlab_known_answer-0.0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: mqlab-known-answer\nVersion: 0.0.1\n"
-    )
-    points = "".join(
-        f"known-{p} = mqlab.faults.knownanswer:{p.replace('-', '_')}\n" for p in WRAPPED
-    )
-    (info / "entry_points.txt").write_text(f"[mqlab.transports]\n{points}")
-    return site
+__all__ = ["register", "run"]
 
 
 def run(site: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:

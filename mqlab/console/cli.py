@@ -23,7 +23,7 @@ from rich.text import Text
 from mqlab import __version__, redact, registry
 from mqlab.config.plan import make_plan
 from mqlab.config.profile import parse_duration
-from mqlab.console import hosts, metrics
+from mqlab.console import hosts, metrics, selftest
 from mqlab.console.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -307,6 +307,7 @@ def build_parser() -> _Parser:
     p.set_defaults(func=cmd_show)
     report.add_commands(command)  # report, compare
     hosts.add_commands(command)  # hosts certs, hosts check
+    selftest.add_commands(command)
 
     p = command("plugins", help="list the transport plugins mqlab can find",
                 description="List every plugin registered under the entry-point group "
