@@ -127,10 +127,11 @@ def profile(plugin: str, cases: Sequence[str], head: str, url: str, topic: str) 
         f'[run]\nname = "known answers: {plugin}"\nduration = "{duration:g}s"\n'
         f'warmup = "0s"\ndrain = "20s"\nprocesses = 1\n{head}'
     ]
+    url_line = f"{url.strip()}\n" if url else ""
     for name in cases:
         case = CASES[name]
         out.append(
-            f'[drivers.{name}]\nplugin = "known-{plugin}"\n{url}'
+            f'[drivers.{name}]\nplugin = "known-{plugin}"\n{url_line}'
             f'silent_drop = "{case.drops}"\nsilent_duplicate = "{DUPLICATE}"\n'
             f'silent_delay = "{DELAY}"\n'
         )

@@ -14,9 +14,6 @@ its delivery groups through the step's layout (:func:`mqlab.faults.history.depth
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from mqlab.measure.account import Depth
 from mqlab.servers.brokerside import ServerSide
 from mqlab.servers.depth import ArtemisDepth, KafkaDepth, NatsDepth, RedisDepth
@@ -32,28 +29,17 @@ class DepthSide(ServerSide):
 
     reads_depth = True
 
-    def __init__(
-        self,
-        kind: str,
-        urls: tuple[str, ...],
-        facts: Mapping[str, Any],
-        pids: tuple[int, ...] = (),
-        managed: bool = False,
-    ) -> None:
-        super().__init__(kind, urls, facts, pids, managed)
-        self._urls = urls
-
     async def depth(self, marker: str) -> tuple[Depth, ...]:
         reader: RedisDepth | KafkaDepth | ArtemisDepth | NatsDepth
         try:
             if self.kind == "redis":
-                reader = RedisDepth(self._urls[0])
+                reader = RedisDepth(self.urls[0])
             elif self.kind == "kafka":
-                reader = KafkaDepth(self._urls)
+                reader = KafkaDepth(self.urls)
             elif self.kind == "artemis":
-                reader = ArtemisDepth(self._urls[0])
+                reader = ArtemisDepth(self.urls[0])
             else:
-                reader = NatsDepth(self._urls[0])
+                reader = NatsDepth(self.urls[0])
         except ImportError as exc:  # the library comes with the plugin that needs the broker
             return (Depth(self.kind, None, why=f"{self.kind}'s depth needs {exc.name}"),)
         try:
