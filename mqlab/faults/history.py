@@ -341,7 +341,7 @@ def step_history(
     depths = tuple(
         Depth(
             d.queue, d.messages, queue_groups(d.queue) if d.queue else None,
-            d.age_ns + max(0, end - drained.read_ns), d.why,
+            d.age_ns + max(0, end - drained.read_ns), d.why, d.handed,
         )
         for d in drained.depths
     )  # fmt: skip

@@ -81,7 +81,7 @@ class RabbitSide(ServerSide):
         age = _MANAGED_AGE_NS if self._state_dir is not None else _GIVEN_AGE_NS
         return (
             Depth(f"{_QUEUES} (ready)", ready),
-            Depth(f"{_QUEUES} (unacknowledged)", unacked, age_ns=age),
+            Depth(f"{_QUEUES} (unacknowledged)", unacked, age_ns=age, handed=True),
         )
 
     async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None:

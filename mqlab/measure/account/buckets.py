@@ -8,7 +8,8 @@ each such delivery ends in one bucket, decided in this order:
 2. its send raised (the driver refused it): ``lost``, caused by that failure;
 3. the broker keeps messages: up to a depth read no earlier than the servers' last
    delivery, ``still_queued``, the last sent first (the broker's own count, exact: before
-   a proxy's, which is a bound);
+   a proxy's, which is a bound; but not what it handed to consumers while a link fault
+   held: that may be in the proxy, or delivered with its acknowledgement held);
 4. a link fault still in force at the end held it: ``held`` by that fault, only as many as
    its proxy proves it holds, the last sent first, and only messages sent in its window;
 5. it went to the servers of a host lost mid-step, sent between the host's last shipped
@@ -217,7 +218,7 @@ def _queued(b: _Books, h: History, fresh: bool) -> None:
     for d in h.depths:
         groups = d.groups if d.groups is not None else frozenset(range(h.groups))
         covered |= groups
-        if fresh != (d.messages is not None and d.age_ns <= h.quiet_ns):
+        if fresh != (d.messages is not None and d.age_ns <= h.quiet_ns) or (d.handed and h.holds):
             continue
         if d.messages is None:
             b.take((UNACCOUNTED, d.why or f"the depth of {d.queue} is unknown"), None, groups)
