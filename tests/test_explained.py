@@ -26,7 +26,7 @@ from mqlab.record.sections import Losses
 from mqlab.record.values import Latency, Series, Throughput
 from mqlab.record.wire import to_wire
 from tests.account_histories import S, got, steady
-from tests.helpers import ROOT, write_profile
+from tests.helpers import ROOT, plugin_site, write_profile
 
 _DROPPY = '''
 """A loopback transport whose servers drop every tenth delivery, and say nothing."""
@@ -46,14 +46,7 @@ class DroppyTransport(LoopbackTransport):
 
 
 def _register_droppy(site: Path) -> None:
-    site.mkdir()
-    (site / "droppy_plugin.py").write_text(_DROPPY)
-    info = site / "mqlab_droppy-0.0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mqlab-droppy\nVersion: 0.0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[mqlab.transports]\ndroppy = droppy_plugin:DroppyTransport\n"
-    )
+    plugin_site(site, "droppy", _DROPPY, "DroppyTransport")
 
 
 def test_a_loss_no_event_explains_is_unexplained_in_red_and_fails_the_verdict(

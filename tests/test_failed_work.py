@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import ROOT, write_profile
+from tests.helpers import ROOT, plugin_site, write_profile
 
 _FLAKY = '''
 """A loopback transport whose casts take 5 ms, and which refuses every cast at once during
@@ -48,14 +48,7 @@ class FlakyTransport(LoopbackTransport):
 
 
 def _register(site: Path) -> None:
-    site.mkdir()
-    (site / "flaky_plugin.py").write_text(_FLAKY)
-    info = site / "mqlab_flaky-0.0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mqlab-flaky\nVersion: 0.0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[mqlab.transports]\nflaky = flaky_plugin:FlakyTransport\n"
-    )
+    plugin_site(site, "flaky", _FLAKY, "FlakyTransport")
 
 
 def test_a_driver_failing_fast_fails_its_share_of_the_work_not_of_its_attempts(
