@@ -8,8 +8,8 @@ each such delivery ends in one bucket, decided in this order:
 2. its send raised (the driver refused it): ``lost``, caused by that failure;
 3. the broker keeps messages: up to a depth read no earlier than the servers' last
    delivery, ``still_queued``, the last sent first (the broker's own count, exact: before
-   a proxy's, which is a bound; but not what it handed to consumers while a link fault
-   held: that may be in the proxy, or delivered with its acknowledgement held);
+   a proxy's, which is a bound; what it handed to consumers and they did not acknowledge
+   counts only on a drain cut short: see ``_settled``);
 4. a link fault still in force at the end held it: ``held`` by that fault, only as many as
    its proxy proves it holds, the last sent first, and only messages sent in its window;
 5. it went to the servers of a host lost mid-step, sent between the host's last shipped
@@ -32,6 +32,7 @@ from mqlab.measure.account.history import (
     Bits,
     Chunk,
     Client,
+    Depth,
     Event,
     History,
     count,
@@ -212,13 +213,21 @@ def account(h: History) -> Account:
     return _summed(b, h)
 
 
+def _settled(d: Depth, h: History) -> bool:
+    """What the broker handed to consumers and they did not acknowledge, after servers
+    quiet for the drain's idle time, they had: delivered (the ack, or the broker's
+    statistics, not caught up yet) or given back (a connection closed: ready again), or it
+    is in a link fault's proxy. Only a drain cut short while they were busy leaves it open."""
+    return d.handed and (bool(h.holds) or h.drain_end not in ("limit", "user"))
+
+
 def _queued(b: _Books, h: History, fresh: bool) -> None:
     """Still queued by the fresh depths (``fresh``), else unaccounted by the rest."""
     covered: set[int] = set()
     for d in h.depths:
         groups = d.groups if d.groups is not None else frozenset(range(h.groups))
         covered |= groups
-        if fresh != (d.messages is not None and d.age_ns <= h.quiet_ns) or (d.handed and h.holds):
+        if fresh != (d.messages is not None and d.age_ns <= h.quiet_ns) or _settled(d, h):
             continue
         if d.messages is None:
             b.take((UNACCOUNTED, d.why or f"the depth of {d.queue} is unknown"), None, groups)
