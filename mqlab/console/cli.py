@@ -23,7 +23,7 @@ from rich.text import Text
 from mqlab import __version__, redact, registry
 from mqlab.config.plan import make_plan
 from mqlab.config.profile import parse_duration
-from mqlab.console import hosts, metrics
+from mqlab.console import hosts, metrics, system
 from mqlab.console.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -35,6 +35,7 @@ from mqlab.console.common import (
 from mqlab.console.run import cmd_ceiling, cmd_run, show_ceilings
 from mqlab.errors import BrokerError, MqlabError, PluginError
 from mqlab.report import commands as report
+from mqlab.run.quiet import DEFAULT_LIMIT_S, DEFAULT_PERCENT
 from mqlab.sdk.urls import mask
 from mqlab.terminal import console as _console
 from mqlab.terminal import printable
@@ -65,6 +66,16 @@ def _duration_arg(text: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _percent_arg(text: str) -> float:
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage above 0 and up to 100, got {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -240,6 +251,16 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker", metavar="URL",
                    help="use this broker (comma-separated URLs for a cluster) instead of the "
                    "profile's, and do not start a managed one")  # fmt: skip
+    p.add_argument(
+        "--wait-quiet", nargs="?", const=DEFAULT_PERCENT, type=_percent_arg, metavar="PERCENT",
+        help="before each step, wait until other processes take less than PERCENT of the "
+        f"machine (default {DEFAULT_PERCENT:g}), for at most --wait-quiet-max",
+    )  # fmt: skip
+    p.add_argument(
+        "--wait-quiet-max", type=_duration_arg, metavar="DURATION",
+        help=f"the longest --wait-quiet waits before one step (default {DEFAULT_LIMIT_S:g}s); "
+        "the step then runs and its record says the machine was not quiet",
+    )  # fmt: skip
     p.add_argument("--state-dir", help=argparse.SUPPRESS)
     metrics.add_arguments(p, _duration_arg)
 
@@ -304,6 +325,7 @@ def build_parser() -> _Parser:
     p.set_defaults(func=cmd_show)
     report.add_commands(command)  # report, compare
     hosts.add_commands(command)  # hosts certs, hosts check
+    system.add_commands(command, _duration_arg)
 
     p = command("plugins", help="list the transport plugins mqlab can find",
                 description="List every plugin registered under the entry-point group "

@@ -1,4 +1,5 @@
-"""The environment stated beside every result: versions, broker, machine."""
+"""The environment stated beside every result: versions, broker, machine, and what on the
+machine makes figures move (:mod:`mqlab.machine`, ``system``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 import platform
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import psutil
 
 from mqlab import __version__, registry
 from mqlab.errors import MqlabError
+from mqlab.machine import Fact
 
 # The broker's facts are RabbitMQ's specifics; they live in mqlab.rabbitmq.facts.
 from mqlab.rabbitmq.facts import amqp_server, broker_version
@@ -92,8 +94,12 @@ def _rebuild(plugin: str) -> dict[str, str]:
 
 
 def gather(
-    plugins: Mapping[str, Plugin], broker: dict[str, Any] | None, used: set[str]
+    plugins: Mapping[str, Plugin],
+    broker: dict[str, Any] | None,
+    used: set[str],
+    system: Iterable[Fact] = (),
 ) -> dict[str, Any]:
+    """``system``: the machine's facts as the run began (:func:`mqlab.machine.facts`)."""
     return {
         "mqlab": __version__,
         "mqlab_commit": mqlab_commit(),
@@ -112,4 +118,5 @@ def gather(
         "cpu_count": os.cpu_count(),
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
+        "system": [f.to_wire() for f in system],
     }

@@ -12,6 +12,7 @@ results callback.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import shutil
 import time
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.sampler import NodeSample, OnTicks
     from mqlab.rabbitmq.steps import BrokerSteps
+    from mqlab.run.quiet import QuietGate, Waited
 
 __all__ = ["Interrupted", "Runner", "StepFailed"]
 
@@ -70,6 +72,7 @@ class Runner:
         after_step: Callable[[Step, dict[str, Any]], Awaitable[None]] | None = None,
         broker_pid_of: Mapping[str, int | None] | None = None,
         broker_pids: Callable[[], tuple[int, ...]] = tuple,
+        quiet: QuietGate | None = None,
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -119,6 +122,9 @@ class Runner:
         self._bg: BackgroundLoad | None = None  # the step's background stress, if any
         self._losses: StepLosses | None = None  # the broker's side, events, attribution
         self._sent_by_client: dict[int, int] = {}
+        #: ``--wait-quiet``: before each step, until other processes leave the machine quiet
+        self.quiet = quiet
+        self.waited: Waited | None = None  # what the gate waited for before this step
 
     async def __aenter__(self) -> Runner:
         await self.pool.open()
@@ -163,6 +169,12 @@ class Runner:
             if self.interrupt.is_set() or self.stop_after.is_set():
                 break
             self.measured = False
+            if self.quiet is not None:
+                self.waited = await self.quiet.wait(
+                    step.label, functools.partial(self._show, step), self.interrupt.is_set
+                )
+                if self.interrupt.is_set():
+                    break
             record = await self.run_step(step)
             if self.after_step is not None and not self.force.is_set():
                 await self.after_step(step, record)
