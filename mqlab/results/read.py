@@ -571,9 +571,18 @@ def histogram_problem(text: str) -> str | None:
 
 
 def read_bounded(path: str | Path) -> bytes:
-    """A results file's bytes; ResultsShapeError if larger than MAX_RESULTS_BYTES."""
+    """A results file's bytes, gzip-compressed or not (``docs/runs/*.json.gz``);
+    ResultsShapeError if larger than MAX_RESULTS_BYTES, compressed or decompressed."""
     with open(path, "rb") as f:
         raw = f.read(MAX_RESULTS_BYTES + 1)
+    if raw[:2] == b"\x1f\x8b":  # gzip's magic: decompressed no further than the bound
+        inflate = zlib.decompressobj(wbits=31)
+        try:
+            raw = inflate.decompress(raw, MAX_RESULTS_BYTES + 1)
+        except zlib.error:
+            raise ResultsShapeError("a damaged gzip file: not a results file") from None
+        if not inflate.eof and len(raw) <= MAX_RESULTS_BYTES:
+            raise ResultsShapeError("a gzip file cut short: not a results file")
     if len(raw) > MAX_RESULTS_BYTES:
         raise ResultsShapeError(f"larger than {MAX_RESULTS_BYTES:,} bytes: not a results file")
     return raw
