@@ -332,7 +332,7 @@ def facts(
         out.append(
             Fact(
                 "heavy processes",
-                sample.heavy_text(5),
+                sample.heavy_text(10),
                 True,
                 f"each above {HEAVY_PERCENT:.0f} % of one core",
             )

@@ -23,6 +23,8 @@ per-second spread says nothing of how far the next run would land).
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # two-sided 95 % Student t quantiles by degrees of freedom; beyond 30 the normal's 1.96 is close
@@ -81,6 +83,16 @@ class Side:
     runs: int = 1  # independent runs behind the figure: 1, or its repeats
     censored: bool = False  # a lower bound: failures lie beyond this percentile
     contended: bool = False  # a run of it was measured on a contended machine
+
+    @classmethod
+    def of_runs(
+        cls, values: Sequence[float], censored: bool = False, contended: bool = False
+    ) -> Side:
+        """A figure over independent runs (a cell's repeats): their mean, and the standard
+        error of that mean from their run-to-run spread."""
+        n = len(values)
+        se = statistics.stdev(values) / math.sqrt(n) if n > 1 else None
+        return cls(statistics.fmean(values), se, n, n, censored, contended)
 
 
 def verdict(a: Side, b: Side) -> str:
