@@ -36,6 +36,7 @@ ORDER = (
     "mqlab.redact",
     "mqlab.loopback",
     "mqlab.measure",
+    "mqlab.machine",
     "mqlab.rabbitmq",
     "mqlab.live",
     "mqlab.config",
