@@ -181,6 +181,7 @@ COMMANDS = {
     "hosts": ["certs", "dir"],
     "plugins": [],
     "broker": ["status"],
+    "system": [],
 }
 
 
