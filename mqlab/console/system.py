@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 from mqlab.console.common import EXIT_BAD_INPUT, CliError
 from mqlab.machine import Fact, facts, measure_others
+from mqlab.terminal import printable
 
 __all__ = ["add_commands", "lines", "off_lines"]
 
@@ -40,7 +41,7 @@ def cmd_system(args: argparse.Namespace) -> int:
     found = facts(measure_others(args.sample))
     print(f"mqlab system: what on this machine makes figures move (sampled {args.sample:g} s)")
     for line in lines(found):
-        print(line)
+        print(printable(line))  # process names are other users' text
     off = sum(f.off for f in found)
     print(f"{off} of {len(found)} off" if off else "nothing off")
     return 0
