@@ -30,7 +30,9 @@ packages=(rabbitmq-server redis-server nats-server mosquitto gcc pkg-config libs
 # chromium (test only): the suite opens `mqlab report`'s HTML in it, headless, to check that
 # every chart draws (Debian's package; on Ubuntu it is a snap, which CI containers cannot run)
 # tmux (test only): the live monitor's tests run `mqlab run` in a tmux pane and press keys
-if [[ $mode == test ]]; then packages+=(chromium tmux); fi
+# openssh-server (test only): `mqlab hosts up`'s tests run sshd (their own config and keys, by
+# PID) in each load host's network namespace; the system's ssh service is not used
+if [[ $mode == test ]]; then packages+=(chromium tmux openssh-server); fi
 # a Java runtime (test only, when there is none): RabbitMQ PerfTest, the broker's ceiling
 # that `mqlab ceiling` shows, and the managed Kafka broker; their tests never skip
 if [[ $mode == test ]] && ! command -v java >/dev/null; then packages+=(default-jre-headless); fi
@@ -48,7 +50,10 @@ if ((${#missing[@]})); then
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
-  for svc in mosquitto nats-server redis-server; do
+  services=(mosquitto nats-server redis-server)
+  # the ssh service only when this very install brought it (a machine reached over SSH keeps it)
+  if [[ " ${missing[*]} " == *" openssh-server "* ]]; then services+=(ssh); fi
+  for svc in "${services[@]}"; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
       "${sudo[@]}" systemctl disable --now "$svc" >/dev/null 2>&1 || true
     fi

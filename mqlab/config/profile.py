@@ -199,20 +199,26 @@ _TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event", "place
 
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile file."""
+    return parse_profile(read_toml(path), str(path))
+
+
+def read_toml(path: str | Path, what: str = "profile") -> dict[str, Any]:
+    """A TOML file of mqlab's (a profile, an inventory), read within mqlab's limits; every
+    refusal a ProfileError naming the file."""
     p = str(path)
     try:
         with open(path, "rb") as f:
             # bounded: a device (/dev/zero) or a huge file is refused, not read to the end
             text = f.read(limits.MAX_PROFILE_BYTES + 1)
     except OSError as exc:
-        raise ProfileError(p, "", f"cannot read the profile: {exc.strerror or exc}") from None
+        raise ProfileError(p, "", f"cannot read the {what}: {exc.strerror or exc}") from None
     if len(text) > limits.MAX_PROFILE_BYTES:
         raise ProfileError(
-            p, "", f"larger than mqlab's limit for a profile ({limits.MAX_PROFILE_BYTES:,} bytes)"
+            p, "", f"larger than mqlab's limit for a {what} ({limits.MAX_PROFILE_BYTES:,} bytes)"
         )
     try:
         source = text.decode("utf-8")
-        data = tomllib.loads(source)
+        return tomllib.loads(source)
     except UnicodeDecodeError:
         raise ProfileError(p, "", "not a UTF-8 text file") from None
     except tomllib.TOMLDecodeError as exc:
@@ -220,8 +226,7 @@ def load_profile(path: str | Path) -> Profile:
     except ValueError:  # int() refuses more than 4,300 digits (sys.get_int_max_str_digits)
         raise ProfileError(p, "", _too_long(source)) from None
     except RecursionError:
-        raise ProfileError(p, "", "tables or arrays nested too deeply to be a profile") from None
-    return parse_profile(data, p)
+        raise ProfileError(p, "", f"tables or arrays nested too deeply to be a {what}") from None
 
 
 def _too_long(source: str) -> str:
