@@ -417,7 +417,7 @@ def test_what_a_lost_server_host_may_have_received_after_its_last_state_is_unkno
     # 2.6 s: what was sent after the report that followed the loss (100..129) is lost
     from types import SimpleNamespace
 
-    from mqlab.hosts.pool import _unknown_receipts
+    from mqlab.hosts.section import _unknown_receipts
     from mqlab.measure.figures import WorkerFigures
     from mqlab.measure.ledger import Ledger
 
@@ -445,7 +445,7 @@ def test_what_a_lost_server_host_may_have_received_after_its_last_state_is_unkno
     # the step's slowest delivery took 0.8 s: a message sent after 1.7 s may still have
     # been on its way when the state was read: from 40 (the count at 1 s) on, less the
     # ten of them (40..49) that the state holds
-    slow = {"histograms": {"one_way": _histogram_with(800_000)}}
+    slow = {"one_way": _histogram_with(800_000)}
     assert _unknown_receipts(workers, servers, slow, int(2.5 * s), int(2.6 * s)) == 50
     # it never shipped a state: all it may have had is unknown
     assert _unknown_receipts(workers, servers, {}, None, int(2.6 * s)) == 50

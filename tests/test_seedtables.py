@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from mqlab.live import seedtables
+from mqlab.record.step import StepRecord
 
 from .helpers import mqlab, write_profile
 
@@ -65,9 +66,12 @@ def test_user_and_sys_seconds_appear_per_worker_and_add_up_to_its_cpu(tmp_path: 
 
 
 def test_top_rows_take_each_pattern_s_best_step_and_skip_interrupted_ones() -> None:
-    def step(pattern: str, c: int, rate: float, status: str = "done") -> dict[str, object]:
-        return {"driver": "d", "pattern": pattern, "concurrency": c, "scenario": pattern,
-                "status": status, "throughput": {"mean": rate}}  # fmt: skip
+    from tests.results_fixtures import typed
+
+    def step(pattern: str, c: int, rate: float, status: str = "done") -> StepRecord:
+        return typed({"step": 0, "driver": "d", "pattern": pattern, "concurrency": c,
+                      "scenario": pattern, "status": status, "throughput": {"mean": rate},
+                      "latency_ms": {}})  # fmt: skip
 
     rows = seedtables.top_rows([
         step("call", 5, 100.0), step("call", 50, 300.0), step("call", 500, 900.0, "interrupted"),
@@ -78,7 +82,7 @@ def test_top_rows_take_each_pattern_s_best_step_and_skip_interrupted_ones() -> N
 
 def test_every_table_s_footer_names_a_rebuild_as_one() -> None:
     from mqlab import registry
-    from mqlab.live.tables import environment_line
+    from mqlab.live.comparison import environment_line
     from mqlab.results.environment import gather
 
     env = gather(registry.discover(), None, {"kombu", "pika", "oslo"})

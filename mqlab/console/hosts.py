@@ -52,7 +52,9 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
         )
     try:
         found = asyncio.run(check(profile.hosts))
-    except (HostsError, CertsError) as exc:
+    except CertsError as exc:  # the profile's certificates: bad input, the hosts not tried
+        raise CliError(f"{args.profile}: [hosts] certs: {exc}", EXIT_BAD_INPUT) from None
+    except HostsError as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
     for h in found:
         o = h.offset

@@ -80,6 +80,7 @@ class Amqp1Transport(Transport):
     """
 
     wire: ClassVar[str] = "amqp10"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"amqp": 5672}
     features: ClassVar[Features] = Features(
         at_most_once=True,
         mandatory=False,

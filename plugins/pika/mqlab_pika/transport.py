@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from dataclasses import replace
 from typing import ClassVar
 
 import pika.spec
@@ -19,7 +20,7 @@ from mqlab.errors import (
 from mqlab.sdk import amqp
 from mqlab.sdk.amqp import ExchangeDecl, Route
 from mqlab.sdk.pending import PendingCalls
-from mqlab.transport import Features, Handler, Target, Transport, TransportConfig
+from mqlab.transport import Handler, Target, Transport, TransportConfig
 from mqlab_pika.bridge import Gone
 from mqlab_pika.consumers import ConsumerSpec, OnMessage
 from mqlab_pika.link import Link
@@ -51,15 +52,9 @@ class PikaTransport(Transport):
     """
 
     wire: ClassVar[str] = amqp.WIRE
+    url_schemes = amqp.SCHEMES
     rebuild_of: ClassVar[str] = "oslo.messaging's pika driver (removed in 6.0.0), on pika"
-    features: ClassVar[Features] = Features(
-        at_most_once=True,
-        mandatory=True,
-        durable=True,
-        fanout=True,
-        server="rabbitmq",
-        queue_types=True,
-    )
+    features = replace(amqp.RABBITMQ, at_most_once=True, mandatory=True)
     option_specs = OPTIONS
 
     def __init__(self, config: TransportConfig) -> None:
@@ -79,9 +74,8 @@ class PikaTransport(Transport):
     async def start(self) -> None:
         """Connect to the first URL that works, or raise :class:`ConnectFailed` in time."""
         self._settings = settings = make_settings(self.options)
-        link = Link(self.urls, settings, f"mqlab-pika {self.config.worker}")
+        link = Link(self, self.urls, settings, f"mqlab-pika {self.config.worker}")
         link.on_down = self._on_down
-        link.on_lost = self._on_lost
         link.on_event = lambda kind, cause: self.notice(kind, cause, link.name)
         await link.start()
         self._link = link
@@ -106,12 +100,6 @@ class PikaTransport(Transport):
         # connection: callers learn it now instead of at their timeout
         if self._settings is not None and self._settings.retry == 0:
             self._fail_calls(ConnectionLost(f"{reason} while waiting for a reply"))
-
-    def _on_lost(self, reason: str) -> None:
-        # a reconnection is otherwise silent: casts in flight on the old connection
-        # are lost (retry = 0) or resent, and the step should say why
-        link = self._link
-        self.report(ConnectionLost(f"{reason}; reconnecting"), link.name if link else "")
 
     def _fail_calls(self, exc: TransportError) -> None:
         self._calls.reject_all(exc)
