@@ -15,15 +15,13 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import psutil
 
-from mqlab.measure.trust import OTHERS_LIMIT, STEAL_LIMIT
+from mqlab.record.trust import OTHERS_LIMIT, STEAL_LIMIT, Fact
 
 __all__ = [
     "CpuTimes",
-    "Fact",
     "Others",
     "facts",
     "measure_others",
@@ -42,7 +40,7 @@ class CpuTimes:
     total: int
     idle: int  # idle + iowait
     steal: int
-    running: int  # procs_running: tasks runnable now, the reader included
+    running: int  # procs_running: tasks runnable now, less the reader itself
 
     @classmethod
     def read(cls, path: str = "/proc/stat") -> CpuTimes | None:
@@ -57,8 +55,9 @@ class CpuTimes:
             return None
         vals = [int(v) for v in first[1:]] + [0] * 8
         # user nice system idle iowait irq softirq steal [guest guest_nice: inside user, nice]
-        running = next((int(ln.split()[1]) for ln in lines if ln.startswith("procs_running")), 0)
-        return cls(sum(vals[:8]), vals[3] + vals[4], vals[7], running)
+        running = next((int(ln.split()[1]) for ln in lines if ln.startswith("procs_running")), 1)
+        # the reader is running while it reads: what others wait behind is the rest
+        return cls(sum(vals[:8]), vals[3] + vals[4], vals[7], max(0, running - 1))
 
     def since(self, earlier: CpuTimes) -> tuple[float, float] | None:
         """(busy, steal) between ``earlier`` and now, in % of one core; None if no time passed."""
@@ -193,24 +192,8 @@ def _read_all(
 # -- the facts that make figures move ---------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Fact:
-    """One thing about this machine: its state, and what to do when it is ``off``."""
-
-    what: str
-    state: str
-    off: bool = False
-    advice: str = ""
-
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"what": self.what, "state": self.state, "off": self.off}
-        if self.advice:
-            out["advice"] = self.advice
-        return out
-
-    @property
-    def line(self) -> str:
-        return f"{self.what}: {self.state}" + (f" ({self.advice})" if self.advice else "")
+def _fact(what: str, state: str, off: bool = False, advice: str = "") -> Fact:
+    return Fact(what=what, state=state, off=off, advice=advice)
 
 
 def _first_line(path: str) -> str | None:
@@ -236,11 +219,11 @@ def _governors(root: str) -> Fact:
     found = {c: _first_line(f"{root}/cpu{c}/cpufreq/scaling_governor") for c in online}
     seen = {g for g in found.values() if g}
     if not seen:
-        return Fact("frequency governor", "not readable (no cpufreq: a virtual machine?)")
+        return _fact("frequency governor", "not readable (no cpufreq: a virtual machine?)")
     others = sorted(seen - {"performance"})
     if not others:
-        return Fact("frequency governor", "performance")
-    return Fact(
+        return _fact("frequency governor", "performance")
+    return _fact(
         "frequency governor", ", ".join(sorted(seen)), True,
         "the CPU clock follows the load: set the governor to performance",
     )  # fmt: skip
@@ -253,20 +236,20 @@ def _turbo(root: str) -> Fact:
         no_turbo == "0" if no_turbo in ("0", "1") else boost == "1" if boost in ("0", "1") else None
     )
     if on is None:
-        return Fact("turbo", "not readable")
+        return _fact("turbo", "not readable")
     if not on:
-        return Fact("turbo", "off")
-    return Fact("turbo", "on", True, "the clock follows temperature and load: turn turbo off")
+        return _fact("turbo", "off")
+    return _fact("turbo", "on", True, "the clock follows temperature and load: turn turbo off")
 
 
 def _thp(path: str) -> Fact:
     text = _first_line(path)
     if not text:
-        return Fact("transparent huge pages", "not readable")
+        return _fact("transparent huge pages", "not readable")
     chosen = next((w.strip("[]") for w in text.split() if w.startswith("[")), text)
     if chosen != "always":
-        return Fact("transparent huge pages", chosen)
-    return Fact(
+        return _fact("transparent huge pages", chosen)
+    return _fact(
         "transparent huge pages", "always", True,
         "khugepaged compaction stalls processes at random: use madvise or never",
     )  # fmt: skip
@@ -286,10 +269,10 @@ def facts(
     isolated = _cpu_list(_first_line(f"{root}/isolated"))
     nohz = _cpu_list(_first_line(f"{root}/nohz_full"))
     out = [
-        Fact("CPUs", cores),
+        _fact("CPUs", cores),
         _governors(root),
         _turbo(root),
-        Fact(
+        _fact(
             "isolated CPUs",
             (",".join(map(str, isolated)) if isolated else "none")
             + (f"; nohz_full {','.join(map(str, nohz))}" if nohz else ""),
@@ -298,7 +281,7 @@ def facts(
     ]
     load1 = os.getloadavg()[0]
     out.append(
-        Fact(
+        _fact(
             "load average",
             f"{load1:.2f} (1 min) on {ncpu} CPUs",
             load1 >= ncpu,
@@ -311,7 +294,7 @@ def facts(
         return out
     busy = sample.others_percent >= OTHERS_LIMIT
     out.append(
-        Fact(
+        _fact(
             "other processes",
             f"{sample.others_percent:.0f} % of the machine over {sample.seconds:.1f} s"
             f"; run queue {sample.running:.0f} on {sample.cpus} CPUs",
@@ -321,7 +304,7 @@ def facts(
     )
     stolen = sample.steal_percent >= STEAL_LIMIT
     out.append(
-        Fact(
+        _fact(
             "steal",
             f"{sample.steal_percent:.1f} % of the machine",
             stolen,
@@ -330,7 +313,7 @@ def facts(
     )
     if sample.heavy:
         out.append(
-            Fact(
+            _fact(
                 "heavy processes",
                 sample.heavy_text(10),
                 True,

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from mqlab.machine import measure_others
-from mqlab.measure.trust import OTHERS_LIMIT, judge, off_cores
+from mqlab.record.trust import OTHERS_LIMIT, judge, off_cores
 from mqlab.worker import affinity
 from tests.helpers import mqlab, write_profile
 

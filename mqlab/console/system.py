@@ -10,7 +10,8 @@ import argparse
 from collections.abc import Callable, Iterable
 
 from mqlab.console.common import EXIT_BAD_INPUT, CliError
-from mqlab.machine import Fact, facts, measure_others
+from mqlab.machine import facts, measure_others
+from mqlab.record.trust import Fact
 from mqlab.terminal import printable
 
 __all__ = ["add_commands", "lines", "off_lines"]

@@ -16,10 +16,11 @@ import psutil
 
 from mqlab import __version__, native, registry
 from mqlab.errors import MqlabError
-from mqlab.machine import Fact
 
 # The broker's facts are RabbitMQ's specifics; they live in mqlab.rabbitmq.facts.
 from mqlab.rabbitmq.facts import amqp_server, broker_version
+from mqlab.record.trust import Fact
+from mqlab.record.wire import to_wire
 from mqlab.registry import Plugin
 
 __all__ = ["amqp_server", "broker_version", "cpu_model", "gather"]
@@ -120,5 +121,5 @@ def gather(
         "cpu_count": os.cpu_count(),
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
-        "system": [f.to_wire() for f in system],
+        "system": [to_wire(f) for f in system],
     }

@@ -46,6 +46,7 @@ from mqlab.record.shape import (
     shown,
 )
 from mqlab.record.step import Aggregate, StepRecord
+from mqlab.record.trust import Fact
 from mqlab.record.wire import SCHEMA, shape_of
 from mqlab.results.record import Run, run_from
 from mqlab.terminal import printable_doc
@@ -69,6 +70,8 @@ ENVIRONMENT = Record({
     "broker": Table(Free(), 100, null=True),
     "cpu_count": Int(0, 1_000_000, null=True),
     "memory_gb": Num(0.0, 1e9, null=True),
+    # the machine's facts as the run began (`mqlab system`); absent before issue 42
+    "system": Seq(shape_of(Fact), 100, null=True),
 })  # fmt: skip
 PROFILE = Record({
     "run": Record({

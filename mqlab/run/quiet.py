@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from mqlab.machine import Others, measure_others
+from mqlab.record.trust import Waited
 
 __all__ = ["DEFAULT_LIMIT_S", "DEFAULT_PERCENT", "QuietGate", "Waited"]
 
@@ -23,27 +23,6 @@ __all__ = ["DEFAULT_LIMIT_S", "DEFAULT_PERCENT", "QuietGate", "Waited"]
 DEFAULT_PERCENT = 10.0
 #: the longest wait before one step (seconds) by default
 DEFAULT_LIMIT_S = 300.0
-
-
-@dataclass(frozen=True, slots=True)
-class Waited:
-    """What the gate waited for before one step."""
-
-    percent: float  # the limit: others' share of the machine, %
-    waited_s: float
-    quiet: bool  # False: the bound ran out and the step started anyway
-    others_percent: float | None  # the last sample's share of the machine, %
-    heavy: tuple[str, ...] = ()  # the heaviest others at the last sample
-
-    @property
-    def text(self) -> str:
-        seen = "?" if self.others_percent is None else f"{self.others_percent:.0f} %"
-        if self.quiet:
-            return f"waited {self.waited_s:.0f} s for others under {self.percent:g} % ({seen})"
-        return (
-            f"never quiet: others took {seen} after {self.waited_s:.0f} s "
-            f"(limit {self.percent:g} %)" + (f"; {', '.join(self.heavy)}" if self.heavy else "")
-        )
 
 
 class QuietGate:
@@ -90,10 +69,16 @@ class QuietGate:
 
     def _done(self, last: Others | None, waited: float, stopped: bool) -> Waited | None:
         if last is None:  # no /proc/stat: nothing to wait for
-            return Waited(self.percent, round(waited, 1), True, None)
+            return Waited(percent=self.percent, waited_s=round(waited, 1), quiet=True)
         if last.others_percent < self.percent:
-            return Waited(self.percent, round(waited, 1), True, last.others_percent)
+            return Waited(
+                percent=self.percent, waited_s=round(waited, 1), quiet=True,
+                others_percent=last.others_percent,
+            )  # fmt: skip
         if waited >= self.limit_s or stopped:
             heavy = tuple(f"{n} {p:.0f} %" for n, p in last.heavy[:3])
-            return Waited(self.percent, round(waited, 1), False, last.others_percent, heavy)
+            return Waited(
+                percent=self.percent, waited_s=round(waited, 1), quiet=False,
+                others_percent=last.others_percent, heavy=heavy,
+            )  # fmt: skip
         return None

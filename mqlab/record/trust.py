@@ -1,5 +1,4 @@
-"""How far to trust a step's figures: the machine's contention during its window, and the
-spread of its per-second rate, judged against documented thresholds (docs/results.md).
+"""How far to trust a step's figures: its section of the record, and the rule that fills it.
 
 A step is **contended** when, during its window,
 
@@ -7,7 +6,8 @@ A step is **contended** when, during its window,
   time less the step's own processes': workers, broker, nodes), or
 - the hypervisor stole at least :data:`STEAL_LIMIT` % of it, or
 - the run queue held at least :data:`RUN_QUEUE_PER_CPU` runnable tasks per CPU on average
-  (the step's own included: its processes waited for a CPU), or
+  (sampled on the window's ticks, the step's own included: its processes waited for a
+  CPU), or
 - a process of the step ran outside the CPUs ``[placement]`` gave it (read back from the
   kernel after the window).
 
@@ -16,6 +16,11 @@ per-second rate's standard deviation is at least :data:`CV_LIMIT` % of its mean,
 second lies :data:`EXTREME_LIMIT` % or more away from the mean. With fewer than
 :data:`MIN_SECONDS` seconds, or in a step whose timeline changes the load on purpose
 (faults, a rolling update), the spread is not judged. Each reason carries its numbers.
+
+The section (:class:`Trust`) also says what the quiet gate waited for before the step
+(:class:`Waited`), and a results file's environment holds the machine's facts as the run
+began (:class:`Fact`, :mod:`mqlab.machine`); both are declared here, once, for the writer
+and the reader alike.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mqlab.record.shape import MAX_TEXT, NAME, PERCENT, SECONDS, WORDS, Bool, Int, Num, Seq, Text
+from mqlab.record.wire import key
+
 __all__ = [
     "CV_LIMIT",
     "EXTREME_LIMIT",
@@ -33,7 +41,9 @@ __all__ = [
     "OTHERS_LIMIT",
     "RUN_QUEUE_PER_CPU",
     "STEAL_LIMIT",
+    "Fact",
     "Trust",
+    "Waited",
     "judge",
     "off_cores",
 ]
@@ -48,33 +58,68 @@ MIN_SECONDS = 3
 #: a worker's role -> the ``[placement]`` sets it was given (a "both" worker: their union)
 _SETS = {"server": ("servers",), "client": ("clients",), "both": ("servers", "clients"),
          "broker": ("broker",)}  # fmt: skip
+_SPREAD = Num(0.0, 1e9)  # % of a mean: a stalled or bursting rate goes far past 100
+_REASONS = Seq(WORDS, 10)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fact:
+    """One thing about the machine (``mqlab system``): its state, and what to do when it
+    is ``off`` (it moves figures)."""
+
+    what: str = key(NAME, since=1)
+    state: str = key(Text(MAX_TEXT), since=1)
+    off: bool = key(Bool(), default=False)
+    advice: str = key(WORDS, default="")
+
+    @property
+    def line(self) -> str:
+        return f"{self.what}: {self.state}" + (f" ({self.advice})" if self.advice else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Waited:
+    """What the quiet gate (``--wait-quiet``) waited for before one step."""
+
+    percent: float = key(PERCENT, since=1)  # the limit: others' share of the machine, %
+    waited_s: float = key(SECONDS, since=1)
+    quiet: bool = key(Bool(), since=1)  # False: the bound ran out and the step ran anyway
+    others_percent: float | None = key(PERCENT)  # the last sample's share of the machine
+    heavy: tuple[str, ...] = key(Seq(WORDS, 10), default=())  # the heaviest others then
+
+    @property
+    def text(self) -> str:
+        seen = "?" if self.others_percent is None else f"{self.others_percent:.0f} %"
+        if self.quiet:
+            return f"waited {self.waited_s:.0f} s for others under {self.percent:g} % ({seen})"
+        return (
+            f"never quiet: others took {seen} after {self.waited_s:.0f} s "
+            f"(limit {self.percent:g} %)" + (f"; {', '.join(self.heavy)}" if self.heavy else "")
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Trust:
-    """A step's contention and stability: the figures, and the reasons for each flag."""
+    """A step's contention and stability: the figures, each flag and the reasons for it."""
 
-    cpus: int
-    others_percent: float | None = None  # % of the machine
-    steal_percent: float | None = None  # % of the machine
-    run_queue: float | None = None  # runnable tasks, mean over the window
-    off_cores: tuple[str, ...] = ()  # processes that ran outside their [placement] CPUs
-    cv_percent: float | None = None  # the per-second rate's stdev, % of its mean
-    extreme_percent: float | None = None  # the second furthest from the mean, % away
-    contended_by: tuple[str, ...] = ()  # why the step is contended, with the numbers
-    unstable_by: tuple[str, ...] = ()  # why it is unstable
-
-    @property
-    def contended(self) -> bool:
-        return bool(self.contended_by)
-
-    @property
-    def unstable(self) -> bool:
-        return bool(self.unstable_by)
+    cpus: int = key(Int(1, 1_000_000), since=1)
+    contended: bool = key(Bool(), since=1)
+    unstable: bool = key(Bool(), since=1)
+    others_percent: float | None = key(PERCENT)  # % of the machine
+    steal_percent: float | None = key(PERCENT)  # % of the machine
+    run_queue: float | None = key(Num(0.0, 1e9))  # runnable tasks, mean over the ticks
+    off_cores: tuple[str, ...] = key(Seq(WORDS, 1000), default=())
+    seconds: int | None = key(Int(0, 10**7))  # the whole seconds the spread is taken over
+    cv_percent: float | None = key(_SPREAD)  # the per-second rate's stdev, % of its mean
+    extreme_percent: float | None = key(_SPREAD)  # the second furthest from the mean, % away
+    spread_judged: bool = key(Bool(), default=True)  # False: faults or an update move it
+    contended_by: tuple[str, ...] = key(_REASONS, default=())
+    unstable_by: tuple[str, ...] = key(_REASONS, default=())
+    waited: Waited | None = key(omit=True)
 
     @property
     def flags(self) -> tuple[str, ...]:
-        """``contended``, ``unstable``: the words the tables' note column shows."""
+        """``contended``, ``unstable``: the codes the step's flags carry."""
         return (("contended",) if self.contended else ()) + (("unstable",) if self.unstable else ())
 
     @property
@@ -86,6 +131,27 @@ class Trust:
         if self.unstable:
             parts.append(f"unstable: {'; '.join(self.unstable_by)}")
         return " | ".join(parts)
+
+    def short(self, flag: str) -> str:
+        """A flag's numbers in a few words, for a table's note (``others 87 %, rq 6.5/2``)."""
+        if flag == "contended":
+            parts = []
+            if self.others_percent is not None and self.others_percent >= OTHERS_LIMIT:
+                parts.append(f"others {self.others_percent:.0f} %")
+            if self.steal_percent is not None and self.steal_percent >= STEAL_LIMIT:
+                parts.append(f"steal {self.steal_percent:.0f} %")
+            if self.run_queue is not None and self.run_queue >= RUN_QUEUE_PER_CPU * self.cpus:
+                parts.append(f"run queue {self.run_queue:.1f}/{self.cpus} CPUs")
+            if self.off_cores:
+                parts.append(f"{len(self.off_cores)} off cores")
+            return ", ".join(parts)
+        if flag == "unstable" and self.cv_percent is not None:
+            return f"CV {self.cv_percent:.0f} %" + (
+                f", a second {self.extreme_percent:.0f} % off"
+                if self.extreme_percent is not None and self.extreme_percent >= EXTREME_LIMIT
+                else ""
+            )
+        return ""
 
 
 def off_cores(
@@ -118,6 +184,7 @@ def judge(
     off: Sequence[str] = (),
     rates: Sequence[float] = (),
     spread_judged: bool = True,
+    waited: Waited | None = None,
 ) -> Trust:
     """The step's :class:`Trust` from its measured figures (shares in % of the machine;
     ``rates``: the per-second rate of the window's whole seconds)."""
@@ -144,13 +211,18 @@ def judge(
                 side = "above" if far > mean else "below"
                 unstable.append(f"one second {extreme:.0f} % {side} the mean ({far:,.0f}/s)")
     return Trust(
-        cpus=cpus,
-        others_percent=others_percent,
-        steal_percent=steal_percent,
+        cpus=max(1, cpus),
+        contended=bool(contended),
+        unstable=bool(unstable),
+        others_percent=None if others_percent is None else round(min(100.0, others_percent), 1),
+        steal_percent=None if steal_percent is None else round(min(100.0, steal_percent), 1),
         run_queue=None if run_queue is None else round(run_queue, 2),
-        off_cores=tuple(off),
+        off_cores=tuple(off)[:1000],
+        seconds=len(values) if values else None,
         cv_percent=None if cv is None else round(cv, 1),
         extreme_percent=None if extreme is None else round(extreme, 1),
+        spread_judged=spread_judged,
         contended_by=tuple(contended),
         unstable_by=tuple(unstable),
+        waited=waited,
     )
