@@ -18,7 +18,7 @@ from mqlab import __version__
 from mqlab.live import comparison, seedtables
 from mqlab.record.step import StepRecord
 from mqlab.report import charts, steps, summary
-from mqlab.report.compare import Ratio
+from mqlab.report.compare import LEGEND, MARKS, NOISE_RULE, Ratio
 from mqlab.report.markup import Charts, bad, num, rich_table_html, table
 from mqlab.results import paths
 from mqlab.results.record import Run
@@ -131,7 +131,7 @@ def _comparison(run: Run) -> str:
 
 
 def _ratio_cell(r: Ratio) -> str:
-    mark = {"within noise": " ≈", "noise unknown": " ?"}.get(r.noise, "")
+    mark = f" {MARKS[r.noise]}" if r.noise else ""
     title = f' title="{escape(r.noise)}"' if r.noise else ""
     return f"<span{title}>{escape(r.text)}{mark}</span>"
 
@@ -178,8 +178,8 @@ def _summary(run: Run) -> str:
     return (
         table(head, rows, left=1).replace("<table>", '<table class="summary">', 1)
         + (
-            '<p class="note">ratios to the first driver; ≈ within noise, ? noise unknown '
-            "(the rule: see Comparison)</p>"
+            f'<p class="note">ratios to the first driver; {escape(LEGEND)} (the rule: '
+            f"{escape(NOISE_RULE)})</p>"
             if len(names) > 1
             else ""
         )

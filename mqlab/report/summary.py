@@ -50,7 +50,13 @@ def cells(run: Run) -> list[Cell]:
     for s, key in zip(run.steps, same, strict=True):
         c = s.cell
         out.setdefault((c.scenario, c.pattern, c.load.label(), s.repeat, key), {})[c.driver] = s
-    return [Cell(sc, p, load, rep, steps) for (sc, p, load, rep, _), steps in out.items()]
+    # each cell's drivers in the run's driver order: with interleaved repeats a later round
+    # runs them reversed, and the first driver stays every ratio's base
+    rank = {d: i for i, d in enumerate(drivers(run))}
+    return [
+        Cell(sc, p, load, rep, dict(sorted(steps.items(), key=lambda kv: rank[kv[0]])))
+        for (sc, p, load, rep, _), steps in out.items()
+    ]
 
 
 def _and(items: Sequence[str]) -> str:
@@ -105,7 +111,7 @@ def _fastest(cell: Cell) -> str | None:
             f"at {cell.load} {best.cell.driver} and {second.cell.driver} are within noise "
             f"({_rate(best)} and {_rate(second)})"
         )
-    unknown = " (noise unknown)" if r.noise else ""
+    unknown = f" ({r.noise})" if r.noise else ""
     return (
         f"at {cell.load} {best.cell.driver} was fastest, {_rate(best)}, {r.text} "
         f"{second.cell.driver}'s{unknown}"
