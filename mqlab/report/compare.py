@@ -347,16 +347,9 @@ def markdown(a: Run, b: Run) -> str:
 
 def _off(run: Run) -> str:
     """What on the run's machine moved figures as it began (`mqlab system`'s facts)."""
-    facts = run.environment.get("system")
-    if not isinstance(facts, list):
+    if run.system is None:
         return "not recorded"
-    # the heaviest processes' names are the run's own business: their share is said above
-    off = [
-        f"{f.get('what')}: {f.get('state')}"
-        for f in facts
-        if f.get("off") and f.get("what") != "heavy processes"
-    ]
-    return "; ".join(off) or "nothing off"
+    return "; ".join(f"{f.what}: {f.state}" for f in run.off()) or "nothing off"
 
 
 def environment_lines(a: Run, b: Run) -> Iterable[str]:

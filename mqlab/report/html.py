@@ -100,7 +100,7 @@ def _environment(run: Run) -> str:
     rows += _rows_of("run settings", run.run_settings)
     shown = {"mqlab", "mqlab_commit", "python", "implementation", "uvloop", "cpu_model",
              "cpu_count", "memory_gb", "hostname", "platform", "broker", "plugins", "libraries",
-             "codec_cost_us", "servers"}  # fmt: skip
+             "codec_cost_us", "servers", "system"}  # fmt: skip
     rows += _rows_of("other", {k: v for k, v in env.items() if k not in shown})
     body = "".join(
         f'<tr class="{"first" if i == 0 or rows[i - 1][0] != sec else ""}">'
@@ -113,6 +113,23 @@ def _environment(run: Run) -> str:
         f"<p>{line}</p>"
         '<table class="environment"><tr><th class="l">what</th><th class="l">name</th>'
         f'<th class="l">value</th></tr>{body}</table>'
+    )
+
+
+def _machine(run: Run) -> str:
+    """`mqlab system`'s findings as the run began: each fact, those that move figures marked."""
+    facts = run.system
+    if facts is None:
+        return '<p class="note">the machine\'s state was not recorded (an older file).</p>'
+    rows = [
+        ('<span class="bad">!</span>' if f.off else "", escape(f.what), escape(f.state),
+         escape(f.advice))
+        for f in facts
+    ]  # fmt: skip
+    off = sum(f.off for f in facts)
+    said = f"{off} of {len(rows)} off: they move figures" if off else "nothing off"
+    return f"<h3>The machine as the run began (mqlab system): {said}</h3>" + table(
+        ("", "what", "state", "what to do"), rows, left=4
     )
 
 
@@ -246,7 +263,7 @@ def render(run: Run) -> str:
             "<h2>Summary</h2>",
             _summary(run),
         ]
-    body += ["<h2>Environment</h2>", _environment(run)]
+    body += ["<h2>Environment</h2>", _environment(run), _machine(run)]
     if run.steps:
         body += [
             "<h2>Comparison</h2>",

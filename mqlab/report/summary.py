@@ -151,6 +151,29 @@ def _loss(s: StepRecord) -> str | None:
     return f"{_step_name(s).capitalize()} {_and(parts)}; {said}."
 
 
+def _trust(run: Run) -> list[str]:
+    """How far the figures can be trusted: the machine as the run began, contended and
+    unstable steps with their reasons."""
+    out = []
+    if off := run.off():
+        said = "; ".join(f"{f.what}: {f.state}" for f in off[:3])
+        out.append(f"As the run began, this machine was in a state that moves figures ({said}).")
+    for flag in ("contended", "unstable"):
+        hit = [s for s in run.steps if s.trust is not None and flag in s.trust.flags]
+        if not hit:
+            continue
+        why = "; ".join(dict.fromkeys(f.message for s in hit for f in s.flags if f.code == flag))
+        what = (
+            "measured on a contended machine: their figures move with it, rerun them with "
+            "--wait-quiet on a quiet machine"
+            if flag == "contended"
+            else "unstable (their per-second rate swung): read their means with their spread"
+        )
+        named = _and([_step_name(s) for s in hit[:5]]) + (", ..." if len(hit) > 5 else "")
+        out.append(f"{len(hit)} of {len(run.steps)} steps were {what} ({named}: {why[:300]}).")
+    return out
+
+
 def findings(run: Run) -> list[str]:
     """One sentence per finding the figures support."""
     out: list[str] = []
@@ -182,6 +205,7 @@ def findings(run: Run) -> list[str]:
         out.append(
             f"No step lost, left unaccounted or duplicated a message ({sent:,} sent in all)."
         )
+    out += _trust(run)
     for s in run.steps:
         for f in s.flags:
             if f.code in ("could_not_keep_up", "backlog_growing"):
