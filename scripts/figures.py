@@ -12,7 +12,8 @@ that prints it, run from the repository's root::
 
     <!-- /figures -->
 
-Only ``mqlab show RUN --markdown`` (``--top`` too) and ``mqlab compare A B --markdown`` run,
+Only ``mqlab show RUN --markdown`` (``--top`` or ``--table NAME`` too: the tables in a
+profile's own shape, :mod:`mqlab.live.pagetables`) and ``mqlab compare A B --markdown`` run,
 and every file they read is a stored run under ``docs/runs/``: a page cannot quote a figure
 its run does not hold, and a re-measured run changes every table that quotes it.
 """
@@ -37,6 +38,7 @@ BLOCK = re.compile(
 )
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)  # a block shown in a code example is text
 _COMMANDS = {"show": 1, "compare": 2}  # subcommand -> the stored runs it reads
+_VALUED = {"--table"}  # options whose next argument is their value
 
 
 class BlockError(ValueError):
@@ -55,7 +57,9 @@ def checked(command: str) -> list[str]:
         raise BlockError(f"{command!r}: only `mqlab show` and `mqlab compare` build tables")
     if "--markdown" not in argv:
         raise BlockError(f"{command!r}: give --markdown (a page holds Markdown)")
-    runs = [a for a in argv[2:] if not a.startswith("-")]
+    # an option's value is not a run: `--table rolling`
+    valued = {i + 1 for i, a in enumerate(argv) if a in _VALUED}
+    runs = [a for i, a in enumerate(argv) if i >= 2 and i not in valued and not a.startswith("-")]
     if len(runs) != _COMMANDS[argv[1]] or not all(
         r.startswith(RUNS) and r.endswith(".json.gz") for r in runs
     ):

@@ -34,6 +34,7 @@ from mqlab.console.common import (
 )
 from mqlab.console.run import cmd_ceiling, cmd_run, show_ceilings
 from mqlab.errors import BrokerError, BrokerRefused, MqlabError, PluginError
+from mqlab.live import pagetables
 from mqlab.report import commands as report
 from mqlab.run.quiet import DEFAULT_LIMIT_S, DEFAULT_PERCENT
 from mqlab.sdk.urls import mask
@@ -150,6 +151,8 @@ def _show(args: argparse.Namespace, run: Run) -> int:
     top_title = "top throughput (each driver's best step per pattern: msg/s (load, scenario))"
     times_title = "time in the window: real, and the processes' own user and sys seconds"
     top, times = seedtables.top_rows(steps), seedtables.times_rows(steps)
+    if args.table:
+        return _show_table(args, run)
     if args.top:
         if args.markdown:
             from mqlab.live import markdown
@@ -186,6 +189,26 @@ def _show(args: argparse.Namespace, run: Run) -> int:
     if aggregates:
         console.print(comparison.comparison(aggregates, title=repeated))
     console.print(f"measured with {comparison.environment_line(env)}")
+    return 0
+
+
+def _show_table(args: argparse.Namespace, run: Run) -> int:
+    """``show --table NAME``: one of the tables of :mod:`mqlab.live.pagetables`."""
+    from mqlab.live import markdown, seedtables
+
+    built = pagetables.build(args.table, run.steps, run.environment)
+    if not any(rows for _, _, rows in built):
+        raise CliError(
+            f"{run.path}: no step of this run has what --table {args.table} shows "
+            f"({built[0][0]}): give a run of a profile that measures it", EXIT_BAD_INPUT,
+        )  # fmt: skip
+    for i, (title, head, rows) in enumerate(built):
+        if args.markdown:
+            said = f"{markdown.text(run.name)}: {title}" if i == 0 else title
+            body = seedtables.markdown(head, rows) if rows else "(none)"
+            print(("\n" if i else "") + f"{said}\n\n{body}")
+        else:
+            _console().print(seedtables.table(title, head, rows) if rows else f"{title}: none")
     return 0
 
 
@@ -319,12 +342,19 @@ def build_parser() -> _Parser:
                 description="Print the comparison table of a finished (or interrupted) "
                 "run from its results file, with the environment it was measured in; "
                 "--markdown prints a Markdown table for publishing; --top prints each "
-                "driver's best msg/s per pattern, as seed 001's top-throughput table.")  # fmt: skip
+                "driver's best msg/s per pattern, as seed 001's top-throughput table; "
+                "--table prints one of the tables a profile's own shape needs "
+                "(docs/findings.md's).")  # fmt: skip
     p.add_argument("results", help="a results JSON file written by mqlab run")
     p.add_argument("--markdown", action="store_true", help="print Markdown instead")
-    p.add_argument(
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument(
         "--top", action="store_true", help="only the top throughput per driver and pattern"
     )
+    shape.add_argument(
+        "--table", choices=sorted(pagetables.TABLES), metavar="NAME",
+        help="only one table in a profile's own shape: " + ", ".join(sorted(pagetables.TABLES)),
+    )  # fmt: skip
     p.set_defaults(func=cmd_show)
     report.add_commands(command)  # report, compare
     hosts.add_commands(command)  # hosts certs, hosts check
