@@ -9,6 +9,7 @@ parallel pass, the machine is not quiet.
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import signal
@@ -21,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from mqlab.live.exporter import step_figures
 from mqlab.machine import measure_others
 from mqlab.record.trust import OTHERS_LIMIT, judge, off_cores
+from mqlab.results.read import load_run
 from mqlab.worker import affinity
-from tests.helpers import mqlab, write_profile
+from tests.helpers import mqlab, results, write_profile
 
 LOOPBACK = """
 [run]
@@ -37,6 +40,10 @@ plugin = "loopback"
 pattern = "cast"
 concurrency = [2]
 """
+
+
+#: a step long enough for its per-second rate to be judged (3 whole seconds)
+JUDGED = LOOPBACK.replace('duration = "1s"', 'duration = "3s"').replace('"0s"', '"1s"')
 
 
 @contextmanager
@@ -148,3 +155,56 @@ def test_a_bad_quiet_gate_is_one_line(tmp_path: Path, args: tuple[str, ...], say
     done = mqlab("run", str(profile), "-o", str(tmp_path / "x.json"), *args)
     assert done.returncode == 2 and says in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_step_beside_busy_loops_is_flagged_contended_wherever_its_figures_are_shown(
+    tmp_path: Path,
+) -> None:
+    profile = write_profile(tmp_path / "p.toml", JUDGED)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    with busy_loops():
+        first = mqlab("run", str(profile), "-o", str(a))
+        second = mqlab("run", str(profile), "-o", str(b))
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    (step,) = results(a)["steps"]
+    trust = step["trust"]
+    # the results: the flag, the others' share (of the whole machine) and its reasons
+    assert trust["contended"] is True and trust["others_percent"] >= OTHERS_LIMIT, trust
+    assert trust["run_queue"] is not None and trust["seconds"] == 3
+    (flag,) = [f for f in step["flags"] if f["code"] == "contended"]
+    assert re.search(r"other processes took \d+ % of the machine", flag["message"])
+    # the printed table's line, and mqlab show's table, with the others' share
+    share = rf"contended \(others {trust['others_percent']:.0f} %"
+    assert re.search(rf"\[{share}", first.stdout), first.stdout
+    shown = mqlab("show", str(a), "--markdown")
+    assert re.search(rf"\| {share}", shown.stdout), shown.stdout
+    # two identical runs under load: compare gives no answer, never a difference
+    compared = mqlab("compare", str(a), str(b), "--markdown")
+    (row,) = [ln for ln in compared.stdout.splitlines() if ln.startswith("| loopback")]
+    assert row.count("(unknown (contended))") == 3, row
+    # the report: the step's trust line, the finding, the machine as the run began
+    report = tmp_path / "a.html"
+    assert mqlab("report", str(a), "-o", str(report)).returncode == 0
+    html = report.read_text()
+    assert "how far to trust it: other processes" in html
+    assert "measured on a contended machine" in html
+    assert re.search(r"The machine as the run began \(mqlab system\): [1-9]\d* of \d+ off", html)
+    # export --csv: the trust columns
+    assert mqlab("export", str(a), "--csv", str(tmp_path / "csv")).returncode == 0
+    with (tmp_path / "csv" / "a.steps.csv").open() as f:
+        (row_csv,) = csv.DictReader(f)
+    assert row_csv["contended"] == "1" and float(row_csv["others_percent"]) >= OTHERS_LIMIT
+    # Prometheus: the exporter's samples of the same record
+    samples = {x.family: x.value for x in step_figures("t", load_run(a).steps[0], True).samples}
+    assert samples["mqlab_step_contended"] == 1.0
+    assert samples["mqlab_step_other_processes_percent"] >= OTHERS_LIMIT
+
+
+@pytest.mark.serial
+def test_a_step_on_a_quiet_machine_is_not_contended(tmp_path: Path) -> None:
+    out = tmp_path / "q.json"
+    done = mqlab("run", str(write_profile(tmp_path / "p.toml", JUDGED)), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    (step,) = results(out)["steps"]
+    assert step["trust"]["contended"] is False, step["trust"]
+    assert "contended" not in done.stdout
