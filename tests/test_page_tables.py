@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mqlab.record.events import Event, FaultFigure, Phase, Update
-from mqlab.record.sections import Background
+from mqlab.record.sections import Background, Ceiling
 from mqlab.record.step import StepRecord
 from mqlab.record.values import Latency, Throughput
 from tests import results_fixtures as fx
@@ -153,3 +153,14 @@ def test_a_table_the_run_cannot_fill_is_one_line(tmp_path: Path) -> None:
 def test_the_figures_script_runs_a_table_of_a_stored_run() -> None:
     argv = _script().checked("mqlab show docs/runs/x.json.gz --markdown --table faults")
     assert argv == ["show", "docs/runs/x.json.gz", "--markdown", "--table", "faults"]
+
+
+def test_the_ceiling_table_says_which_steps_ran_on_a_contended_machine(tmp_path: Path) -> None:
+    ceiling = Ceiling(size=2450, library="aiormq 6.8.0", mode="auto-ack", rate=9000.0,
+                      percent=50.0, error=None, perftest=None)  # fmt: skip
+    step = dataclasses.replace(_step("aiormq", "cast", 4500.0), ceiling=ceiling)
+    for contended, said in ((True, True), (False, False)):
+        path = fx.write(tmp_path / "c.json", fx.schema3_run([step], contended=contended))
+        done = mqlab("show", str(path), "--markdown")
+        assert done.returncode == 0, done.stderr
+        assert ("step 1 (aiormq): contended (others 87 %" in done.stdout) is said, done.stdout
