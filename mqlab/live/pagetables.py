@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mqlab.live.cells import flags, ms, num, trust_note
+from mqlab.live.steptables import background_label
 from mqlab.record.step import StepRecord
 
 __all__ = ["TABLES", "build"]
@@ -133,12 +134,9 @@ def background(steps: Sequence[StepRecord], env: Mapping[str, Any]) -> tuple[lis
         b = s.background
         if b is None or b.sent is None:
             continue
-        label = f"{b.pattern}@{b.rate or 0:g}/s" + (
-            "" if b.kept_up is None or b.kept_up else " (fell behind)"
-        )
         rows.append([
-            str(s.step + 1), s.cell.driver, s.cell.scenario, label, _f(b.achieved_rate),
-            _f(b.throughput.mean), num(b.sent), num(b.received), num(b.lost),
+            str(s.step + 1), s.cell.driver, s.cell.scenario, background_label(b),
+            _f(b.achieved_rate), _f(b.throughput.mean), num(b.sent), num(b.received), num(b.lost),
             num(b.unaccounted), num(b.duplicates), ms(b.latency_ms.p50), ms(b.latency_ms.p99),
             "; ".join(x for x in (str(flags(b.flags)), trust_note(s.trust)) if x),
         ])  # fmt: skip
