@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,10 @@ from mqlab.record.step import StepRecord
 from mqlab.report import summary
 from mqlab.results.read import load, load_run
 from mqlab.results.store import ResultsFile
+from mqlab.run import progress
 from mqlab.sdk.urls import mask
 
-from .results_fixtures import schema3_run, typed, write
+from .results_fixtures import schema3_run, trust, typed, write
 
 
 def _step(driver: str, mean: float, p99: float, lost: int = 0, **more: Any) -> StepRecord:
@@ -76,6 +78,16 @@ def test_each_group_keeps_the_profiles_driver_order_when_a_round_runs_reversed(
     # the report's summary: each cell's drivers in the same order, kombu the ratios' base
     run = load_run(write(tmp_path / "r.json", schema3_run(steps)))
     assert [list(c.steps) for c in summary.cells(run)] == [["kombu", "pika"]] * 2
+
+
+def test_the_live_tables_note_says_how_far_to_trust_a_finished_step() -> None:
+    step = dataclasses.replace(_step("pika", 500, 5.0), trust=trust(True))
+    row = progress.row(step, "done")
+    text = _render(tables.step_table("finished", [row], live=False))
+    assert "contended (others 87 %, run queue 6.5/2 CPUs)" in text
+    assert "[contended (others 87 %, run queue 6.5/2 CPUs)]" in tables.plain_line(row, 1)
+    quiet = progress.row(dataclasses.replace(step, trust=trust(False)), "done")
+    assert "contended" not in _render(tables.step_table("finished", [quiet], live=False))
 
 
 def test_one_driver_profiles_compare_their_scenarios() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import gzip
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -116,3 +117,18 @@ def test_a_damaged_or_oversized_gzip_is_one_line_not_a_traceback(tmp_path: Path)
         )  # fmt: skip
         assert done.returncode == 2 and why in done.stderr, done.stderr
         assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_the_machines_facts_are_checked_as_the_reader_declares_them(tmp_path: Path) -> None:
+    doc = json.loads(gzip.decompress(RUNS[0].read_bytes()))
+    doc["environment"]["system"][1]["off"] = "yes"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    done = subprocess.run(
+        [sys.executable, "-m", "mqlab.console.entry", "show", str(bad)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2 and "environment.system[1].off" in done.stderr, done.stderr
+    # the facts are read back as the record's type, the ones that moved figures marked
+    run = load_run(RUNS[0])
+    assert run.system and all(f.what and f.state for f in run.system)
