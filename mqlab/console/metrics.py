@@ -47,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser, duration: Callable[[str], float]) 
                    "0.0.0.0 for every interface)")  # fmt: skip
     p.add_argument("--metrics-linger", type=duration, metavar="DURATION", default=None,
                    help="keep serving the final figures this long after the run, so a "
-                   "Prometheus scraping every few seconds gets the last step")  # fmt: skip
+                   "Prometheus scraping every few seconds gets the last step (default: stop "
+                   "at once)")  # fmt: skip
 
 
 def start(
