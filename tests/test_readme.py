@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 PROFILES = ROOT / "profiles"
 TEXT = README.read_text()
+MAIN_JOB = "profiles/pika-vs-kombu.toml"
 #: README.md, the page listing the docs, and the page listing the profiles
 PAGES = [README, ROOT / "docs" / "README.md", PROFILES / "README.md"]
 
@@ -101,7 +102,8 @@ def test_the_commands_table_is_the_parser_word_for_word() -> None:
 
 
 def _command_lines() -> list[str]:
-    """Every mqlab command line the README shows outside the commands table."""
+    """Every mqlab command line the README shows outside the commands table, the set-up
+    script's runs as the mqlab command each execs (scripts/setup.sh)."""
     text = TEXT.replace(section(TEXT, "Commands"), "")
     found = re.findall(r"`(?:\.venv/bin/)?(mqlab [^`]+)`", text)
     for block in re.findall(r"```sh\n(.*?)```", text, re.S):
@@ -109,13 +111,18 @@ def _command_lines() -> list[str]:
             m = re.match(r"(?:\.venv/bin/)?(mqlab\s.*?)\s*(?:#.*)?$", line)
             if m:
                 found.append(m.group(1))
+    for rest in re.findall(r"bash scripts/setup\.sh run\b([^`#\n]*)", text.replace("\n", " ")):
+        args = rest.split()
+        profile = args.pop(0) if args and args[0].endswith(".toml") else MAIN_JOB
+        found.append(" ".join(["mqlab", "run", profile, *args]))
     return found
 
 
 def test_the_readme_shows_mqlab_commands() -> None:
     # the parse below checks something only if the README's command lines are found
-    assert "mqlab run profiles/quickstart.toml" in _command_lines()
-    assert "mqlab run profiles/pika-vs-kombu.toml" in _command_lines()
+    lines = _command_lines()
+    assert f"mqlab run {MAIN_JOB}" in lines and "mqlab run profiles/quickstart.toml" in lines
+    assert 'exec .venv/bin/mqlab run "$profile"' in (ROOT / "scripts/setup.sh").read_text()
 
 
 @pytest.mark.parametrize("line", _command_lines())
@@ -123,6 +130,8 @@ def test_every_command_line_the_readme_shows_parses(line: str) -> None:
     args, extra = build_parser().parse_known_args(shlex.split(line)[1:])
     assert extra == [], f"{line}: {extra}"
     assert args.func is not None
+    profile = getattr(args, "profile", "PROFILE")
+    assert profile.isupper() or (ROOT / profile).is_file(), f"{line}: no {profile}"
 
 
 def test_every_option_the_readme_names_takes_what_it_says() -> None:
