@@ -160,32 +160,13 @@ def test_failures_flags_and_unaccounted_are_shown_never_hidden() -> None:
     assert "≥2,000" in _render(tables.step_table("t", [row], live=False))
 
 
-VERBOSE_PROFILE = """
-[run]
-name = "show-verbose"
-duration = "4s"
-warmup = "1s"
-drain = "2s"
-[drivers.zmq]
-plugin = "zmq"
-[[scenario]]
-pattern = "cast"
-rate = 50
-[[scenario.event]]
-at = "1s"
-action = "kill_server"
-[[scenario.event]]
-at = "2s"
-action = "restart_server"
-"""
-
-
 def test_show_verbose_prints_again_what_run_printed_after_its_comparison(tmp_path: Path) -> None:
     from .helpers import mqlab, write_profile
+    from .test_faults_live import PROFILE  # zmq: a server killed at 3 s, restarted at 6 s
 
     out = tmp_path / "r.json"
-    profile = write_profile(tmp_path / "p.toml", VERBOSE_PROFILE)
-    run = mqlab("run", str(profile), "-o", str(out), "-q")
+    profile = write_profile(tmp_path / "p.toml", PROFILE)
+    run = mqlab("run", str(profile), "-o", str(out), "-q", "--duration", "7s")
     assert run.returncode == 0, run.stderr
     # the fault's tables: its phases, each event, what each loss is put down to
     start = run.stdout.index("phase ")
