@@ -12,7 +12,7 @@ that prints it, run from the repository's root::
 
     <!-- /figures -->
 
-Only ``mqlab show RUN --markdown`` (``--top`` or ``--table NAME`` too: the tables in a
+Only ``mqlab show RUN --markdown`` (``--top`` or ``--table TABLE`` too: the tables in a
 profile's own shape, :mod:`mqlab.live.pagetables`) and ``mqlab compare A B --markdown`` run,
 and every file they read is a stored run under ``docs/runs/``: a page cannot quote a figure
 its run does not hold, and a re-measured run changes every table that quotes it.

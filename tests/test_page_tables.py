@@ -1,4 +1,4 @@
-"""`mqlab show RUN --markdown --table NAME` (issue 42): the tables docs/findings.md needs in a
+"""`mqlab show RUN --markdown --table TABLE` (issue 42): the tables docs/findings.md needs in a
 profile's own shape, printed from a stored results file whose figures are known, so that the
 findings can be rebuilt from quiet-machine runs by `scripts/figures.py`.
 """

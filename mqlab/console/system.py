@@ -53,11 +53,12 @@ def add_commands(
 ) -> None:
     p = command(
         "system", help="what on this machine makes figures move",
-        description="Show what on this machine makes figures move, as pyperf's `system show`: "
-        "CPUs online, frequency governor and turbo (where readable), isolated CPUs, transparent "
-        "huge pages, the load average, and over a short sample the CPU other processes take, "
-        "the steal, the run queue and the heaviest other processes. Lines marked ! are off, "
-        "with what to do. Every results file stores the same facts.",
+        description="Shows, as pyperf's `system show` does: CPUs online, frequency governor "
+        "and turbo (where readable), isolated CPUs, transparent huge pages, the load average, "
+        "and over a short sample the CPU other processes take, the steal, the run queue and "
+        "the heaviest other processes. Lines marked ! are off, with what to do. Every results "
+        "file stores the same facts.",
+        example="mqlab system --sample 2s",
     )  # fmt: skip
     p.add_argument(
         "--sample", type=duration, default=1.0, metavar="DURATION",

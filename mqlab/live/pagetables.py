@@ -1,6 +1,6 @@
 """The tables of docs/findings.md a profile's own shape needs, built from a stored run.
 
-``mqlab show RUN --table NAME`` prints one of them (``--markdown`` for a page), so that
+``mqlab show RUN --table TABLE`` prints one of them (``--markdown`` for a page), so that
 every table of figures in the findings comes from a results file by one command
 (``scripts/figures.py``), never copied by hand:
 

@@ -20,6 +20,7 @@ __all__ = [
     "background_label",
     "background_table",
     "broker_flow_line",
+    "details",
     "fault_table",
     "phase_table",
     "spontaneous_table",
@@ -147,6 +148,21 @@ def background_label(b: Background) -> str:
     return f"{b.pattern}@{b.rate or 0:g}/s" + (
         "" if b.kept_up is None or b.kept_up else " (fell behind)"
     )
+
+
+def details(steps: Sequence[StepRecord]) -> list[Table]:
+    """Each step's own tables, in step order: its phases (a rolling update or faults), its
+    fault events (detection, recovery, the promise), and what nobody injected with its
+    verdict; none for a step that had none of them."""
+    out = []
+    for s in steps:
+        if s.figures.phases:
+            out.append(phase_table(s))
+        if s.figures.faults:
+            out.append(fault_table(s))
+        if s.losses.verdict:
+            out.append(spontaneous_table(s))
+    return out
 
 
 def background_table(steps: Sequence[StepRecord]) -> Table | None:
