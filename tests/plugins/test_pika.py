@@ -292,6 +292,47 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
                            ("reconnected", f"mqlab-pika {worker}")]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("connections", "names"), [("single", [""]), ("pool", [" consume", " send"])]
+)
+async def test_connections_pool_sends_and_consumes_on_connections_of_their_own(
+    broker: Any, connections: str, names: list[str]
+) -> None:
+    """Seed 000's "pool of connections" against "single": what the broker sees."""
+    ex, topic, worker = f"ex-{uid()}", f"t-{uid()}", f"w-{uid()}"
+    mine = f"mqlab-pika {worker}"
+
+    def opened() -> dict[str, str]:
+        every = api(broker, "GET", "connections") or []
+        named = {c["name"]: c["client_properties"]["connection_name"] for c in every}
+        return {k: v for k, v in named.items() if v.startswith(mine)}
+
+    def used(kind: str) -> set[str]:
+        """The connections (by client name) whose channels did ``kind`` (the broker's stats)."""
+        named = opened()
+        return {
+            named[ch["connection_details"]["name"]]
+            for ch in api(broker, "GET", "channels") or []
+            if ch["connection_details"]["name"] in named
+            and (ch.get("message_stats") or {}).get(kind)
+        }
+
+    rpc = Recorder()
+    async with pika(broker, worker, connections=connections) as both:
+        await both.serve_rpc(Target(ex, topic, "s"), rpc)
+        for i in range(5):
+            await both.cast(Target(ex, topic), b"%d" % i)
+        await wait_for_count(lambda: len(rpc), 5)
+        assert sorted(await eventually(lambda: sorted(opened().values()))) == [
+            mine + n for n in names
+        ]
+        # casts went out on the sending connection, deliveries came in on the consuming one
+        assert await eventually(lambda: used("publish")) == {mine + names[-1]}
+        assert await eventually(lambda: used("deliver_get")) == {mine + names[0]}
+        # and a call's reply finds its way back through the consuming connection
+        assert await both.call(Target(ex, topic), b"x", 5) == b"re:x"
+
+
 async def test_retry_zero_fails_waiting_calls_when_the_connection_dies(broker: Any) -> None:
     ex, topic = f"ex-{uid()}", f"t-{uid()}"
     client = pika(broker, None, broker.url, broker.url, retry=0)
@@ -406,6 +447,7 @@ def test_checked_options_fill_oslo_defaults() -> None:
     assert opts["prefetch"] == 64
     assert opts["heartbeat"] == 3
     assert opts["tcp_user_timeout"] == 0.25
+    assert opts["connections"] == "single"
 
 
 # -- the reference loop (mqlab ceiling) ------------------------------------------
