@@ -137,6 +137,9 @@ class StepRecord:
     drained_in_s: float | None = None
     batch_rate: float | None = field(default=None, metadata=_OPTIONAL)
     per_queue: Mapping[str, Any] | None = field(default=None, metadata=_OPTIONAL)
+    #: a pre-filled batch: ``filled_in_s`` from the window's start to its consumers'
+    #: release, ``queued``: the step's messages the broker held then (None: unknown)
+    prefill: Mapping[str, Any] | None = field(default=None, metadata=_OPTIONAL)
     roles: Mapping[str, Any] | None = field(default=None, metadata=_OPTIONAL)
     events: tuple[Mapping[str, Any], ...] | None = field(default=None, metadata=_OPTIONAL)
     phases: tuple[Mapping[str, Any], ...] | None = field(default=None, metadata=_OPTIONAL)

@@ -29,6 +29,7 @@ from mqlab.run.background import BackgroundLoad
 from mqlab.run.brokerprocess import BrokerProcess
 from mqlab.run.drain import drain, in_flight
 from mqlab.run.hostload import HostLoad
+from mqlab.run.prefill import Prefill
 from mqlab.run.progress import Progress, worker_rows
 from mqlab.run.rolling import RollingUpdate
 from mqlab.sdk.urls import mask
@@ -119,6 +120,7 @@ class Runner:
         self._bg: BackgroundLoad | None = None  # the step's background stress, if any
         self._losses: StepLosses | None = None  # the broker's side, events, attribution
         self._sent_by_client: dict[int, int] = {}
+        self._prefill: Prefill | None = None  # a pre-filled step's queues and release
 
     async def __aenter__(self) -> Runner:
         await self.pool.open()
@@ -198,6 +200,9 @@ class Runner:
         )  # fmt: skip
         if self._faults is not None:
             self._faults.marker = lay.marker
+        prefill = self._prefill = (
+            Prefill(step, lay, self.broker_steps, self.queue_depth) if sc.prefill else None
+        )
         pid = self._broker_pid_of.get(step.driver.name, self.broker.pid)
         if pid != self.broker.pid:
             self.broker = BrokerProcess(pid)
@@ -222,6 +227,8 @@ class Runner:
             if bsteps is not None:
                 for marker in (lay.marker, *((bg.marker,) if bg else ())):
                     await bsteps.prepare(marker, step.queue_type, sc.mirror_replicas)
+            if prefill is not None:
+                await prefill.declare()
             servers = await self.pool.spawn(lay.servers, tmp)
             workers += servers
             await self.pool.await_ready(servers)
@@ -230,6 +237,8 @@ class Runner:
             clients = await self.pool.spawn(lay.clients, tmp)
             workers += clients
             await self.pool.await_ready(clients)
+            if prefill is not None:
+                prefill.servers, prefill.clients = servers, clients
             if bg is not None:
                 await bg.spawn_clients(self.pool, tmp)
             if step.rolling_to is not None:
@@ -327,6 +336,8 @@ class Runner:
             if self._nodes is not None:
                 await self._nodes.close()  # the window's last sample is one of them
                 self._nodes = None
+        if self._prefill is not None:  # a batch the window did not see sent: drained anyway
+            await self._prefill.release()
         # successors are clients too: the drain waits for them and counts what they sent
         clients.extend(w for w in workers if w.spec.clients and w not in clients)
 
@@ -380,6 +391,8 @@ class Runner:
                 if self._bg is not None:
                     await self._bg.send(protocol.Stop(), clients_only=True)
                 break
+            if self._prefill is not None:
+                await self._prefill.tick()
             if now >= next_cpu:
                 # the window's first tick primes the samples (the one before the warm-up
                 # would put the warm-up into the first second's share): each sample after
@@ -432,6 +445,7 @@ class Runner:
             first_s=math.ceil(run.warmup),
             window_s=window_s,
             window_start_ns=start_ns,
+            prefill=(self._prefill.at, self._prefill.queued) if self._prefill else None,
             interrupted=interrupted,
             unique=unique,
             cross_duplicates=cross,

@@ -65,6 +65,9 @@ class Outcome:
     #: retransmitted, retransmission timeouts), from their own network namespace
     link: Mapping[str, int] | None = None
     window_start_ns: int = 0  # monotonic ns the window opened at
+    #: a pre-filled step: when its consumers were let go (monotonic ns; 0: not yet) and
+    #: the step's messages the broker held just before (None: unknown)
+    prefill: tuple[int, int | None] | None = None
 
 
 def throughput(per_second: list[int], first: int, seconds: int) -> Throughput:
@@ -218,15 +221,20 @@ def build(o: Outcome) -> StepRecord:
         for k, n in s.errors.items():
             errors[k] = errors.get(k, 0) + n
     lost = missing - unaccounted
-    # how long everything sent took to arrive, from the window's start: a fixed batch
-    # (an open loop's rate x duration) drained, as seed 002 timed it; None unless all came
+    # how long everything sent took to arrive, from the window's start (a pre-filled
+    # batch: from its consumers' release): a fixed batch (an open loop's rate x duration)
+    # drained, as seed 002 timed it; None unless all came
     last = s.last_rx
     complete = o.drain_end == "complete" and not lost and not unaccounted
+    released, queued = o.prefill or (0, None)
+    origin = released or o.window_start_ns
     drained_in_s = (
-        round((last - o.window_start_ns) / 1e9, 3)
-        if complete and last and o.window_start_ns and o.window_s
-        else None
+        round((last - origin) / 1e9, 3) if complete and last and origin and o.window_s else None
     )
+    prefill = None
+    if o.prefill is not None and o.window_start_ns:
+        filled = round((released - o.window_start_ns) / 1e9, 3) if released else None
+        prefill = {"filled_in_s": filled, "queued": queued}
     series = RecordSeries(
         t0_offset_s=-o.first_s,
         sent=tuple(c.series.get("sent", [])),
@@ -287,7 +295,8 @@ def build(o: Outcome) -> StepRecord:
         drained_in_s=drained_in_s,
         # the batch's own rate: every message sent, drained, over the time it took
         batch_rate=round(unique / drained_in_s, 1) if sc.batch and drained_in_s else None,
-        per_queue=per_queue(s.per_topic, s.per_topic_last, o.window_start_ns),
+        per_queue=per_queue(s.per_topic, s.per_topic_last, origin),
+        prefill=prefill,
         roles=step.roles,
         events=tuple(o.events) if o.phases or o.events else None,
     )
