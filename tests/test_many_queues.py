@@ -147,3 +147,18 @@ def test_a_pre_filled_batch_is_all_queued_before_one_process_of_connections_drai
     servers = [w for w in step["cpu"]["workers"] if w["role"] == "server"]
     assert len(servers) == 1
     assert sum(step["connections"].values()) == 4
+
+
+def test_a_run_over_a_hundred_queues_reads_back(tmp_path: Path) -> None:
+    """profiles/many-queues.toml's 100 targets (allowed with consumers) are a results file
+    `mqlab show` reads, its batch's drain time and rate in seed 002's table."""
+    from . import results_fixtures as fx
+
+    doc = fx.schema2_run()
+    doc["steps"] = [fx.step(0, "pika", "cast", concurrency=25, targets=100, consumers=32,
+                            batch=10000, drained_in_s=0.66, batch_rate=15151.5,
+                            prefill={"filled_in_s": 2.0, "queued": 10000})]  # fmt: skip
+    doc["steps"][0]["cpu"]["servers_times"] = {"real_s": 12.0, "user_s": 0.63, "sys_s": 0.02}
+    proc = mqlab("show", str(fx.write(tmp_path / "r.json", doc)))
+    assert proc.returncode == 0, proc.stderr
+    assert "15,152" in proc.stdout and "0.66" in proc.stdout

@@ -213,7 +213,7 @@ def _run(
         broker_steps=managed.broker_steps(
             urls, server_of, handles, profile.broker.management_url
         ),
-        node_control=managed.node_control(handles),
+        node_control=managed.node_control(handles, server_of),
         after_step=ceilings,
         broker_pid_of=managed.pid_of(server_of, handles, urls),
         broker_pids=lambda: managed.broker_pids(handles),

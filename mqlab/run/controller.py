@@ -37,8 +37,8 @@ from mqlab.worker import affinity, protocol
 from mqlab.worker.pool import Interrupted, StepFailed, Worker, WorkerPool
 
 if TYPE_CHECKING:
+    from mqlab.faults.broker import NodeActions
     from mqlab.faults.step import StepFaults
-    from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.sampler import NodeSample, OnTicks
     from mqlab.rabbitmq.steps import BrokerSteps
 
@@ -67,7 +67,7 @@ class Runner:
         broker_label: str = "",
         queue_depth: QueueDepth | None = None,
         broker_steps: BrokerSteps | None = None,
-        node_control: NodeControl | None = None,
+        node_control: Mapping[str, NodeActions] | None = None,
         after_step: Callable[[Step, dict[str, Any]], Awaitable[None]] | None = None,
         broker_pid_of: Mapping[str, int | None] | None = None,
         broker_pids: Callable[[], tuple[int, ...]] = tuple,
@@ -114,8 +114,8 @@ class Runner:
         self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
         self._drain: dict[str, Any] = {}
         self._roll: RollingUpdate | None = None  # the step's rolling update, if it has one
-        #: a managed RabbitMQ's nodes, for node fault events
-        self.node_control = node_control
+        #: driver name -> its managed broker's nodes, for node fault events
+        self.node_control = dict(node_control or {})
         self._faults: StepFaults | None = None  # the step's fault events, if it has any
         self._bg: BackgroundLoad | None = None  # the step's background stress, if any
         self._losses: StepLosses | None = None  # the broker's side, events, attribution
@@ -185,7 +185,11 @@ class Runner:
             from mqlab.faults.step import StepFaults
 
             self._faults = StepFaults(
-                sc.events, self.pool, tmp, self.node_control, self.broker_steps
+                sc.events,
+                self.pool,
+                tmp,
+                self.node_control.get(step.driver.name),
+                self.broker_steps,
             )
             try:
                 urls = await self._faults.urls(self.urls)  # through the fault proxies, if any

@@ -19,10 +19,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mqlab.errors import BrokerError
 from mqlab.servers.handle import ServerHandle
+
+
+class Nodes(Protocol):
+    """A replicated server's nodes (:class:`mqlab.servers.nodes.ProcessNodes`)."""
+
+    def stop_all(self) -> None: ...
+
 
 #: seconds a server may take to accept connections, then to exit on SIGTERM
 READY_WITHIN = 15.0
@@ -62,8 +69,14 @@ class ChildServers:
     def __init__(self) -> None:
         # our children, by pid, so stop() can reap them (no zombie, no stray server)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        #: a replicated server's nodes by its state dir: a node a fault event restarted
+        #: runs as a new child, which stop() ends too
+        self.nodes: dict[Path, Nodes] = {}
 
     def stop(self, handle: ServerHandle) -> None:
+        nodes = self.nodes.pop(handle.state_dir, None)
+        if nodes is not None:
+            nodes.stop_all()
         for pid in handle.pids:
             proc = self._children.pop(pid, None)
             if proc is not None and not self._terminate(proc):

@@ -24,13 +24,13 @@ from mqlab.config.profile import Profile
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq.backlog import QueueDepth, rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
-from mqlab.servers.artemis import Artemis
-from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
+from mqlab.servers.artemisha import ReplicatedArtemis
+from mqlab.servers.daemons import ChildServers, Mosquitto, NatsServer, RedisServer
 from mqlab.servers.handle import ManagedServer, ServerHandle
-from mqlab.servers.kafka import KafkaServer
+from mqlab.servers.kafkaha import ReplicatedKafka
 
 if TYPE_CHECKING:
-    from mqlab.rabbitmq.faults import NodeControl
+    from mqlab.faults.broker import NodeActions
     from mqlab.rabbitmq.steps import BrokerSteps
 
 
@@ -84,8 +84,8 @@ STARTERS: dict[str, ManagedServer] = {
     "nats": NatsServer(),
     "redis": RedisServer(),
     "mosquitto": Mosquitto(),
-    "kafka": KafkaServer(),
-    "artemis": Artemis(),
+    "kafka": ReplicatedKafka(),
+    "artemis": ReplicatedArtemis(),
 }
 
 
@@ -246,12 +246,24 @@ def broker_steps(
     return None
 
 
-def node_control(handles: Mapping[str, ServerHandle]) -> NodeControl | None:
-    """The managed RabbitMQ's nodes, for node fault events; None when mqlab runs none."""
+def node_control(
+    handles: Mapping[str, ServerHandle], server_of: Mapping[str, str | None]
+) -> dict[str, NodeActions]:
+    """Driver name -> the nodes of the managed broker it talks to, for node fault events:
+    a RabbitMQ's, a replicated Kafka's or Artemis' (by their state dirs)."""
     from mqlab.rabbitmq.faults import NodeControl
+    from mqlab.servers.nodes import ProcessNodes
 
-    handle = handles.get("rabbitmq")
-    return NodeControl(handle.state_dir) if handle is not None else None
+    controls: dict[str, NodeActions] = {}
+    for kind, handle in handles.items():
+        if kind == "rabbitmq":
+            controls[kind] = NodeControl(handle.state_dir)
+            continue
+        starter = STARTERS.get(kind)
+        found = starter.nodes.get(handle.state_dir) if isinstance(starter, ChildServers) else None
+        if isinstance(found, ProcessNodes):
+            controls[kind] = found
+    return {name: controls[kind] for name, kind in server_of.items() if kind in controls}
 
 
 def facts(
@@ -297,13 +309,19 @@ def pid_of(
 
 def broker_pids(handles: Mapping[str, ServerHandle]) -> tuple[int, ...]:
     """Every managed server's process now: a RabbitMQ node restarted by a fault event is
-    found by its record (its new PID), the other servers by the PIDs they started with."""
+    found by its record (its new PID), a replicated Kafka's or Artemis' by its nodes, the
+    other servers by the PIDs they started with."""
     from mqlab.rabbitmq import state
+    from mqlab.servers.nodes import ProcessNodes
 
     pids: list[int] = []
     for kind, handle in handles.items():
+        starter = STARTERS.get(kind)
+        nodes = starter.nodes.get(handle.state_dir) if isinstance(starter, ChildServers) else None
         if kind == "rabbitmq":
             pids += [r.node.pid for r in state.records(handle.state_dir) if r.alive]
+        elif isinstance(nodes, ProcessNodes):  # a replicated one: a restarted node's new pid
+            pids += nodes.pids()
         else:
             pids += handle.pids
     return tuple(dict.fromkeys(pids))
