@@ -50,7 +50,7 @@ class RabbitMQ:
 
         cluster = rabbitmq.start(state_dir, nodes=nodes)
         info = broker_version(cluster.url, cluster.management_url)
-        facts = info or {"product": "RabbitMQ", "version": cluster.version}
+        facts = {**(info or {"product": "RabbitMQ", "version": cluster.version}), "nodes": nodes}
         what = f"node {cluster.name}" if nodes == 1 else f"{nodes}-node cluster {cluster.name}"
         return ServerHandle(
             "rabbitmq", f"RabbitMQ {what}", tuple(cluster.urls), tuple(cluster.pids.values()),
