@@ -24,7 +24,7 @@ from mqlab.transport import Target
 from tests.helpers import mqlab, results, write_profile
 from tests.test_broker import _beams_under
 
-pytestmark = [pytest.mark.broker, pytest.mark.serial]
+pytestmark = pytest.mark.broker
 
 LOAD = """
 [run]

@@ -111,9 +111,12 @@ def test_every_table_s_footer_names_a_rebuild_as_one() -> None:
     from mqlab.live.tables import environment_line
     from mqlab.results.environment import gather
 
-    env = gather(registry.discover(), None, {"kombu", "pika", "oslo"})
-    assert "rebuild_of" in env["plugins"]["kombu"] and "rebuild_of" in env["plugins"]["pika"]
+    env = gather(registry.discover(), None, {"kombu", "pika", "oslo", "amqp1", "zmq"})
+    for rebuilt in ("kombu", "pika", "amqp1", "zmq"):
+        assert "rebuild_of" in env["plugins"][rebuilt], rebuilt
     assert "rebuild_of" not in env["plugins"]["oslo"]  # oslo.messaging's own code
     line = environment_line(env)
     assert "plugin kombu is mqlab's rebuild of oslo.messaging's kombu (rabbit) driver" in line
     assert "plugin pika is mqlab's rebuild of oslo.messaging's pika driver" in line
+    assert "plugin amqp1 is mqlab's rebuild of oslo.messaging's AMQP 1.0 driver" in line
+    assert "plugin zmq is mqlab's rebuild of oslo.messaging's zmq driver" in line
