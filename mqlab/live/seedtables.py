@@ -38,7 +38,9 @@ def _rate(s: dict[str, Any]) -> float:
 def _setup(s: dict[str, Any]) -> tuple[str, str]:
     """A step's topology (the nodes its clients and servers connected to first) and the
     type of its queues."""
-    placed = s.get("placement") or {}
+    placed = s.get("placement")
+    if not isinstance(placed, dict):  # a free field: another file's may hold anything
+        placed = {}
     where = f"clients {placed.get('clients', 'node1')}, servers {placed.get('servers', 'node1')}"
     return where, str(s.get("queue_type") or "classic")
 
@@ -77,6 +79,11 @@ def top_rows(steps: Sequence[dict[str, Any]]) -> list[list[str]]:
     return top_table(steps)[1]
 
 
+def _number(v: Any) -> bool:
+    """A figure to show (a results file from elsewhere may hold anything in a field)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+
+
 def _seconds(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
@@ -90,9 +97,10 @@ def times_rows(steps: Sequence[dict[str, Any]]) -> list[list[str]]:
         if c is None and v is None:
             continue
         parts = [t for t in (c, v) if t]
-        real = s.get("drained_in_s") or max(t["real_s"] for t in parts)
+        drained, batch = s.get("drained_in_s"), s.get("batch_rate")
+        real = drained if _number(drained) else max(t["real_s"] for t in parts)
         total = sum(t["user_s"] + t["sys_s"] for t in parts)
-        rate = s.get("batch_rate") or _rate(s)
+        rate = batch if _number(batch) else _rate(s)
         rows.append([
             str(s["step"] + 1), s["scenario"], Load.of(s).label(), s["driver"], f"{rate:,.0f}",
             _seconds(real), _seconds(c and c["user_s"]), _seconds(c and c["sys_s"]),
