@@ -9,8 +9,6 @@ killed primary accepted is on its backup.
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from mqlab.testing import Recorder
 from mqlab.transport import Target
 from tests.helpers import mqlab, results, write_profile
 from tests.test_broker import _beams_under
+from tests.test_faults_broker import epmd  # noqa: F401 - a private epmd for the cluster
 
 pytestmark = pytest.mark.broker
 
@@ -48,17 +47,6 @@ rate = [100]
 {extra}
 event = [{{ at = "3s", action = "kill_node", node = "{node}" }}]
 """
-
-
-@pytest.fixture
-def epmd() -> Iterator[None]:
-    """A private epmd port: a cluster the run starts shares nothing with other tests'."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ERL_EPMD_PORT", str(port))
-        yield
 
 
 def _running_under(state: Path) -> list[int]:
@@ -93,9 +81,8 @@ def _run(tmp_path: Path, nodes: int, driver: str, node: str, extra: str = "") ->
     return doc
 
 
-def test_rabbitmq_quorum_queues_on_three_nodes_lose_nothing_confirmed(
-    epmd: None, tmp_path: Path
-) -> None:
+@pytest.mark.usefixtures("epmd")
+def test_rabbitmq_quorum_queues_on_three_nodes_lose_nothing_confirmed(tmp_path: Path) -> None:
     doc = _run(
         tmp_path, 3, '[drivers.pika]\nplugin = "pika"\nheartbeat = 5', "queues",
         'durable = true\nrpc_queue_type = "quorum"\nnotify_queue_type = "quorum"\n'
