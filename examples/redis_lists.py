@@ -56,6 +56,7 @@ def key(*parts: str) -> str:
 
 class RedisListsTransport(Transport):
     wire = "redis-lists"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"redis": 6379}
     features = Features(mandatory=True, fanout=True, server="redis")
     option_specs: ClassVar[Mapping[str, Option]] = {
         "block": Option((int, float), 1.0, "seconds one BLPOP waits", minimum=0.05, maximum=60),

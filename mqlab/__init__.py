@@ -5,7 +5,12 @@ The public contract for plugin authors is :mod:`mqlab.transport` and
 oslo-style topology).
 """
 
-from mqlab.errors import (
+from mqlab import native
+
+# before any hot module is imported: compiled, or (stale, or not built) the pure sources
+native.guard()
+
+from mqlab.errors import (  # noqa: E402 - after the guard, as every other import
     CallTimeout,
     ConnectFailed,
     ConnectionLost,
@@ -15,7 +20,7 @@ from mqlab.errors import (
     TransportError,
     Undeliverable,
 )
-from mqlab.transport import (
+from mqlab.transport import (  # noqa: E402 - after the guard
     Features,
     Handler,
     Option,

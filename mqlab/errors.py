@@ -56,6 +56,11 @@ class BrokerError(MqlabError):
     """The managed broker could not be started, stopped or reached."""
 
 
+class BrokerRefused(BrokerError):
+    """What was asked of a managed broker is not what mqlab does (a port out of range, a
+    state dir holding files mqlab did not make): bad input, refused before anything starts."""
+
+
 class TransportError(MqlabError):
     """Root of the errors a transport raises while moving messages.
 

@@ -1,5 +1,5 @@
-"""The one finder for mqlab's entry-point groups: ``mqlab.transports`` (the plugins) and
-``mqlab.references`` (their reference loops).
+"""The one finder for mqlab's entry-point groups: ``mqlab.transports`` (the plugins),
+``mqlab.references`` (their reference loops) and ``mqlab.servers`` (servers they ship).
 
 flake8's finder, in two steps: :func:`discover` lists entry points without importing any
 (``mqlab plugins`` must not crash because one plugin's library is broken); :func:`import_class`
@@ -17,6 +17,8 @@ from mqlab.errors import PluginError
 GROUP = "mqlab.transports"
 #: each plugin's reference loop (mqlab.sdk.reference), under the plugin's name
 REFERENCES = "mqlab.references"
+#: servers plugins ship for mqlab to start (mqlab.sdk.server), under ``Features.server``'s name
+SERVERS = "mqlab.servers"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from mqlab.errors import CallTimeout, Undeliverable
+from mqlab.native import mypyc_attr
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 
 _Item = tuple[bytes, "asyncio.Future[bytes] | None"]
@@ -114,6 +115,8 @@ def _bus() -> _Bus:
     return _buses.setdefault(id(asyncio.get_running_loop()), _Bus())
 
 
+# compiled, subclassable all the same: tests and users slow it down or break it on purpose
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LoopbackTransport(Transport):
     """In-process queues between coroutines of one worker."""
 
@@ -128,6 +131,11 @@ class LoopbackTransport(Transport):
         super().__init__(config)
         self._consumers: list[_Consumer] = []
         self._bus = _Bus()
+        # id(target) -> (target, its group): a client casts to the same Target objects
+        # again and again, so their routing is looked up once (a group, once on the bus,
+        # stays there: its members change, read at each pick). The target is kept, so its
+        # id is not reused while it is here
+        self._groups: dict[int, tuple[Target, _Group]] = {}
 
     async def start(self) -> None:
         # looked up once: the running loop's bus is shared by every loopback transport
@@ -198,7 +206,10 @@ class LoopbackTransport(Transport):
             one = bus.direct.get((target.exchange, target.topic, target.server))
         else:
             group = bus.rpc.get((target.exchange, target.topic))
-            one = group.pick() if group else None
+            one = None
+            if group is not None:
+                self._groups[id(target)] = (target, group)
+                one = group.pick()
         if one is None:
             raise Undeliverable(f"no loopback server for {target.exchange}/{target.topic}")
         return one
@@ -218,9 +229,16 @@ class LoopbackTransport(Transport):
 
     def begin_cast(self, target: Target, body: bytes) -> Awaitable[None] | None:
         item = (body, None)
-        if target.fanout:
+        known = self._groups.get(id(target))
+        if known is not None and known[0] is target:
+            one = known[1].pick()  # a target seen before: its group, no lookup
+        elif target.fanout:
             return self._fanout(target, item)
-        box = self._one(target).box
+        else:
+            one = self._one(target)
+        if one is None:
+            one = self._one(target)  # nobody serves it now: Undeliverable, as any lookup says
+        box = one.box
         # room: queued at once, no coroutine (the usual case); full: wait for room
         return None if box.offer(item) else box.put(item)
 

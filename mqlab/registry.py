@@ -19,7 +19,8 @@ from typing import Any, cast
 
 from mqlab.errors import OptionError, PluginError
 from mqlab.finder import GROUP, REFERENCES, Plugin, discover, import_class
-from mqlab.transport import OptionConflict, Transport, TransportConfig, parse_options
+from mqlab.sdk import urls
+from mqlab.transport import Option, OptionConflict, Transport, TransportConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,10 @@ class LoadedPlugin:
     package: str
     version: str
     cls: type[Transport]
+
+    def __post_init__(self) -> None:
+        # every URL this plugin is given finds its default port, in any process
+        urls.declare(self.cls.url_schemes)
 
     def check(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The driver's option values, checked one by one and together, defaults filled."""
@@ -76,3 +81,26 @@ __all__ = [
     "import_class",
     "load",
 ]
+
+
+def parse_options(
+    plugin: str, specs: Mapping[str, Option], raw: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Check ``raw`` driver options against ``specs``; return them with defaults filled.
+
+    Raises :class:`OptionError` naming the option for anything unknown, ill-typed,
+    out of bounds or not among the choices.
+    """
+    unknown = sorted(set(raw) - set(specs))
+    if unknown:
+        known = ", ".join(sorted(specs)) or "none"
+        raise OptionError(plugin, unknown[0], f"not supported (this plugin's options: {known})")
+    out: dict[str, Any] = {}
+    for name, spec in specs.items():
+        value = raw.get(name, spec.default)
+        if name in raw:
+            problem = spec.problem(value)
+            if problem:
+                raise OptionError(plugin, name, problem)
+        out[name] = value
+    return out

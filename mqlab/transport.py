@@ -36,18 +36,17 @@ with or without the oslo envelope) so every driver carries identical payloads.
   subclass that overrides ``cast`` alone still has its ``cast`` called.
 
 Errors: raise only :mod:`mqlab.errors` types (``Undeliverable``, ``CallTimeout``,
-``ConnectionLost``, ``ConnectFailed``, ``DriverError``), chained with ``from``.
-The patterns a plugin supports follow from what it overrides: ``call`` and
-``cast`` need ``serve_rpc`` and the client method, ``notify`` needs
-``serve_notifications`` and ``notify``; the core refuses any other pattern
-before a worker starts, as it refuses what :attr:`Transport.features` does not
-declare.
+``ConnectionLost``, ``ConnectFailed``, ``DriverError``), chained with ``from``. The
+patterns follow from what a plugin overrides (``call``/``cast`` need ``serve_rpc``,
+``notify`` needs ``serve_notifications``); the core refuses others before a worker
+starts, as it refuses what :attr:`Transport.features` does not declare.
 
-Options: :attr:`Transport.option_specs` is the schema (class level: types,
-default, bounds, choices); ``self.options`` / ``config.options`` are the values
-(instance level), checked once by the core before any worker starts, defaults
-filled. Value combinations go in :meth:`Transport.check_combinations`; nothing
-is checked again in ``start()``.
+Options: :attr:`Transport.option_specs` is the schema; ``self.options`` the values,
+checked once by the core, defaults filled; combinations in :meth:`check_combinations`.
+
+Cancellation safety: the core cancels a send it stops waiting for (a deadline, a step's
+end, Ctrl-C). A library call that must not be cut in half (a transaction, a flush) is
+shielded, or its connection replaced, never reused half-done.
 
 Timing rules (the core enforces them, the kit tests them):
 
@@ -65,7 +64,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from mqlab.errors import ConnectionLost, OptionError, TransportError
+from mqlab.errors import ConnectionLost, TransportError
 
 _LOG = logging.getLogger("mqlab.transport")
 
@@ -154,8 +153,9 @@ class Features:
     mandatory: bool = False  # can fail fast when nobody listens
     durable: bool = False  # honours Target.durable
     fanout: bool = False  # supports Target.fanout casts
-    #: the managed server this plugin talks to ("rabbitmq"; None: brokerless or in-process);
-    #: with ``[broker] managed = true`` the core starts one of these for the run
+    #: the server mqlab starts with ``[broker] managed = true`` and samples ("rabbitmq", or
+    #: one a plugin ships, ``mqlab.servers``); None: none started nor measured (brokerless,
+    #: in-process, or a broker the driver's ``url`` names: its broker CPU is null)
     server: str | None = None
     in_process: bool = False  # True: servers and clients must share one process
     #: honours Target.queue_type (classic, mirrored, quorum RabbitMQ queues)
@@ -255,29 +255,6 @@ class OptionConflict(ValueError):
         self.problem = problem
 
 
-def parse_options(
-    plugin: str, specs: Mapping[str, Option], raw: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Check ``raw`` driver options against ``specs``; return them with defaults filled.
-
-    Raises :class:`OptionError` naming the option for anything unknown, ill-typed,
-    out of bounds or not among the choices.
-    """
-    unknown = sorted(set(raw) - set(specs))
-    if unknown:
-        known = ", ".join(sorted(specs)) or "none"
-        raise OptionError(plugin, unknown[0], f"not supported (this plugin's options: {known})")
-    out: dict[str, Any] = {}
-    for name, spec in specs.items():
-        value = raw.get(name, spec.default)
-        if name in raw:
-            problem = spec.problem(value)
-            if problem:
-                raise OptionError(plugin, name, problem)
-        out[name] = value
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class TransportConfig:
     """What the core hands a transport: broker URL(s) and its checked options."""
@@ -303,6 +280,9 @@ class Transport(abc.ABC):
     features: ClassVar[Features] = Features()
     #: the schema of the options this plugin accepts beyond ``plugin``
     option_specs: ClassVar[Mapping[str, Option]] = {}
+    #: URL schemes a driver may be given, each with its default port (None: no host, as
+    #: ``ipc://``); the profile check refuses others (empty: any scheme, with its port)
+    url_schemes: ClassVar[Mapping[str, int | None]] = {}
     #: set by the core on each instance: where :meth:`report` sends an error (a
     #: worker counts it); a class default, so a plugin's own ``__init__`` cannot lose it
     on_report: Callable[[TransportError], None] | None = None
@@ -335,6 +315,18 @@ class Transport(abc.ABC):
         :class:`OptionConflict` naming the option to change. Called once, by the
         core, before any worker starts.
         """
+
+    @classmethod
+    def across_hosts(cls, options: Mapping[str, Any]) -> str | None:
+        """Why a driver with these (checked) options cannot have its servers and its
+        clients on different machines, in one line saying what to set; None when it can.
+
+        Called by the core for a profile whose ``[hosts]`` are other machines, before
+        anything starts: what only one machine can reach (an address of its own
+        loopback, a directory of its own disk) would lose every message there. The core
+        itself refuses a driver URL on loopback.
+        """
+        return None
 
     def report(self, error: TransportError, connection: str = "") -> None:
         """Tell the core of an error that no call or cast raised.

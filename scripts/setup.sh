@@ -22,7 +22,8 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
 # redis-server: the redis-streams driver's server and the zmq driver's optional matchmaker
 # nats-server, mosquitto: the nats and mqtt drivers' servers (mqlab starts private ones on
 # free ports; the system services Debian starts on install are stopped below, never used)
-# gcc, pkg-config, libssl-dev, libsasl2-dev, python3-dev: python-qpid-proton builds from source;
+# gcc, pkg-config, libssl-dev, libsasl2-dev, python3-dev: python-qpid-proton builds from source,
+# and mqlab's own hot modules compile with mypyc (setup.py; MQLAB_COMPILE=0 keeps them pure);
 # libsasl2-modules: the PLAIN mechanism the amqp1 driver always asks for
 # iproute2, nftables: the `loss` fault runs a step's workers in a network namespace whose veth
 # link drops packets at random (nft numgen); no tc netem needed
@@ -30,7 +31,11 @@ packages=(rabbitmq-server redis-server nats-server mosquitto gcc pkg-config libs
 # chromium (test only): the suite opens `mqlab report`'s HTML in it, headless, to check that
 # every chart draws (Debian's package; on Ubuntu it is a snap, which CI containers cannot run)
 # tmux (test only): the live monitor's tests run `mqlab run` in a tmux pane and press keys
-if [[ $mode == test ]]; then packages+=(chromium tmux); fi
+# openssh-server (test only): `mqlab hosts up`'s tests run sshd (their own config and keys, by
+# PID) in each load host's network namespace; the system's ssh service is not used
+# beanstalkd (test only): the server of examples/beanstalk, the plugin for a broker mqlab does
+# not know, which its test runs the kit and a managed run against
+if [[ $mode == test ]]; then packages+=(chromium tmux openssh-server beanstalkd); fi
 # a Java runtime (test only, when there is none): RabbitMQ PerfTest, the broker's ceiling
 # that `mqlab ceiling` shows, and the managed Kafka broker; their tests never skip
 if [[ $mode == test ]] && ! command -v java >/dev/null; then packages+=(default-jre-headless); fi
@@ -48,7 +53,10 @@ if ((${#missing[@]})); then
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
-  for svc in mosquitto nats-server redis-server; do
+  services=(mosquitto nats-server redis-server beanstalkd)
+  # the ssh service only when this very install brought it (a machine reached over SSH keeps it)
+  if [[ " ${missing[*]} " == *" openssh-server "* ]]; then services+=(ssh); fi
+  for svc in "${services[@]}"; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
       "${sudo[@]}" systemctl disable --now "$svc" >/dev/null 2>&1 || true
     fi
@@ -81,8 +89,11 @@ plugins=()
 for d in plugins/*/; do [[ -f $d/pyproject.toml ]] && plugins+=(-e "$d"); done
 # test mode: the hosts extra too (Dask distributed, cryptography), which tests/test_hosts.py uses
 extras=dev
-if [[ $mode == test ]]; then extras=dev,hosts; fi
+# test mode: examples/beanstalk too (a plugin package outside plugins/, with its server)
+if [[ $mode == test ]]; then extras=dev,hosts; plugins+=(-e examples/beanstalk); fi
 pip_quietly -e ".[$extras]" "${plugins[@]}"
+# the results' environment says which path the per-message modules run (mqlab/native.py)
+say "harness: $(.venv/bin/python -c 'from mqlab import native; s = native.status(); print(s["path"], "-", s.get("compiler") or s.get("why"))')"
 
 # RabbitMQ PerfTest (optional): `mqlab ceiling` shows its rate as the broker's own ceiling.
 # Its jars come from Maven Central into ~/.cache/mqlab (a few MB, once); without Java,
@@ -130,7 +141,8 @@ say "ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 say "mypy --strict"
-typed=(mqlab examples/memory_transport.py examples/redis_lists.py)  # the examples are models: typed like the core
+# the examples are models: typed like the core
+typed=(mqlab examples/memory_transport.py examples/redis_lists.py examples/beanstalk/mqlab_beanstalk.py)
 for d in plugins/*/pyproject.toml; do
   name=$(basename "$(dirname "$d")")
   typed+=("plugins/$name/mqlab_$name")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +62,27 @@ def worker_processes() -> list[psutil.Process]:
         if "mqlab.worker.process" in cmd and started_here(p):
             found.append(p)
     return found
+
+
+def stop_tree(proc: subprocess.Popen[bytes]) -> None:
+    """A process the test started and everything under it (``unshare`` forks), each killed by
+    its PID."""
+    try:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        kids = []
+    for p in (*kids, proc):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGKILL)
+    proc.wait(10)
+    psutil.wait_procs(kids, timeout=10)
+
+
+def clock_offsets(stdout: str) -> dict[str, tuple[float, float]]:
+    """Host name -> (offset s, bound s) from `mqlab hosts check`'s lines."""
+    out = {}
+    for m in re.finditer(
+        r"^(\w+) \(.*?monotonic clock ([-+][\d.]+) s .*?within ([\d.]+) µs", stdout, re.M
+    ):
+        out[m.group(1)] = (float(m.group(2)), float(m.group(3)) / 1e6)
+    return out

@@ -13,6 +13,10 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from mqlab.record import legacy
+from mqlab.record.step import StepRecord
+from mqlab.record.wire import from_wire
+
 MASKED_URL = "amqp://guest:***@127.0.0.1:5672/"
 
 
@@ -140,3 +144,10 @@ def schema1_run() -> dict[str, Any]:
 def write(path: Path, doc: dict[str, Any]) -> Path:
     path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     return path
+
+
+def typed(step_doc: dict[str, Any], duration: float = 3.0) -> StepRecord:
+    """A step as a schema-2 file holds it, read into the record type as the reader does."""
+    doc = {"profile": {"run": {"duration": duration}}, "steps": [copy.deepcopy(step_doc)]}
+    legacy.normalise(doc)
+    return from_wire(StepRecord, doc["steps"][0])

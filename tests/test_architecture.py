@@ -18,34 +18,40 @@ PKG = ROOT / "mqlab"
 DOC = ROOT / "docs" / "architecture.md"
 MAX_FLOORS = 9
 MAX_FLAT = 20
+#: one concept per module, a few hundred lines each
+MAX_LINES = 450
 # the one-way order of the subpackages, lowest first; a unit may import only units before it
 # (and itself). Flat modules of mqlab/ are units of their own, named "mqlab.X".
 ORDER = (
+    "mqlab.native",
     "mqlab.errors",
     "mqlab.transport",
     "mqlab",  # __init__: the contract re-exported
     "mqlab.codec",
     "mqlab.terminal",
+    "mqlab.inputs",
     "mqlab.eventloop",
     "mqlab.netns",
     "mqlab.finder",
     "mqlab.maven",
+    "mqlab.bounds",
     "mqlab.netns",
     "mqlab.sdk",
     "mqlab.registry",
     "mqlab.redact",
     "mqlab.loopback",
     "mqlab.measure",
+    "mqlab.config",
+    "mqlab.record",
     "mqlab.rabbitmq",
     "mqlab.live",
-    "mqlab.config",
     "mqlab.results",
     "mqlab.worker",
     "mqlab.hosts",
     "mqlab.ceiling",
     "mqlab.faults",
-    "mqlab.run",
     "mqlab.servers",
+    "mqlab.run",
     "mqlab.report",
     "mqlab.testing",
     "mqlab.console",
@@ -175,6 +181,46 @@ def test_the_house_has_at_most_nine_floors_and_few_flat_modules() -> None:
     assert max(floors.values()) <= MAX_FLOORS, sorted(floors.items(), key=lambda kv: kv[1])
     flat = [p.name for p in PKG.glob("*.py") if p.name != "__init__.py"]
     assert len(flat) <= MAX_FLAT, flat
+
+
+def test_no_module_is_over_450_lines() -> None:
+    over = [
+        f"{p.relative_to(ROOT)}: {n}"
+        for p in sorted([*PKG.rglob("*.py"), *(ROOT / "plugins").rglob("*.py")])
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    ]
+    assert not over, f"modules over {MAX_LINES} lines (split them by concept): {over}"
+
+
+def _drawn_floors() -> dict[str, int]:
+    """docs/architecture.md's floor drawing: each unit (a subpackage or a flat module, one
+    a line, its name in the second column) and the floor it is drawn on."""
+    text = DOC.read_text()
+    block = next(b for b in text.split("```")[1::2] if b.lstrip().startswith("floor "))
+    out: dict[str, int] = {}
+    floor = 0
+    for line in block.splitlines():
+        # a unit's name stands in the drawing's second column; deeper lines continue its text
+        m = re.match(r"floor (\d+) {2}(\w+)", line) or re.match(r" {9}(\w+)", line)
+        if m is None:
+            continue
+        if line.startswith("floor"):
+            floor = int(m.group(1))
+        name = m.groups()[-1]
+        assert name not in out, f"{name} is drawn twice"
+        out[name] = floor
+    return out
+
+
+def test_the_floor_drawing_is_the_import_graph() -> None:
+    real = {
+        u.removeprefix("mqlab.") if u != "mqlab" else u: f for u, f in _floors(unit_graph()).items()
+    }
+    drawn = _drawn_floors()
+    missing, extra = sorted(set(real) - set(drawn)), sorted(set(drawn) - set(real))
+    assert not missing and not extra, f"not drawn: {missing}; drawn, not a unit: {extra}"
+    wrong = {u: (drawn[u], real[u]) for u in real if drawn[u] != real[u]}
+    assert not wrong, f"drawn on another floor than the imports put it (drawn, real): {wrong}"
 
 
 def test_every_subpackage_says_what_it_holds() -> None:

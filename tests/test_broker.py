@@ -24,9 +24,9 @@ import psutil
 import pytest
 
 from mqlab import rabbitmq
+from mqlab.config.nodes import worker_urls
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq import Cluster, Management, host, node, queues
-from mqlab.rabbitmq.placement import worker_urls
 from mqlab.rabbitmq.sampler import ManagementSampler, ProcessSampler
 
 from .helpers import mqlab

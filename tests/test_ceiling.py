@@ -6,7 +6,8 @@ RabbitMQ to measure against): one where Java is on
 PATH (every cast step shows its reference loop's rate, the plugin's share of
 it, and RabbitMQ PerfTest's rate), one with Java hidden from PATH (one line
 says PerfTest did not run; the library loops still do) and with a plugin that
-ships no reference loop (one line names it).
+ships no reference loop (one line names it). And one brokerless run (zmq): mqlab's own
+share of each message's CPU, beside the bare library loop's.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ import pytest
 
 from tests.conftest import BrokerHandle
 from tests.helpers import mqlab, results, write_profile
-
-pytestmark = pytest.mark.broker
 
 PROFILE = """
 [run]
@@ -65,6 +64,7 @@ def _row(stdout: str, driver: str) -> str:
     return row
 
 
+@pytest.mark.broker
 def test_every_cast_step_shows_its_library_ceiling_and_perftest(
     tmp_path: Path, broker: BrokerHandle
 ) -> None:
@@ -79,9 +79,14 @@ def test_every_cast_step_shows_its_library_ceiling_and_perftest(
         assert perftest["rate"] > 0 and perftest["percent"] > 0, perftest
         assert "-x 1 -y 1 -s 201 -z 3 -a" in perftest["command"], perftest
         assert "guest:***@" in perftest["command"]  # the password never shown
+        # CPU per message of the step's client and server, of the loop's two processes
+        cpu = (*ceiling["cpu_us"].values(), *ceiling["loop_cpu_us"].values())
+        assert len(cpu) == 4 and all(us > 0 for us in cpu), ceiling
+        assert isinstance(ceiling["mqlab_share"], float), ceiling
     for driver, library in (("pika", "pika "), ("aiormq", "aiormq ")):
         row = _row(proc.stdout, driver)
-        assert library in row and row.count("%") == 2, row  # % of loop, % of PerfTest
+        # % of loop, mqlab's share, % of PerfTest
+        assert library in row and row.count("%") == 3, row
     assert "broker ceiling: PerfTest 2.22.1 (Java " in proc.stdout
     # pika is mandatory by default: its casts waited for confirms, the loop's did not
     assert (
@@ -107,6 +112,7 @@ def _without_java(tmp_path: Path) -> str:
     return os.pathsep.join(dirs)
 
 
+@pytest.mark.broker
 def test_without_java_one_line_says_so_and_the_library_loop_still_runs(
     tmp_path: Path, broker: BrokerHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,3 +127,25 @@ def test_without_java_one_line_says_so_and_the_library_loop_still_runs(
     assert proc.stdout.count("no Java on PATH: PerfTest") == 1, proc.stdout  # one line
     assert lo["ceiling"]["rate"] is None and lo["ceiling"]["perftest"] is None
     assert "plugin 'loopback' ships no reference loop" in proc.stdout
+
+
+def test_mqlab_s_own_share_of_each_message_s_cpu_is_in_the_table(tmp_path: Path) -> None:
+    # zmq needs no broker: its step's client and server beside pyzmq's bare PUSH/PULL loop
+    path = write_profile(
+        tmp_path / "p.toml", PROFILE.format(drivers='[drivers.zmq]\nplugin = "zmq"\n')
+    )
+    out = tmp_path / "r.json"
+    proc = mqlab("ceiling", str(path), "-o", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (step,) = results(out)["steps"]
+    ceiling = step["ceiling"]
+    mine, bare = ceiling["cpu_us"], ceiling["loop_cpu_us"]
+    assert set(mine) == {"client", "server"} and set(bare) == {"publisher", "consumer"}
+    assert all(us > 0 for us in (*mine.values(), *bare.values())), ceiling
+    # mqlab numbers, stamps, encodes and records every message the library moves: the
+    # step's client and server spend more per message than the loop's, and the table says
+    # how much of it is mqlab's
+    assert 0 < ceiling["mqlab_share"] < 100, ceiling
+    (row,) = [ln for ln in proc.stdout.splitlines() if " zmq " in ln and "pyzmq" in ln]
+    assert f"{mine['client']:.1f} + {mine['server']:.1f}" in row, row
+    assert f"{ceiling['mqlab_share']:.0f} %" in row, row

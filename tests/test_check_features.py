@@ -121,14 +121,17 @@ def test_retry_0_promises_at_most_once_only_where_the_plugin_declares_it() -> No
 def test_the_step_verdict_of_a_kombu_style_retry_0_promises_nothing() -> None:
     from mqlab.faults.attribution import Candidate
     from mqlab.faults.explain import explain
+    from mqlab.record.figures import Figures
+    from mqlab.record.values import Latency, Series, Throughput
 
     ev = Candidate("connection_lost c1", "connection_lost", 1_000_000_000, "c1", "conn", {1: 5})
-    record = {"lost": 0, "duplicates": 3, "series": {"sent": [], "received": []},
-              "spontaneous": []}  # fmt: skip
-    out = explain(record, [ev], ["lost"], [0], 0, [3], 0, None, {"retry": 0}, "kombu", 1, 0)
-    verdict = out["verdict"]
-    assert verdict["verdict"] == "no promise" and verdict["promise"] is None
-    assert "kombu does not declare at-most-once" in verdict["note"]
+    figures = Figures(lost=0, duplicates=3, throughput=Throughput(), latency_ms=Latency(),
+                      series=Series())  # fmt: skip
+    out = explain(figures, (), [ev], ["lost"], [0], 0, [3], 0, None, {"retry": 0}, "kombu", 1, 0)
+    verdict = out.verdict
+    assert verdict is not None
+    assert verdict.verdict == "no promise" and verdict.promise is None
+    assert "kombu does not declare at-most-once" in verdict.note
     # pika declares it: the same duplicates break its promise
-    pika = explain(record, [ev], ["lost"], [0], 0, [3], 0, None, {"retry": 0}, "pika", 1, 0)
-    assert pika["verdict"]["verdict"] == "broken"
+    pika = explain(figures, (), [ev], ["lost"], [0], 0, [3], 0, None, {"retry": 0}, "pika", 1, 0)
+    assert pika.verdict is not None and pika.verdict.verdict == "broken"

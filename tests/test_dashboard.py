@@ -55,7 +55,7 @@ def names_in(text: str) -> set[str]:
 def mqlab_names() -> set[str]:
     exporter = Exporter("fixture", "r.json", 3)
     for record in fx.schema2_run()["steps"]:
-        exporter.step(record)
+        exporter.step(fx.typed(record))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(exporter)
     return names_in(generate_latest(registry).decode())

@@ -13,12 +13,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from mqlab.faults.attribution import Candidate, attribute
 from mqlab.faults.explain import explain
 from mqlab.faults.losses import not_measured
 from mqlab.measure.ledger import Ledger
+from mqlab.record.events import Event, Spontaneous, Verdict
+from mqlab.record.figures import Figures
+from mqlab.record.sections import Losses
+from mqlab.record.values import Latency, Series, Throughput
+from mqlab.record.wire import to_wire
 from tests.helpers import ROOT, write_profile
 
 _DROPPY = '''
@@ -130,14 +134,17 @@ def test_a_duplicate_goes_to_the_event_after_its_send_whichever_worker_repeated_
     assert attribute(evs, str(tmp_path), 1, {1: 100}, 0, 3) == ([0], 0, [2], 1)
 
 
-def _record(lost: int, duplicates: int = 0) -> dict[str, Any]:
-    return {"lost": lost, "duplicates": duplicates, "series": {"sent": [], "received": []},
-            "spontaneous": [
-                {"t_s": 2.0, "kind": "blocked", "worker": "c1", "connection": "conn",
-                 "cause": "the broker blocked the connection (low on memory)", "count": 1},
-                {"t_s": 6.1, "kind": "connection_lost", "worker": "c1", "connection": "conn",
-                 "cause": "TimeoutError(110, 'Connection timed out')", "count": 1},
-            ]}  # fmt: skip
+def _figures(lost: int, duplicates: int = 0) -> Figures:
+    return Figures(lost=lost, duplicates=duplicates, throughput=Throughput(),
+                   latency_ms=Latency(), series=Series())  # fmt: skip
+
+
+SPONTANEOUS = (
+    Spontaneous(t_s=2.0, kind="blocked", worker="c1", connection="conn",
+                cause="the broker blocked the connection (low on memory)", count=1),
+    Spontaneous(t_s=6.1, kind="connection_lost", worker="c1", connection="conn",
+                cause="TimeoutError(110, 'Connection timed out')", count=1),
+)  # fmt: skip
 
 
 def test_the_note_names_the_timeout_the_flow_control_and_the_promise() -> None:
@@ -145,35 +152,34 @@ def test_the_note_names_the_timeout_the_flow_control_and_the_promise() -> None:
     cause = "TimeoutError(110, 'Connection timed out')"
     at_most_once: dict[str, object] = {"retry": 0, "tcp_user_timeout": 0.25}
 
-    def judge(options: dict[str, object], lost: int, dups: int = 0) -> dict[str, object]:
-        out = explain(_record(lost, dups), [ev], [cause], [lost], 0, [dups], 0, None,
-                      options, "pika", 1, 0)  # fmt: skip
-        verdict = out["verdict"]
-        assert isinstance(verdict, dict)
-        return verdict
+    def judge(options: dict[str, object], lost: int, dups: int = 0) -> Verdict:
+        out = explain(_figures(lost, dups), SPONTANEOUS, [ev], [cause], [lost], 0, [dups], 0,
+                      None, options, "pika", 1, 0)  # fmt: skip
+        assert out.verdict is not None
+        return out.verdict
 
     v = judge(at_most_once, 135_828)
-    assert v["note"] == (
+    assert v.note == (
         "135,828 lost when pika's connection timed out (TCP_USER_TIMEOUT 0.25 s) during 4.1 s "
         "of flow control (memory alarm); retry = 0 promises at most once: kept"
     )
-    assert v["verdict"] == "kept" and v["failed"] is False
+    assert v.verdict == "kept" and v.failed is False
     # at most once must not duplicate; at least once must not lose
-    assert judge(at_most_once, 0, 7)["verdict"] == "broken"
-    assert judge({"retry": 3}, 12)["verdict"] == "broken"
-    assert judge({"retry": 3}, 0, 7)["verdict"] == "kept"
-    assert judge({}, 12)["verdict"] == "no promise"
+    assert judge(at_most_once, 0, 7).verdict == "broken"
+    assert judge({"retry": 3}, 12).verdict == "broken"
+    assert judge({"retry": 3}, 0, 7).verdict == "kept"
+    assert judge({}, 12).verdict == "no promise"
     # one phrase for the same cause, counted
-    twice = explain(_record(30), [ev, ev], [cause, cause], [10, 20], 0, [0, 0], 0, None,
-                    at_most_once, "pika", 1, 0)  # fmt: skip
-    assert twice["verdict"]["note"].startswith(
+    twice = explain(_figures(30), SPONTANEOUS, [ev, ev], [cause, cause], [10, 20], 0, [0, 0],
+                    0, None, at_most_once, "pika", 1, 0)  # fmt: skip
+    assert twice.verdict is not None and twice.verdict.note.startswith(
         "30 lost when pika's connection timed out 2 times (TCP_USER_TIMEOUT 0.25 s) during"
     )
 
 
 def test_a_broker_with_no_flow_control_state_says_so_instead_of_a_blank() -> None:
     for server, name in (("nats", "NATS"), ("redis", "Redis"), ("mosquitto", "Mosquitto")):
-        flow = not_measured(server)
+        flow = to_wire(not_measured(server))
         assert flow["available"] is False and flow["why"].startswith(f"{name} has no flow")
         assert "ticks" not in flow and "longest_spell" not in flow  # nothing that reads as 0
 
@@ -183,17 +189,21 @@ def test_the_live_timeline_marks_what_nobody_injected_beside_the_injected() -> N
 
     from mqlab.live.timeline import series
     from mqlab.run.stepresult import build
-    from tests.test_stepresult import _outcome
+    from tests.test_stepresult import _outcome, record
 
-    record = replace(
-        build(_outcome([1, 2, 3, 4], [5.0] * 4)),
-        events=({"t_s": 2.0, "action": "memory_alarm"},),
-        spontaneous=(
-            {"t_s": 3.3, "kind": "connection_lost", "worker": "c1"},
-            {"t_s": 1.5, "kind": "blocked", "worker": "c1"},
-            {"t_s": None, "kind": "more", "worker": ""},
-        ),
-    )
-    assert series(record, running=True).events == (
+    def ev(t_s: float | None, kind: str, worker: str) -> Spontaneous:
+        return Spontaneous(t_s=t_s, kind=kind, worker=worker, connection="", cause="", count=1)
+
+    got = build(_outcome([1, 2, 3, 4], [5.0] * 4))
+    rec = record(got)
+    rec = replace(
+        rec,
+        figures=replace(rec.figures, events=(Event(t_s=2.0, action="memory_alarm"),)),
+        losses=Losses(spontaneous=(
+            ev(3.3, "connection_lost", "c1"), ev(1.5, "blocked", "c1"), ev(None, "more", ""),
+        )),
+    )  # fmt: skip
+    record_ = rec
+    assert series(record_, running=True).events == (
         (1.5, "blocked c1"), (2.0, "memory_alarm"), (3.3, "connection_lost c1"),
     )  # fmt: skip

@@ -11,6 +11,7 @@ from mqlab import netns
 from mqlab.config.profile import parse_profile
 from mqlab.console.cli import main
 from mqlab.faults import verdict
+from mqlab.record.events import Phase
 
 from .helpers import write_profile
 
@@ -178,36 +179,36 @@ def test_loss_on_a_host_without_nftables_is_refused_naming_the_install(
     assert code == 0, err  # this machine has root, ip and nft (scripts/setup.sh installs nft)
 
 
-def _record(lost: int, duplicates: int) -> dict[str, object]:
-    return {"lost": lost, "duplicates": duplicates, "errors": {}}
+def _record(lost: int, duplicates: int) -> dict[str, int]:
+    return {"lost": lost, "duplicates": duplicates, "timed_out": 0}
 
 
 # a window of 12 s (series index 1 is its first second): steady 100/s, the event at 4 s
 # takes throughput down for 2 s, it is back from 7 s on
 STEADY = [0, 100, 100, 100, 100, 100, 10, 0, 100, 100, 100, 100, 100]
-PHASES = [{"name": "before", "start_s": 0.0, "end_s": 4.0},
-          {"name": "kill_node node1", "start_s": 4.0, "end_s": 12.0}]  # fmt: skip
+PHASES = [Phase(name="before", start_s=0.0, end_s=4.0),
+          Phase(name="kill_node node1", start_s=4.0, end_s=12.0)]  # fmt: skip
 
 
 def test_detection_and_recovery_are_read_from_the_series() -> None:
     [f] = verdict.per_event(PHASES, 1, 12, STEADY, [0] * 13, _record(0, 0), {"retry": 3})
-    assert f["detected_by"] == "throughput"
-    assert f["detect_s"] == 2.0  # the second 5-6 s is the first under half: at most 2 s
-    assert f["recover_s"] == 3.0  # from 7 s, three seconds at 90 % or more
-    assert f["verdict"] == "kept"
+    assert f.detected_by == "throughput"
+    assert f.detect_s == 2.0  # the second 5-6 s is the first under half: at most 2 s
+    assert f.recover_s == 3.0  # from 7 s, three seconds at 90 % or more
+    assert f.verdict == "kept"
 
 
 def test_an_error_detects_the_event_before_throughput_falls() -> None:
     errors = [0] * 13
     errors[5] = 4  # the second 4-5 s
     [f] = verdict.per_event(PHASES, 1, 12, STEADY, errors, _record(0, 0), {"retry": 3})
-    assert (f["detected_by"], f["detect_s"], f["errors"]) == ("error", 1.0, 4)
+    assert (f.detected_by, f.detect_s, f.errors) == ("error", 1.0, 4)
 
 
 def test_no_recovery_within_the_window_is_said_as_none() -> None:
     flat = STEADY[:6] + [0] * 7
     [f] = verdict.per_event(PHASES, 1, 12, flat, [0] * 13, _record(0, 0), {"retry": 3})
-    assert f["recover_s"] is None
+    assert f.recover_s is None
 
 
 @pytest.mark.parametrize(
@@ -224,19 +225,19 @@ def test_the_verdict_holds_the_driver_to_its_promise(
     retry: int, lost: int, dup: int, expected: str
 ) -> None:
     [f] = verdict.per_event(PHASES, 1, 12, STEADY, [0] * 13, _record(lost, dup), {"retry": retry})
-    assert f["verdict"] == expected
+    assert f.verdict == expected
 
 
 def test_a_driver_without_retry_promises_nothing() -> None:
     [f] = verdict.per_event(PHASES, 1, 12, STEADY, [0] * 13, _record(5, 5), {})
-    assert (f["verdict"], f["promise"]) == ("no promise", None)
+    assert (f.verdict, f.promise) == ("no promise", None)
 
 
 def test_a_drop_after_the_next_event_is_that_event_s() -> None:
-    phases = [{"name": "before", "start_s": 0.0, "end_s": 4.0},
-              {"name": "kill_node node1", "start_s": 4.0, "end_s": 8.0},
-              {"name": "start_node node1", "start_s": 8.0, "end_s": 12.0}]  # fmt: skip
+    phases = [Phase(name="before", start_s=0.0, end_s=4.0),
+              Phase(name="kill_node node1", start_s=4.0, end_s=8.0),
+              Phase(name="start_node node1", start_s=8.0, end_s=12.0)]  # fmt: skip
     series = [0, 100, 100, 100, 100, 100, 100, 100, 100, 20, 100, 100, 100]
     kill, start = verdict.per_event(phases, 1, 12, series, [0] * 13, _record(0, 0), {"retry": 1})
-    assert kill["detect_s"] is None and kill["recover_s"] is None
-    assert start["detect_s"] == 1.0 and start["recover_s"] == 1.0
+    assert kill.detect_s is None and kill.recover_s is None
+    assert start.detect_s == 1.0 and start.recover_s == 1.0

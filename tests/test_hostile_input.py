@@ -66,7 +66,13 @@ BAD = {
     "port 99999": ('[broker]\nurl = "amqp://h:99999/"\n' + LOOPBACK, "broker.url", "range"),
     "port abc": ('[broker]\nurl = "amqp://h:abc/"\n' + LOOPBACK, "broker.url", "port"),
     "port 0": ('[broker]\nurl = "amqp://h:0/"\n' + LOOPBACK, "broker.url", "port 0"),
-    "ftp": ('[broker]\nurl = "ftp://h/"\n' + LOOPBACK, "broker.url", "unknown URL scheme"),
+    "ftp": (
+        '[broker]\nurl = "ftp://h/"\n[drivers.p]\nplugin = "pika"\n[[scenario]]\n'
+        'pattern = "cast"\nconcurrency = 1\n',
+        "broker.url",
+        "is not one plugin 'pika' (driver 'p') takes: amqp://, amqps://",
+    ),
+    "scheme": ('[broker]\nurl = "1ftp://h/"\n' + LOOPBACK, "broker.url", "is not a URL scheme"),
     "no host": ('[broker]\nurl = "amqp:///vhost"\n' + LOOPBACK, "broker.url", "no host"),
     "space in url": ('[broker]\nurl = "amqp://h /"\n' + LOOPBACK, "broker.url", "space"),
     "driver url": (
@@ -150,7 +156,7 @@ def test_deep_nesting_devices_and_huge_files_are_refused_in_one_line(
         (["--processes", "0"], "--processes"),
         (["--processes", "99999"], "run.processes"),
         (["--broker", "amqp://h:99999/"], "--broker"),
-        (["--broker", "ftp://h/"], "--broker"),
+        (["--broker", "1ftp://h/"], "--broker"),
         (["--frobnicate"], "run: unrecognized arguments: --frobnicate (see mqlab run --help)"),
     ],
 )

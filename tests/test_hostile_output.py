@@ -213,7 +213,7 @@ def test_full_disk_keeps_the_last_good_file_and_the_measured_figures(tmp_path: P
     assert re.search(r"received=[1-9]", proc.stdout), proc.stdout
     assert "file-size limit (ulimit -f) leaves room for" in proc.stderr, proc.stderr
     doc = strict_json(out)  # the last good copy, intact
-    assert doc["schema"] == 2 and doc["steps"] == []
+    assert doc["schema"] == 3 and doc["steps"] == []
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".results-")]
 
 
@@ -221,12 +221,19 @@ def test_full_disk_keeps_the_last_good_file_and_the_measured_figures(tmp_path: P
 
 
 def test_results_file_is_strict_json_whatever_a_figure_holds(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from mqlab.record.values import Throughput
     from mqlab.results.store import ResultsFile
+    from tests.results_fixtures import step, typed
 
     res = ResultsFile(tmp_path / "r.json", {"run": {}}, {"x": float("nan")})
-    res.add_step({"driver": "a", "rate": float("inf"), "list": [float("-inf"), 1.5]})
+    record = typed(step(0, "a"))
+    throughput = Throughput(mean=float("inf"), stdev=float("-inf"), seconds=3)
+    res.add_step(replace(record, figures=replace(record.figures, throughput=throughput)))
     doc = strict_json(tmp_path / "r.json")
-    assert doc["environment"]["x"] is None and doc["steps"][0]["list"] == [None, 1.5]
+    assert doc["environment"]["x"] is None
+    assert doc["steps"][0]["throughput"] == {"mean": None, "stdev": None, "seconds": 3}
 
 
 # -- classes 6 and 7: text the terminal interprets, files of the wrong shape ------
@@ -284,7 +291,7 @@ def test_the_console_prints_any_text_as_text() -> None:
     ("content", "words"),
     [
         ("[]", "expected a JSON object"),
-        ('{"schema": 3, "steps": []}', "results schema 3 is not one this mqlab reads"),
+        ('{"schema": 4, "steps": []}', "results schema 4 is not one this mqlab reads"),
         ('{"schema": 2}', "no schema and steps"),
         (
             '{"schema": 2, "steps": [1], "profile": {}, "environment": {}, "status": "done"}',

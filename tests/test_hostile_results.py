@@ -24,7 +24,8 @@ import pytest
 
 from mqlab.ceiling import hook
 from mqlab.console.cli import main
-from mqlab.live import seedtables, tables
+from mqlab.live import comparison, seedtables
+from mqlab.record import shape
 from mqlab.report import compare
 from mqlab.results import read
 from mqlab.results.record import Run
@@ -61,13 +62,14 @@ SECONDS = 20.0
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A real loopback run (two repeats: steps and an aggregate, a background stress), and a
-    step with every schema-2 field a broker run adds (faults, phases, nodes, open loop)."""
+    step with the fields a broker run adds (faults, phases, nodes, open loop), written as
+    this mqlab writes it."""
     tmp = tmp_path_factory.mktemp("real")
     out = tmp / "r.json"
     proc = mqlab("run", str(write_profile(tmp / "p.toml", PROFILE)), "-o", str(out), "-q")
     assert proc.returncode == 0, proc.stderr
     doc = strict_json(out)
-    troubled = fx.schema2_run()["steps"][5]
+    troubled = fx.typed(fx.schema2_run()["steps"][5]).to_wire()
     troubled["step"] = len(doc["steps"])
     doc["steps"].append(troubled)
     read.validate(json.loads(json.dumps(doc)))  # the base is a file the reader accepts
@@ -79,13 +81,13 @@ def _paths(value: Any, spec: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[
     figure); of a list only its first entry, but every step and aggregate."""
     if path:
         yield path
-    if isinstance(spec, read.Either):
+    if isinstance(spec, shape.Either):
         spec = spec.second if isinstance(value, dict) else spec.first
-    if isinstance(value, dict) and isinstance(spec, read.Record | read.Table):
+    if isinstance(value, dict) and isinstance(spec, shape.Record | shape.Table):
         for k, v in value.items():
-            sub = spec.fields.get(k) if isinstance(spec, read.Record) else spec.value
+            sub = spec.fields.get(k) if isinstance(spec, shape.Record) else spec.value
             yield from _paths(v, sub, (*path, k))
-    elif isinstance(value, list) and value and isinstance(spec, read.Seq):
+    elif isinstance(value, list) and value and isinstance(spec, shape.Seq):
         # every aggregate; of the steps the first (a real one) and the last (every field a
         # broker run adds); of any other list its first entry: its entries share one shape
         entries = {("steps",): (0, len(value) - 1), ("aggregates",): range(len(value))}
@@ -125,11 +127,11 @@ def _refused(code: int, err: str, path: Path) -> str:
 
 def _figures(run: Run, base: Run) -> None:
     """What show and compare compute from a run, without drawing it on a terminal."""
-    steps, aggregates = list(run.raw_steps), list(run.raw_aggregates)
+    steps, aggregates = list(run.steps), list(run.aggregates)
     for records in (steps, aggregates):  # as `mqlab show` draws them: two tables
-        tables.comparison(records)
-        tables.comparison_markdown(records)
-    tables.environment_line(run.environment)
+        comparison.comparison(records)
+        comparison.comparison_markdown(records)
+    comparison.environment_line(dict(run.environment))
     seedtables.top_rows(steps)
     seedtables.times_rows(steps)
     hook.markdown(steps)
@@ -225,10 +227,10 @@ def _forged(digits: int, highest: int) -> str:
         (("steps", 0, "histograms", "round_trip"), json.dumps(_forged(5, 2**62)), "settings"),
         (
             ("steps", 0, "series", "sent"),
-            json.dumps([0] * (read.MAX_SECONDS + 1)),
-            f"at most {read.MAX_SECONDS:,} entries",
+            json.dumps([0] * (shape.MAX_SECONDS + 1)),
+            f"at most {shape.MAX_SECONDS:,} entries",
         ),
-        (("schema",), "3", "results schema 3 is not one this mqlab reads"),
+        (("schema",), "4", "results schema 4 is not one this mqlab reads"),
         (("schema",), '"2"', 'results schema "2" is not one'),
     ],
 )
@@ -277,7 +279,7 @@ def test_a_results_file_at_the_limits_of_a_run_reads_and_reports(
     first = doc["steps"][0]
     doc["steps"] = [
         {**first, "step": i, "concurrency": 1 + i % 100, "repeat": i // 100}
-        for i in range(read.MAX_STEPS)
+        for i in range(shape.MAX_STEPS)
     ]
     path = fx.write(tmp_path / "big.json", doc)
     code, _, err = _run(capsys, "report", str(path), "-o", str(tmp_path / "big.html"))

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import signal
 import socket
 import subprocess
 import sys
@@ -26,7 +24,7 @@ import pytest
 from mqlab import netns
 from mqlab.hosts import certs
 
-from .helpers import mqlab, results, write_profile
+from .helpers import clock_offsets, mqlab, results, stop_tree, write_profile
 
 BIN = Path(sys.executable).parent
 #: the load hosts' clocks, seconds ahead of this one's (the second behind: no more than
@@ -87,19 +85,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """The process and what it started (unshare forks the worker), each by its PID."""
-    try:
-        kids = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        kids = []
-    for p in (*kids, proc):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p.pid, signal.SIGKILL)
-    proc.wait(10)
-    psutil.wait_procs(kids, timeout=10)
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     problem = netns.missing()
@@ -147,7 +132,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield Cluster(net, address, c, procs, tmp, argv, env)
     finally:
         for proc in procs.values():
-            _stop(proc)
+            stop_tree(proc)
         net.destroy()
         assert not netns.namespaces(prefix), "a namespace was left behind"
 
@@ -255,22 +240,12 @@ def test_a_background_stress_runs_on_the_hosts_beside_its_probe(
     assert all(h["cpu_percent"] > 0 for h in step["hosts"]["hosts"])
 
 
-def _offsets(stdout: str) -> dict[str, tuple[float, float]]:
-    """name -> (offset s, bound s) from `mqlab hosts check`'s lines."""
-    out = {}
-    for m in re.finditer(
-        r"^(\w+) \(.*?monotonic clock ([-+][\d.]+) s .*?within ([\d.]+) µs", stdout, re.M
-    ):
-        out[m.group(1)] = (float(m.group(2)), float(m.group(3)) / 1e6)
-    return out
-
-
 def test_check_finds_each_host_and_its_clock_offset_within_the_bound(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     proc = mqlab("hosts", "check", str(cluster.profile(tmp_path)), timeout=60)
     assert proc.returncode == 0, proc.stderr
-    got = _offsets(proc.stdout)
+    got = clock_offsets(proc.stdout)
     assert set(got) == {"w1", "w2"}, proc.stdout
     for name, (offset, bound) in got.items():
         # NTP's promise: the true offset lies within half the best round trip
@@ -370,7 +345,7 @@ def _kill_mid_step(cluster: Cluster, tmp_path: Path, host: str) -> tuple[dict[st
         assert clients, "the clients' worker never started on w2"
         time.sleep(3)
         killed_at = time.monotonic()
-        _stop(cluster.procs[host])
+        stop_tree(cluster.procs[host])
         _, err = run.communicate(timeout=90)  # no hang: the run ends on its own
     finally:
         if run.poll() is None:
@@ -442,7 +417,7 @@ def test_what_a_lost_server_host_may_have_received_after_its_last_state_is_unkno
     # 2.6 s: what was sent after the report that followed the loss (100..129) is lost
     from types import SimpleNamespace
 
-    from mqlab.hosts.pool import _unknown_receipts
+    from mqlab.hosts.section import _unknown_receipts
     from mqlab.measure.figures import WorkerFigures
     from mqlab.measure.ledger import Ledger
 
@@ -470,7 +445,7 @@ def test_what_a_lost_server_host_may_have_received_after_its_last_state_is_unkno
     # the step's slowest delivery took 0.8 s: a message sent after 1.7 s may still have
     # been on its way when the state was read: from 40 (the count at 1 s) on, less the
     # ten of them (40..49) that the state holds
-    slow = {"histograms": {"one_way": _histogram_with(800_000)}}
+    slow = {"one_way": _histogram_with(800_000)}
     assert _unknown_receipts(workers, servers, slow, int(2.5 * s), int(2.6 * s)) == 50
     # it never shipped a state: all it may have had is unknown
     assert _unknown_receipts(workers, servers, {}, None, int(2.6 * s)) == 50

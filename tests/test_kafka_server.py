@@ -98,8 +98,12 @@ def _cmdline(proc: Path, needle: str) -> bool:
         return False
 
 
-def test_a_data_directory_the_format_refuses_is_one_line_with_its_reason(tmp_path: Path) -> None:
-    (tmp_path / "data").write_text("not a directory")  # what a broken disk or a user left
+def test_a_data_directory_the_format_refuses_is_one_line_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # what a broken disk leaves where the fresh data directory was made (mqlab itself
+    # refuses a `data` it did not make: tests/test_hostile_managed.py)
+    monkeypatch.setattr(kafka, "fresh_data", lambda data: data.write_text("not a directory"))
     with pytest.raises(BrokerError) as caught, managed.managed(["kafka"], tmp_path):
         pass
     message = _one_line(caught)

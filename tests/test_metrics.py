@@ -230,7 +230,7 @@ def test_a_step_keeps_its_series_from_running_to_finished_and_gets_its_loss_at_t
 
     from mqlab.live.exporter import Exporter
     from mqlab.live.snapshot import RunSnapshot, StepRow
-    from tests.results_fixtures import step
+    from tests.results_fixtures import step, typed
 
     exporter = Exporter("r", "r.json", 1)
     registry = CollectorRegistry(auto_describe=False)
@@ -244,12 +244,12 @@ def test_a_step_keeps_its_series_from_running_to_finished_and_gets_its_loss_at_t
             if line and not line.startswith("#") and 'step="1"' in line and "_bucket" not in line
         }
 
-    live = step(0, "pika", lost=40)  # in flight while it runs, not lost
+    live = typed(step(0, "pika", lost=40))  # in flight while it runs, not lost
     row = StepRow(index=0, driver="pika", pattern="call", load="c=5", phase="measuring",
                   rate_now=900.0)  # fmt: skip
     exporter.snapshot(RunSnapshot("r", 1, 1, 1.0, 10.0, "none", current=row, record=live))
     during = samples()
-    assert during["mqlab_sent_messages_total"] == live["sent"]
+    assert during["mqlab_sent_messages_total"] == live.figures.sent
     assert (
         during["mqlab_step_running"] == 1 and during["mqlab_throughput_messages_per_second"] == 900
     )
@@ -258,11 +258,12 @@ def test_a_step_keeps_its_series_from_running_to_finished_and_gets_its_loss_at_t
     exporter.snapshot(RunSnapshot("r", 1, 1, 2.0, 10.0, "none"))
     between = samples()
     assert (
-        between["mqlab_sent_messages_total"] == live["sent"] and between["mqlab_step_running"] == 0
+        between["mqlab_sent_messages_total"] == live.figures.sent
+        and between["mqlab_step_running"] == 0
     )
     assert "mqlab_throughput_messages_per_second" not in between
-    final = step(0, "pika", lost=3)
+    final = typed(step(0, "pika", lost=3))
     exporter.step(final)
     after = samples()
     assert after["mqlab_lost_messages_total"] == 3
-    assert after["mqlab_throughput_mean_messages_per_second"] == final["throughput"]["mean"]
+    assert after["mqlab_throughput_mean_messages_per_second"] == final.figures.throughput.mean

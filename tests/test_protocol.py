@@ -26,7 +26,7 @@ FIGURES = WorkerFigures(
     open_loop=OpenLoop(3, 3, 0, 10, 20), send_marks=[[0, 5, 3]],
 )  # fmt: skip
 EVERY_FRAME = [
-    protocol.Hello("w0", 42),
+    protocol.Hello("w0", 42, "k3y"),
     protocol.Spec(SPEC),
     protocol.Ready(),
     protocol.Error("ConnectionRefused", "nothing listens on 5672"),
@@ -56,8 +56,8 @@ def test_every_frame_class_is_exercised_here() -> None:
 
 def test_a_frame_on_the_wire_is_a_map_with_its_type() -> None:
     # what a worker of this version reads: the keys the table in docs/architecture.md names
-    assert msgpack.unpackb(protocol.encode(protocol.Hello("w0", 42))) == {
-        "type": "hello", "worker": "w0", "pid": 42,
+    assert msgpack.unpackb(protocol.encode(protocol.Hello("w0", 42, "k3y"))) == {
+        "type": "hello", "worker": "w0", "pid": 42, "token": "k3y",
     }  # fmt: skip
     snapshot = msgpack.unpackb(protocol.encode(protocol.Snapshot(FIGURES)), strict_map_key=False)
     assert snapshot["type"] == "snapshot" and snapshot["sent"] == 3
@@ -104,7 +104,7 @@ async def test_a_worker_that_sends_an_unknown_frame_fails_the_step_with_one_line
     pool._workers[SPEC.worker] = w
     reader, writer = await asyncio.open_connection("127.0.0.1", pool._port)
     try:
-        await protocol.send(writer, protocol.Hello(SPEC.worker, 1))
+        await protocol.send(writer, protocol.Hello(SPEC.worker, 1, w.token))
         got = await protocol.recv(reader)
         assert got == protocol.Spec(SPEC)
         await protocol.send_raw(writer, msgpack.packb({"type": "ready-v2"}))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mqlab import rabbitmq
+from mqlab.config.nodes import check_placement, worker_urls
 from mqlab.errors import BrokerError
-from mqlab.rabbitmq.placement import check_placement, worker_urls
 from mqlab.rabbitmq.queues import names_pattern, quorum, quorum_arguments
 from mqlab.rabbitmq.sampler import NodeSample, every
 from mqlab.sdk.amqp import QueueDecl

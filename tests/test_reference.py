@@ -42,3 +42,22 @@ async def test_the_first_error_of_the_work_ends_the_loop_as_itself() -> None:
     with pytest.raises(ConnectionError, match="connection closed during the loop"):
         await asyncio.wait_for(run_until_stopped(tally, fails(), waits()), 5.0)
     assert not tally.stop
+
+
+async def test_work_inside_a_library_call_when_stopped_finishes_it_before_it_returns() -> None:
+    """Before: run_until_stopped cancelled its coroutines at once, inside whatever library
+    call they were in (one library hung for good when cancelled inside a transaction)."""
+    tally, seen = Tally(), []
+
+    async def transactions() -> None:
+        while not tally.stop:
+            try:
+                await asyncio.sleep(0.3)  # a library call that must not be cut in half
+            except asyncio.CancelledError:
+                seen.append("cancelled inside a transaction")
+                raise
+            seen.append("committed")
+
+    threading.Timer(0.45, lambda: setattr(tally, "stop", True)).start()
+    await asyncio.wait_for(run_until_stopped(tally, transactions()), 5.0)
+    assert seen and set(seen) == {"committed"}, seen

@@ -148,7 +148,9 @@ def test_the_artemis_backup_has_every_message_the_killed_primary_accepted(
 
     with managed.managed(["artemis"], tmp_path, nodes=2) as handles:
         handle = handles["artemis"]
-        nodes = managed.node_control(handles, {"a": "artemis"})["a"]
+        side = managed.sides({"a": handle.urls}, {"a": "artemis"}, handles)["a"]
+        nodes = side.node_control  # the step's broker side holds the nodes' effector
+        assert nodes is not None
         accepted, bodies = asyncio.run(scenario(handle.urls, lambda: nodes.kill(1)))
     assert accepted == 200
     assert sorted(bodies, key=int) == [b"%d" % i for i in range(200)]

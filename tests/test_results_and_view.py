@@ -5,14 +5,21 @@ from typing import Any
 
 from rich.console import Console
 
-from mqlab.live import tables
+from mqlab.live import comparison, tables
 from mqlab.live.snapshot import RunSnapshot, StepRow
+from mqlab.record.step import StepRecord
 from mqlab.results.read import load
 from mqlab.results.store import ResultsFile
 from mqlab.sdk.urls import mask
 
+from .results_fixtures import typed
 
-def _step(driver: str, mean: float, p99: float, lost: int = 0) -> dict[str, Any]:
+
+def _step(driver: str, mean: float, p99: float, lost: int = 0, **more: Any) -> StepRecord:
+    return typed(_wire(driver, mean, p99, lost) | more)
+
+
+def _wire(driver: str, mean: float, p99: float, lost: int = 0) -> dict[str, Any]:
     return {
         "scenario": "call", "pattern": "call", "concurrency": 5, "rate": None, "repeat": 0,
         "driver": driver, "throughput": {"mean": mean, "stdev": 1.0},
@@ -30,7 +37,7 @@ def test_results_round_trip_and_survive_each_step(tmp_path: Path) -> None:
     assert load(out)["steps"][0]["driver"] == "a"
     res.finish("done")
     doc = load(out)
-    assert doc["schema"] == 2 and doc["status"] == "done" and len(doc["steps"]) == 1
+    assert doc["schema"] == 3 and doc["status"] == "done" and len(doc["steps"]) == 1
 
 
 def _render(renderable: Any, width: int = 200) -> str:
@@ -40,7 +47,9 @@ def _render(renderable: Any, width: int = 200) -> str:
 
 
 def test_comparison_shows_ratios_to_the_first_driver() -> None:
-    text = _render(tables.comparison([_step("kombu", 330.2, 10.0), _step("pika", 497.6, 5.0, 3)]))
+    text = _render(
+        comparison.comparison([_step("kombu", 330.2, 10.0), _step("pika", 497.6, 5.0, 3)])
+    )
     assert "kombu" in text and "pika" in text
     assert "1.51x" in text  # 497.6 / 330.2
     assert "0.50x" in text  # p99 ratio
@@ -48,9 +57,9 @@ def test_comparison_shows_ratios_to_the_first_driver() -> None:
 
 
 def test_one_driver_profiles_compare_their_scenarios() -> None:
-    json_, msgpack_ = _step("aiormq", 100, 4), _step("aiormq", 150, 2)
-    json_["scenario"], msgpack_["scenario"] = "call json", "call msgpack"
-    text = _render(tables.comparison([json_, msgpack_]))
+    json_ = _step("aiormq", 100, 4, scenario="call json")
+    msgpack_ = _step("aiormq", 150, 2, scenario="call msgpack")
+    text = _render(comparison.comparison([json_, msgpack_]))
     assert "call json (call)" in text and "call msgpack (call)" in text
     assert "1.50x" in text and "0.50x" in text
 
@@ -78,10 +87,10 @@ def test_show_reprints_a_results_file_and_refuses_a_bad_one(tmp_path: Path) -> N
 
     out = tmp_path / "r.json"
     res = ResultsFile(out, {"run": {"name": "prof"}}, {"mqlab": "0.1.0", "plugins": {}})
-    a, b = _step("kombu", 330.2, 10.0), _step("pika", 497.6, 5.0)
+    a, b = _wire("kombu", 330.2, 10.0), _wire("pika", 497.6, 5.0)
     a["latency_ms"]["p50"] = b["latency_ms"]["p50"] = 1.0
-    res.add_step(a)
-    res.add_step(b)
+    res.add_step(typed(a))
+    res.add_step(typed(b))
     res.finish("done")
     md = mqlab("show", str(out), "--markdown")
     assert md.returncode == 0, md.stderr
@@ -135,11 +144,11 @@ def test_broker_product_is_asked_of_the_broker_itself() -> None:
 
 
 def test_failures_flags_and_unaccounted_are_shown_never_hidden() -> None:
-    timed_out = _step("kombu", 300.0, 2000.0)
+    timed_out = _wire("kombu", 300.0, 2000.0)
     timed_out["latency_ms"].update(censored=["p99", "max"], failed_percent=3.0, p50=1.0)
     timed_out["unaccounted"] = 40
     timed_out["flags"] = [{"code": "backlog_growing", "message": "backlog growing: ..."}]
-    text = _render(tables.comparison([_step("pika", 250.0, 900.0), timed_out]))
+    text = _render(comparison.comparison([_step("pika", 250.0, 900.0), typed(timed_out)]))
     # the p99 that falls among timed-out calls is a lower bound, not a figure
     assert "≥2,000" in text and "3%" in text
     assert "+40?" in text and "backlog growing" in text

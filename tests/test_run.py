@@ -55,7 +55,7 @@ def test_run_writes_results_every_step_accounted(tmp_path: Path) -> None:
     proc = mqlab("run", str(write_profile(tmp_path / "p.toml", PROFILE)), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = results(out)
-    assert doc["schema"] == 2 and doc["status"] == "done"
+    assert doc["schema"] == 3 and doc["status"] == "done"
     env = doc["environment"]
     assert env["python"] and env["mqlab"] and env["cpu_count"] and env["plugins"]["loopback"]
     # the libraries actually compared and the harness's own are named with their versions

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from mqlab.live import seedtables
+from mqlab.record.step import StepRecord
 
 from .helpers import mqlab, write_profile
 
@@ -65,9 +66,12 @@ def test_user_and_sys_seconds_appear_per_worker_and_add_up_to_its_cpu(tmp_path: 
 
 
 def test_top_rows_take_each_pattern_s_best_step_and_skip_interrupted_ones() -> None:
-    def step(pattern: str, c: int, rate: float, status: str = "done") -> dict[str, object]:
-        return {"driver": "d", "pattern": pattern, "concurrency": c, "scenario": pattern,
-                "status": status, "throughput": {"mean": rate}}  # fmt: skip
+    from tests.results_fixtures import typed
+
+    def step(pattern: str, c: int, rate: float, status: str = "done") -> StepRecord:
+        return typed({"step": 0, "driver": "d", "pattern": pattern, "concurrency": c,
+                      "scenario": pattern, "status": status, "throughput": {"mean": rate},
+                      "latency_ms": {}})  # fmt: skip
 
     rows = seedtables.top_rows([
         step("call", 5, 100.0), step("call", 50, 300.0), step("call", 500, 900.0, "interrupted"),
@@ -77,10 +81,13 @@ def test_top_rows_take_each_pattern_s_best_step_and_skip_interrupted_ones() -> N
 
 
 def test_top_table_has_a_row_per_topology_and_queue_type_as_seed_001_s() -> None:
-    def step(where: tuple[str, str], queues: str, pattern: str, c: int, rate: float) -> dict:
-        return {"driver": "kombu", "pattern": pattern, "concurrency": c, "scenario": "s",
-                "status": "done", "throughput": {"mean": rate}, "queue_type": queues,
-                "placement": {"clients": where[0], "servers": where[1]}}  # fmt: skip
+    from tests.results_fixtures import typed
+
+    def step(where: tuple[str, str], queues: str, pattern: str, c: int, rate: float) -> StepRecord:
+        return typed({"step": 0, "driver": "kombu", "pattern": pattern, "concurrency": c,
+                      "scenario": "s", "status": "done", "throughput": {"mean": rate},
+                      "latency_ms": {}, "queue_type": queues,
+                      "placement": {"clients": where[0], "servers": where[1]}})  # fmt: skip
 
     master, slaves = ("node1", "node1"), ("node2", "node3")
     header, rows = seedtables.top_table([
@@ -98,17 +105,20 @@ def test_top_table_has_a_row_per_topology_and_queue_type_as_seed_001_s() -> None
 
 
 def test_times_of_a_drained_batch_are_its_own() -> None:
+    from tests.results_fixtures import typed
+
     times = {"real_s": 12.0, "user_s": 0.5, "sys_s": 0.1}
-    step = {"step": 0, "scenario": "q", "driver": "pika", "concurrency": 25,
-            "throughput": {"mean": 800.0}, "drained_in_s": 0.8, "batch_rate": 12500.0,
-            "cpu": {"servers_times": times}}  # fmt: skip
+    step = typed({"step": 0, "scenario": "q", "driver": "pika", "pattern": "cast",
+                  "concurrency": 25, "throughput": {"mean": 800.0}, "latency_ms": {},
+                  "drained_in_s": 0.8, "batch_rate": 12500.0,
+                  "cpu": {"servers_times": times}})  # fmt: skip
     [row] = seedtables.times_rows([step])
     assert row[4:6] == ["12,500", "0.80"]  # seed 002's Msg/s and Real: the drain's
 
 
 def test_every_table_s_footer_names_a_rebuild_as_one() -> None:
     from mqlab import registry
-    from mqlab.live.tables import environment_line
+    from mqlab.live.comparison import environment_line
     from mqlab.results.environment import gather
 
     env = gather(registry.discover(), None, {"kombu", "pika", "oslo", "amqp1", "zmq"})

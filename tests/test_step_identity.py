@@ -94,3 +94,83 @@ def test_compare_uses_welch_t_on_repeats_not_ci95_over_two(tmp_path: Path) -> No
     cells = [c.strip() for c in row.strip().strip("|").split("|")]
     assert cells[4:7] == ["101", "111", "1.10x"], cells
     assert "Welch" in proc.stdout  # the rule is printed with the table
+
+
+ENVELOPES = """
+[run]
+duration = "1s"
+warmup = "0s"
+drain = "2s"
+[drivers.lb]
+plugin = "loopback"
+[[scenario]]
+pattern = "cast"
+concurrency = [1, 2]
+envelope = false
+[[scenario]]
+pattern = "cast"
+concurrency = [1, 2]
+envelope = true
+"""
+
+
+def test_scenarios_differing_only_in_envelope_are_two_lines_of_the_reports_charts(
+    tmp_path: Path,
+) -> None:
+    from mqlab.report import charts, load_run
+
+    out = tmp_path / "r.json"
+    proc = mqlab("run", str(write_profile(tmp_path / "p.toml", ENVELOPES)), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(out)
+    assert {s.cell.scenario for s in run.steps} == {"cast"}  # one name, two definitions
+    [(_, fig)] = charts.load_figures(run.steps)
+    # the throughput lines (the first row's traces): one per definition, each over both loads
+    lines = {t.name: list(t.x) for t in fig.data if t.yaxis in ("y", None) and t.error_y.array}
+    assert lines == {
+        "lb [envelope=False]": [1.0, 2.0], "lb [envelope=True]": [1.0, 2.0],
+    }, lines  # fmt: skip
+    # the CPU chart: a cell per definition and load, never two steps drawn as one bar
+    cpu = charts.cpu_figure(run.steps)
+    assert cpu is not None
+    clients = next(t for t in cpu.data if t.name == "lb clients")
+    assert len(set(clients.x)) == 4 and any("envelope=False" in x for x in clients.x), clients.x
+    page = tmp_path / "r.html"
+    assert mqlab("report", str(out), "-o", str(page)).returncode == 0
+    assert "envelope=False" in page.read_text() and "envelope=True" in page.read_text()
+
+
+OPTION = """
+[run]
+duration = "1s"
+warmup = "0s"
+drain = "2s"
+[drivers.lb]
+plugin = "loopback"
+{option}
+[[scenario]]
+pattern = "cast"
+concurrency = 1
+"""
+
+
+def test_compare_lists_a_driver_option_that_differs_and_matches_no_step_across_it(
+    tmp_path: Path,
+) -> None:
+    runs = []
+    for name, option in (("default", ""), ("small", "queue_size = 1")):
+        out = tmp_path / f"{name}.json"
+        profile = write_profile(tmp_path / f"{name}.toml", OPTION.format(option=option))
+        proc = mqlab("run", str(profile), "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        runs.append(out)
+    [step] = results(runs[1])["steps"]
+    assert step["options"] == {"queue_size": 1}  # as the driver ran: defaults filled
+    proc = mqlab("compare", str(runs[0]), str(runs[1]))
+    assert proc.returncode == 0, proc.stderr
+    assert "Same environment" not in proc.stdout
+    assert "driver.lb.queue_size: 1024 -> 1" in proc.stdout, proc.stdout
+    # a step with another option is another step: not matched, each on its own side
+    assert "only in A" in proc.stdout and "only in B" in proc.stdout, proc.stdout
+    same = mqlab("compare", str(runs[0]), str(runs[0]))
+    assert "Same environment" in same.stdout and "only in" not in same.stdout, same.stdout

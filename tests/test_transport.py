@@ -13,7 +13,7 @@ from mqlab.codec import Codec
 from mqlab.config.plan import WorkerSpec
 from mqlab.errors import ConnectionLost, OptionError
 from mqlab.loopback import LoopbackTransport
-from mqlab.registry import LoadedPlugin
+from mqlab.registry import LoadedPlugin, parse_options
 from mqlab.transport import (
     Handler,
     Option,
@@ -22,7 +22,6 @@ from mqlab.transport import (
     Transport,
     TransportConfig,
     cast_starter,
-    parse_options,
 )
 from mqlab.worker import process
 from mqlab.worker.recorder import Recorder

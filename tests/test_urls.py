@@ -45,3 +45,21 @@ def test_endpoint_and_library_messages_never_show_the_password() -> None:
     url = "amqp://guest:p%40ss#1@[::1]/"
     assert endpoint(url) == "[::1]:5672"
     assert hide_secret("login p@ss#1 / p%40ss#1 refused", url) == "login *** / *** refused"
+
+
+def test_a_scheme_a_plugin_declares_has_its_default_port_and_an_unknown_one_none() -> None:
+    """Before: an unknown scheme's URL without a port meant 5672, so the fault proxy (and
+    the kit's dropped connection) sent a plugin's traffic to RabbitMQ's port."""
+    from mqlab.loopback import LoopbackTransport
+    from mqlab.registry import LoadedPlugin
+
+    with pytest.raises(ValueError, match=r"names no port .* add :PORT"):
+        host_port("kitbus://u:pw@h/")
+    assert host_port("kitbus://h:7/") == ("h", 7)
+    assert endpoint("kitbus://h/") == "h:?"
+
+    class KitBus(LoopbackTransport):
+        url_schemes = {"kitbus": 4100}  # noqa: RUF012 - as a plugin declares it
+
+    LoadedPlugin("kitbus", "kit", "1", KitBus)  # loading a plugin declares its schemes
+    assert host_port("kitbus://u:pw@h/") == ("h", 4100)

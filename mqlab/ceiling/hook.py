@@ -4,7 +4,7 @@ Right after a plugin's cast step, on the same server, with the same message
 size and acknowledgement mode, mqlab runs the plugin's reference loop (the
 thinnest use of its library: :mod:`mqlab.sdk.reference`) and, for a RabbitMQ
 driver, RabbitMQ PerfTest (:mod:`mqlab.ceiling.perftest`). The step's record gets a
-``ceiling`` field: both rates and the plugin's throughput as a percentage of
+``ceiling`` section: both rates and the plugin's throughput as a percentage of
 each. A step that is not a plain cast (call, notify, fanout, mixed, rolling)
 has no ceiling: there is no reference loop for it.
 """
@@ -20,13 +20,17 @@ from typing import Any
 from rich.table import Table
 
 from mqlab import redact
-from mqlab.ceiling import perftest, refloop
+from mqlab.ceiling import perftest, refloop, share
 from mqlab.codec import Codec
 from mqlab.config.cores import Cores
 from mqlab.config.plan import Step
 from mqlab.config.sizes import SizeSpec
 from mqlab.errors import PluginError
 from mqlab.live import markdown as md
+from mqlab.record.figures import Figures
+from mqlab.record.sections import Ceiling
+from mqlab.record.step import StepRecord
+from mqlab.record.wire import from_wire
 from mqlab.sdk import reference
 from mqlab.sdk.reference import ReferenceSpec
 
@@ -82,10 +86,15 @@ class Ceilings:
         self.servers = servers  # driver name -> the managed server kind ("rabbitmq", None)
         self.run = (warmup, duration)  # the profile's, as the plugin's step had them
 
-    async def __call__(self, step: Step, record: dict[str, Any]) -> None:
-        if not applies(step) or record.get("status") != "done":
-            return
-        record["ceiling"] = await self.measure(step, _rate(record))
+    async def __call__(self, step: Step, figures: Figures) -> Ceiling | None:
+        """The ceiling stage: a plain cast step's ceilings, measured right after it."""
+        if not applies(step) or figures.status != "done":
+            return None
+        ceiling = await self.measure(step, figures.throughput.mean)
+        # mqlab's own share: the step's CPU per message beside the loop's
+        ceiling["cpu_us"] = mine = share.step_cpu_us(figures)
+        ceiling["mqlab_share"] = share.mqlab_share(mine, ceiling.get("loop_cpu_us") or {})
+        return from_wire(Ceiling, ceiling)
 
     async def measure(self, step: Step, plugin_rate: float | None) -> dict[str, Any]:
         run = self.run
@@ -106,6 +115,10 @@ class Ceilings:
                 got = await refloop.measure(driver.plugin, spec, run[0], run[1], self.placement)
                 out.update(rate=round(got.received_per_s, 1), error=None)
                 out["sent_rate"] = round(got.sent_per_s, 1)
+                out["loop_cpu_us"] = {
+                    "publisher": got.publisher_cpu_us,
+                    "consumer": got.consumer_cpu_us,
+                }
             except refloop.LoopFailed as exc:
                 # a library's message may echo the URL: never its password
                 out.update(rate=None, error=redact.scrub(str(exc)))
@@ -143,11 +156,6 @@ async def _perftest(
     }
 
 
-def _rate(record: Mapping[str, Any]) -> float | None:
-    mean = (record.get("throughput") or {}).get("mean")
-    return float(mean) if isinstance(mean, int | float) else None
-
-
 def _version_of(dist: str) -> str:
     try:
         return f"{dist} {metadata.version(dist)}"
@@ -166,32 +174,42 @@ def _pct(v: Any) -> str:
     return f"{v:.0f} %" if isinstance(v, int | float) else "-"
 
 
+def _cpu(a: Any, b: Any) -> str:
+    """Client + server (or publisher + consumer) CPU per message, µs."""
+    if not isinstance(a, int | float):
+        return "-"
+    return f"{a:.1f} + {b:.1f}" if isinstance(b, int | float) else f"{a:.1f}"
+
+
 _COLUMNS = (
     ("#", "right"), ("driver", "left"), ("bytes", "right"), ("msg/s", "right"),
     ("library loop", "left"), ("loop msg/s", "right"), ("% of loop", "right"),
+    ("µs/msg c+s", "right"), ("loop µs p+c", "right"), ("mqlab share", "right"),
     ("PerfTest msg/s", "right"), ("% of PerfTest", "right"),
 )  # fmt: skip
 TITLE = "ceilings (cast, same broker, size and ack mode)"
 
 
-def _rows(steps: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+def _rows(steps: Iterable[StepRecord]) -> list[list[str]]:
     rows = []
     for s in steps:
-        c = s.get("ceiling")
-        if not c:
+        c = s.ceiling
+        if c is None:
             continue
-        pt = c.get("perftest") or {}
-        loop = f"{c['library']} ({c['mode']})" if c.get("library") else "-"
+        pt = c.perftest
+        loop = f"{c.library} ({c.mode})" if c.library else "-"
+        mine, bare = c.cpu_us, c.loop_cpu_us
         rows.append([
-            str(s["step"] + 1), str(s["driver"]), f"{c['size']:,}",
-            _num((s.get("throughput") or {}).get("mean")),
-            loop, _num(c.get("rate")), _pct(c.get("percent")),
-            _num(pt.get("rate")), _pct(pt.get("percent")),
+            str(s.step + 1), s.cell.driver, f"{c.size:,}", _num(s.figures.throughput.mean),
+            loop, _num(c.rate), _pct(c.percent),
+            _cpu(mine.client, mine.server) if mine else "-",
+            _cpu(bare.publisher, bare.consumer) if bare else "-", _pct(c.mqlab_share),
+            _num(pt.rate if pt else None), _pct(pt.percent if pt else None),
         ])  # fmt: skip
     return rows
 
 
-def table(steps: Iterable[Mapping[str, Any]]) -> Table | None:
+def table(steps: Iterable[StepRecord]) -> Table | None:
     """The ceiling table: plugin msg/s, its library's loop, PerfTest; None if no step has one."""
     rows = _rows(steps)
     if not rows:
@@ -204,7 +222,7 @@ def table(steps: Iterable[Mapping[str, Any]]) -> Table | None:
     return t
 
 
-def markdown(steps: Iterable[Mapping[str, Any]]) -> str:
+def markdown(steps: Iterable[StepRecord]) -> str:
     """The same table in Markdown, with its notes, for publishing (`mqlab show --markdown`)."""
     steps = list(steps)
     head = "| " + " | ".join(c for c, _ in _COLUMNS) + " |"
@@ -214,24 +232,25 @@ def markdown(steps: Iterable[Mapping[str, Any]]) -> str:
     return "\n".join([TITLE, "", head, rule, *body]) + notes_
 
 
-def notes(steps: Iterable[Mapping[str, Any]]) -> list[str]:
+def notes(steps: Iterable[StepRecord]) -> list[str]:
     """One line per thing the table cannot say: a loop that failed, a plugin that waited
     for confirms, PerfTest missing."""
     lines: list[str] = []
     seen: set[str] = set()
     for s in steps:
-        c = s.get("ceiling")
-        if not c:
+        c = s.ceiling
+        if c is None:
             continue
-        if c.get("error"):
-            lines.append(f"step {s['step'] + 1} ({s['driver']}): reference loop: {c['error']}")
-        if c.get("confirms"):
+        where = f"step {s.step + 1} ({s.cell.driver})"
+        if c.error:
+            lines.append(f"{where}: reference loop: {c.error}")
+        if c.confirms:
             lines.append(
-                f"step {s['step'] + 1} ({s['driver']}): each cast waited for a publisher confirm "
-                f"({c['confirms']}); the loop and PerfTest publish without"
+                f"{where}: each cast waited for a publisher confirm "
+                f"({c.confirms}); the loop and PerfTest publish without"
             )
-        pt = c.get("perftest") or {}
-        line = pt.get("missing") or (pt.get("version") and f"broker ceiling: {pt['version']}")
+        pt = c.perftest
+        line = pt and (pt.missing or (pt.version and f"broker ceiling: {pt.version}"))
         if line and line not in seen:
             seen.add(line)
             lines.append(line)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import shutil
 import sys
@@ -74,29 +73,18 @@ class Measured:
     command: str  # what ran, password masked
 
 
+#: the jars as :mod:`mqlab.maven` caches and checks them
+JAR_SET = maven.JarSet(f"perftest-{VERSION}", maven.jars(JARS))
+
+
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mqlab" / f"perftest-{VERSION}"
-
-
-def _jar_path(artifact: str, version: str) -> Path:
-    return cache_dir() / f"{artifact}-{version}.jar"
-
-
-def fetched() -> bool:
-    return all(_jar_path(a, v).is_file() for _, a, v in JARS)
+    return JAR_SET.cache_dir
 
 
 def fetch(say: Callable[[str], None] = lambda _: None) -> None:
-    """Download what is missing; OSError/ValueError with one line when it cannot."""
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    for group, artifact, version in JARS:
-        path = _jar_path(artifact, version)
-        if path.is_file():
-            continue
-        jar = maven.Jar(group, artifact, version)
-        say(f"fetching {jar.url}")
-        maven.download(jar.url, path)
+    """Make every jar on disk match Maven Central's SHA-1, downloading what does not;
+    OSError/ValueError with one line when it cannot."""
+    JAR_SET.fetch(say)
 
 
 def java_url(url: str) -> str:
@@ -115,8 +103,7 @@ def command(url: str, size: int, auto_ack: bool, prefetch: int, seconds: int) ->
     java = shutil.which("java")
     if java is None:
         raise Unavailable("no Java on PATH: PerfTest (the broker's own ceiling) not run")
-    classpath = os.pathsep.join(str(_jar_path(a, v)) for _, a, v in JARS)
-    args = [java, "-cp", classpath, MAIN, "-h", java_url(url), "-x", "1", "-y", "1"]
+    args = [java, "-cp", JAR_SET.classpath(), MAIN, "-h", java_url(url), "-x", "1", "-y", "1"]
     args += ["-s", str(size), "-z", str(seconds)]
     if auto_ack:
         args.append("-a")
@@ -142,11 +129,10 @@ async def run(
     seconds = max(1, round(warmup + duration))
     args = command(url, size, auto_ack, prefetch, seconds)
     pinned = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
-    if not fetched():
-        try:
-            await asyncio.to_thread(fetch)
-        except (OSError, ValueError) as exc:
-            raise Unavailable(f"PerfTest {VERSION} could not be fetched: {exc}") from None
+    try:  # every jar checked on disk, a cut or changed one fetched again
+        await asyncio.to_thread(fetch)
+    except (OSError, ValueError) as exc:
+        raise Unavailable(f"PerfTest {VERSION} could not be fetched: {exc}") from None
     proc = await asyncio.create_subprocess_exec(
         *pinned, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )

@@ -12,14 +12,17 @@ same definition as a cast step's throughput (deliveries at the server).
 Process protocol (JSON lines): the controller writes the spec to the
 process's stdin; the consumer answers ``{"ready": peer}``; the controller then
 writes ``{"t0": .., "t1": ..}`` (monotonic seconds) to both; each process ends
-with ``{"n0": .., "n1": ..}`` or ``{"error": "one line"}`` on stdout.
+with ``{"n0": .., "n1": .., "c0": .., "c1": ..}`` (counts and CPU-seconds at the
+window's start and end) or ``{"error": "one line"}`` on stdout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import json
+import signal
 import sys
 import threading
 import time
@@ -27,6 +30,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mqlab.ceiling import share
 from mqlab.config.cores import Cores
 from mqlab.sdk.reference import ReferenceSpec, Tally, load
 from mqlab.worker.affinity import pin
@@ -44,6 +48,9 @@ class Measured:
     received_per_s: float  # the ceiling: deliveries per second at the consumer
     sent_per_s: float
     seconds: float
+    #: each process's CPU per message in the window, µs (its CPU-seconds over its count)
+    consumer_cpu_us: float | None = None
+    publisher_cpu_us: float | None = None
     #: what the two processes wrote to stderr (tails), for a reader asking why a rate is 0
     stderr: str = ""
 
@@ -70,15 +77,20 @@ async def measure(
     warmup: float,
     duration: float,
     placement: Cores | None = None,
+    publisher_after: float = 0.0,
 ) -> Measured:
     """Run ``plugin``'s reference loop once; LoopFailed with one line if it cannot.
 
     With a ``placement``, the consumer runs on the servers' CPUs and the publisher on
-    the clients', as the plugin's own workers did.
+    the clients', as the plugin's own workers did. ``publisher_after``: seconds the
+    publisher goes on after its consumer stopped (the conformance kit's check that a
+    publisher without a consumer still stops); its rate is then over its longer window.
+    A loop that does not report in time is LoopFailed with its threads' stacks
+    (``faulthandler``) and its stderr in :attr:`LoopFailed.stderr`.
     """
     procs: list[asyncio.subprocess.Process] = []
     try:
-        return await _measure(procs, plugin, spec, warmup, duration, placement)
+        return await _measure(procs, plugin, spec, warmup, duration, placement, publisher_after)
     except LoopFailed as exc:
         for proc in procs:
             await _reap(proc)
@@ -95,6 +107,7 @@ async def _measure(
     warmup: float,
     duration: float,
     placement: Cores | None = None,
+    publisher_after: float = 0.0,
 ) -> Measured:
     try:
         consumer = await _spawn(procs, "consume", plugin, spec, placement)
@@ -105,8 +118,8 @@ async def _measure(
         publisher = await _spawn(procs, "publish", plugin, ReferenceSpec(**{
             **asdict(spec), "peer": str(ready.get("ready", ""))
         }), placement)  # fmt: skip
-        _write(publisher, window)
-        budget = warmup + duration + STOP_LIMIT
+        _write(publisher, {"t0": t0, "t1": t0 + duration + publisher_after})
+        budget = warmup + duration + publisher_after + STOP_LIMIT
         got, sent = await asyncio.gather(
             _line(consumer, budget, "the consumer did not report"),
             _line(publisher, budget, "the publisher did not report"),
@@ -118,6 +131,8 @@ async def _measure(
         received_per_s=(got["n1"] - got["n0"]) / duration,
         sent_per_s=(sent["n1"] - sent["n0"]) / duration,
         seconds=duration,
+        consumer_cpu_us=share.loop_cpu_us(got["c1"] - got["c0"], got["n1"] - got["n0"]),
+        publisher_cpu_us=share.loop_cpu_us(sent["c1"] - sent["c0"], sent["n1"] - sent["n0"]),
         stderr=await _stderr(procs),
     )
 
@@ -168,7 +183,9 @@ async def _line(proc: asyncio.subprocess.Process, limit: float, what: str) -> di
     try:
         raw = await asyncio.wait_for(proc.stdout.readline(), limit)
     except TimeoutError:
-        raise LoopFailed(f"{what} within {limit:g}s") from None
+        raise LoopFailed(
+            f"{what} within {limit:g}s (hung? its threads' stacks follow)", await _stacks(proc)
+        ) from None
     if not raw:
         # the process died: its last stderr line says why (a traceback's last line)
         with contextlib.suppress(TimeoutError):
@@ -182,6 +199,23 @@ async def _line(proc: asyncio.subprocess.Process, limit: float, what: str) -> di
     if "error" in doc:
         raise LoopFailed(f"{what}: {doc['error']}")
     return doc
+
+
+async def _stacks(proc: asyncio.subprocess.Process) -> str:
+    """A hung loop's threads' stacks (faulthandler, on SIGUSR1) and what else it wrote to
+    stderr, once it is killed: where a library call hangs, for a plugin author."""
+    assert proc.stderr is not None
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGUSR1)
+        await asyncio.sleep(1.0)  # the dump is written from the process's own thread
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    try:
+        raw = await asyncio.wait_for(proc.stderr.read(), 5)
+    except (TimeoutError, ValueError):
+        return ""
+    return "\n".join(raw.decode(errors="replace").rstrip().splitlines()[-4 * STDERR_LINES :])
 
 
 async def _reap(proc: asyncio.subprocess.Process) -> None:
@@ -200,27 +234,50 @@ def _emit(doc: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _sample(tally: Tally, out: dict[str, int]) -> None:
-    """Wait for the window, read the count at its start and end, then stop the loop."""
+def _sample(tally: Tally, out: dict[str, float]) -> None:
+    """Wait for the window, read the count and the process's CPU time (every thread's)
+    at its start and end, then stop the loop."""
     try:
         window = json.loads(sys.stdin.readline())
         t0, t1 = float(window["t0"]), float(window["t1"])
         time.sleep(max(0.0, t0 - time.monotonic()))
-        out["n0"] = tally.n
+        out["n0"], out["c0"] = tally.n, time.process_time()
         time.sleep(max(0.0, t1 - time.monotonic()))
-        out["n1"] = tally.n
+        out["n1"], out["c1"] = tally.n, time.process_time()
     except (ValueError, KeyError):
         pass  # the controller went away: stop without figures
     tally.stop = True
 
 
+def _dump_tasks(signum: int, frame: object) -> None:
+    """A hung asyncio loop's coroutines, where each waits (faulthandler's stacks show the
+    event loop's thread idle in its selector, not the coroutine that never returns)."""
+    with contextlib.suppress(RuntimeError):  # no loop running: the thread stacks say it all
+        for task in asyncio.all_tasks(asyncio.get_running_loop()):
+            print(f"asyncio task {task.get_name()} (most recent call last):", file=sys.stderr)
+            awaiting: Any = task.get_coro()
+            while awaiting is not None:  # down the chain of awaits to where it waits
+                frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "gi_frame", None)
+                if frame is not None:
+                    code = frame.f_code
+                    print(f'  File "{code.co_filename}", line {frame.f_lineno} in '
+                          f"{code.co_name}", file=sys.stderr)  # fmt: skip
+                awaiting = getattr(awaiting, "cr_await", None) or getattr(
+                    awaiting, "gi_yieldfrom", None
+                )
+
+
 def main(role: str) -> int:
+    # a loop that hangs is asked where (SIGUSR1) before it is killed: every thread's stack
+    # (faulthandler, even inside a blocking library call), then its asyncio tasks' (if any)
+    signal.signal(signal.SIGUSR1, _dump_tasks)
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)
     doc = json.loads(sys.stdin.readline())
     plugin = doc.pop("plugin")
     doc["urls"] = tuple(doc["urls"])
     spec = ReferenceSpec(**doc)
     tally = Tally()
-    out: dict[str, int] = {}
+    out: dict[str, float] = {}
     sampler = threading.Thread(target=_sample, args=(tally, out), daemon=True)
     try:
         loop = load(plugin)(spec)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from mqlab import registry
 from mqlab.config.capable import check_events
+from mqlab.config.hosts import loopback
 from mqlab.config.profile import DriverSpec, Profile, Scenario
 from mqlab.config.roles import needed_seconds
 from mqlab.errors import OptionError, PluginError, ProfileError
 from mqlab.registry import LoadedPlugin
+from mqlab.sdk.urls import host_port, mask
 from mqlab.transport import FEATURES
 
 
@@ -23,13 +25,14 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
         where = f"drivers.{d.name}"
         try:
             plugin = registry.get(d.plugin, found)
-            plugin.check(d.options_dict)
+            options = plugin.check(d.options_dict)
         except PluginError as exc:
             raise ProfileError(profile.path, f"{where}.plugin", str(exc)) from None
         except OptionError as exc:
             raise ProfileError(profile.path, f"{where}.{exc.option}", exc.problem) from None
         plugins[d.name] = plugin
         _check_option_features(profile, d, plugin)
+        _check_schemes(profile, d, plugin, plugin.cls.server_for(options))
     for i, sc in enumerate(profile.scenarios):
         named = _named(sc)
         if named:
@@ -47,7 +50,55 @@ def check_profile(profile: Profile) -> dict[str, LoadedPlugin]:
                 )
             _check_features(profile, i, sc, d, plugins[d.name])
     check_events(profile, plugins)
+    _check_across_hosts(profile, plugins)
     return plugins
+
+
+def _check_schemes(
+    profile: Profile, d: DriverSpec, plugin: LoadedPlugin, server: str | None
+) -> None:
+    """Each URL the driver will be given has a scheme its plugin declares (when it declares
+    any): its own ``url``, else the profile's [broker] url, unless the managed server's
+    replace them."""
+    declared = plugin.cls.url_schemes
+    if not declared or (server is not None and profile.broker.managed):
+        return
+    field = f"drivers.{d.name}.url" if d.urls else "broker.url"
+    for url in profile.urls_of(d):
+        scheme = url.partition("://")[0]
+        if scheme.lower() not in declared:
+            raise ProfileError(
+                profile.path,
+                field,
+                f"scheme {scheme[:20]!r} is not one plugin {d.plugin!r} (driver {d.name!r}) "
+                f"takes: {', '.join(f'{s}://' for s in declared)}; "
+                + ("fix the URL" if d.urls else "give the driver its own url"),
+            )
+
+
+def _check_across_hosts(profile: Profile, plugins: dict[str, LoadedPlugin]) -> None:
+    """With ``[hosts]`` on other machines, what only one machine reaches is refused: a server
+    URL on loopback (each host would reach its own), and what a plugin says cannot span
+    machines (``Transport.across_hosts``). Every message would be lost there otherwise."""
+    if profile.hosts is None or not profile.hosts.elsewhere:
+        return
+    for d in profile.drivers:
+        cls = plugins[d.name].cls
+        options = plugins[d.name].check(d.options_dict)
+        if cls.server_for(options) is not None:
+            for url in profile.urls_of(d):
+                if loopback(host_port(url, 1)[0]):  # the host alone: no port needed
+                    raise ProfileError(
+                        profile.path, f"drivers.{d.name}.url" if d.urls else "broker.url",
+                        f"{mask(url)} is on loopback, which each of the [hosts] machines reads "
+                        "as its own: give the broker's address that every host reaches",
+                    )  # fmt: skip
+        why = cls.across_hosts(options)
+        if why:
+            raise ProfileError(
+                profile.path, f"drivers.{d.name}",
+                f"[hosts] puts its servers and clients on other machines, where {why}",
+            )  # fmt: skip
 
 
 def _refusal(field: str, value: object, d: DriverSpec, feature: str, fix: str) -> str:

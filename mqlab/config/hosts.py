@@ -4,7 +4,7 @@
 
     [hosts]
     scheduler = "tls://10.0.0.5:8786"
-    certs = "certs"                 # mqlab hosts certs DIR made it: ca.pem, client.pem ...
+    certs = "certs"                 # mqlab hosts certs DIR made it (beside the profile)
     servers = ["loadgen-a"]         # the Dask workers (by name) that run the server workers
     clients = ["loadgen-b"]         # ... and the client workers
     worker_ttl = "10s"              # a silent worker is dead after this (Dask: 5 minutes)
@@ -12,7 +12,9 @@
 
 TLS is the default and the rule: a ``tcp://`` scheduler is refused unless the
 profile says ``insecure = true`` and the address is a loopback one (a test on
-this machine). Any client holding a certificate from the CA can run code on
+this machine). The address is a host and a port only: a user, password, path or
+query is refused without being repeated. A relative ``certs`` is the profile's
+directory's. Any client holding a certificate from the CA can run code on
 every worker: keep the CA's key off the workers.
 """
 
@@ -21,12 +23,13 @@ from __future__ import annotations
 import importlib.util
 import ipaddress
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from mqlab.config import limits
 from mqlab.config.fields import FieldReader
 
-__all__ = ["Hosts", "missing", "parse_hosts"]
+__all__ = ["Hosts", "loopback", "missing", "parse_hosts"]
 
 _KEYS = {
     "scheduler", "certs", "servers", "clients", "insecure", "worker_ttl", "no_workers_timeout",
@@ -48,6 +51,12 @@ class Hosts:
     no_workers_timeout: float = DEFAULT_NO_WORKERS
 
     @property
+    def elsewhere(self) -> bool:
+        """Whether the hosts are other machines: every Dask worker reaches the scheduler, so
+        one on this machine's loopback means workers on this machine (a test)."""
+        return not loopback(urlsplit(self.scheduler).hostname or "")
+
+    @property
     def names(self) -> tuple[str, ...]:
         """Every Dask worker the profile names, once, servers' first."""
         return tuple(dict.fromkeys((*self.servers, *self.clients)))
@@ -64,7 +73,8 @@ def missing() -> str:
     return ""
 
 
-def _loopback(host: str) -> bool:
+def loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine's loopback."""
     if host == "localhost":
         return True
     try:
@@ -90,13 +100,22 @@ def parse_hosts(table: object, path: str) -> Hosts | None:
     scheduler = r.get("scheduler", (str,), None, 'the scheduler\'s address, "tls://HOST:PORT"')
     if scheduler is None:
         raise r.fail("scheduler", 'expected the scheduler\'s address, "tls://HOST:PORT"')
+    want = 'expected "tls://HOST:PORT"'
     try:
         parts = urlsplit(scheduler)
         port = parts.port
-    except ValueError as exc:
-        raise r.fail("scheduler", f"not an address: {exc}") from None
+    except ValueError:  # its words would quote the address, and a password in it
+        raise r.fail("scheduler", f"{want}: the port is not a number from 0 to 65535") from None
+    if "@" in parts.netloc:  # never echoed, never kept: it may hold a password
+        raise r.fail(
+            "scheduler",
+            f"{want} without a user or password: the scheduler takes none (the certificates "
+            "admit the client); remove it from the address",
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise r.fail("scheduler", f"{want}, no path, query or fragment: remove them")
     if parts.scheme not in ("tls", "tcp") or not parts.hostname or not port:
-        raise r.fail("scheduler", f'expected "tls://HOST:PORT", got {scheduler!r}')
+        raise r.fail("scheduler", f"{want}, got {scheduler!r}")
     insecure = r.boolean("insecure", False)
     if parts.scheme == "tcp":
         if not insecure:
@@ -106,9 +125,11 @@ def parse_hosts(table: object, path: str) -> Hosts | None:
                 "reaches it run code on the hosts; use tls:// with `mqlab hosts certs DIR`, "
                 "or insecure = true for a scheduler on this machine's loopback",
             )
-        if not _loopback(parts.hostname):
+        if not loopback(parts.hostname):
             raise r.fail("scheduler", "insecure = true is allowed on a loopback address only")
     certs = "" if parts.scheme == "tcp" else r.string("certs", "certs")
+    if certs:  # relative to the profile, as a user reads it, wherever mqlab runs from
+        certs = str(Path(path).parent / Path(certs).expanduser())
     servers, clients = _names(r, "servers"), _names(r, "clients")
     return Hosts(
         scheduler=scheduler,

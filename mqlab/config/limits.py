@@ -16,43 +16,40 @@ import re
 import unicodedata
 from urllib.parse import urlsplit
 
+from mqlab import bounds
 from mqlab.sdk.urls import DEFAULT_PORTS
 
+#: the sizes a run can reach, which a results file's shape takes too (mqlab.bounds)
+MAX_MESSAGE_BYTES = bounds.MAX_MESSAGE_BYTES
+MAX_DURATION_S = bounds.MAX_DURATION_S
+MAX_WAIT_S = bounds.MAX_WAIT_S
+MAX_RATE = bounds.MAX_RATE
+MAX_REPEAT = bounds.MAX_REPEAT
+MAX_NODES = bounds.MAX_NODES
+MAX_STEPS = bounds.MAX_STEPS
+MAX_SERVERS = bounds.MAX_SERVERS
+MAX_TARGETS = bounds.MAX_TARGETS
 #: a profile is a hand-written file; anything larger is a mistake (or /dev/zero)
 MAX_PROFILE_BYTES = 1024 * 1024
-#: one message; RabbitMQ 4's default max_message_size, and what a codec calibrates in a blink
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: entries of a weighted message-size table
 MAX_SIZE_TABLE = 1000
-#: durations, timeouts and drains: a day is the longest run anyone measures
-MAX_DURATION_S = 24 * 3600.0
-#: a call's timeout and the drain: each is waited for after the window, step after step
-MAX_WAIT_S = 600.0
-#: open-loop msg/s per step (the pacer's schedule, not a promise the machine keeps it)
-MAX_RATE = 10_000_000.0
-MAX_REPEAT = 100
 MAX_SCENARIOS = 100
 #: values of one concurrency or rate list
 MAX_LEVELS = 100
 MAX_DRIVERS = 50
-#: steps of one run (repeats x scenarios x levels x drivers)
-MAX_STEPS = 10_000
 #: concurrent senders per client worker process (asyncio tasks and their connections)
 MAX_CONCURRENCY_PER_PROCESS = 10_000
 #: client worker processes per CPU core of this machine
 MAX_PROCESSES_PER_CORE = 8
-#: servers per target, targets, pools: each is a worker or a queue set up before the window
-MAX_SERVERS = 64
-MAX_TARGETS = 64
-#: targets when ``consumers`` server processes share them (seed 002: 100 queues)
-MAX_SHARED_TARGETS = 256
+MAX_SHARED_TARGETS = bounds.MAX_SHARED_TARGETS
 #: a fixed batch's messages (each is a bit in the servers' ledgers)
 MAX_BATCH = 10_000_000
 MAX_NAME_CHARS = 64
 #: AMQP names are short strings (255 bytes); mqlab appends a run and step suffix
 MAX_TOPIC_BYTES = 128
-#: URL schemes the plugins speak
-SCHEMES = frozenset(DEFAULT_PORTS) | {"ipc", "inproc", "loopback"}
+#: a URL scheme as RFC 3986 spells one; which schemes a driver takes is its plugin's to
+#: declare (``Transport.url_schemes``), checked with the plugins (mqlab.config.check)
+SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}")
 
 
 #: TOML's integers are 64-bit signed (the TOML spec); tomllib reads any size, so mqlab checks
@@ -137,7 +134,8 @@ def topic(text: str, what: str = "name") -> str:
 
 
 def url(text: str) -> str:
-    """A server URL: a scheme mqlab's plugins speak, a host, a port in 1..65535."""
+    """A server URL: a well-formed scheme (a driver's plugin says which it takes), a host, a
+    port in 1..65535."""
     shown = f"{text[:60]!r}" if "@" not in text else "the URL"
     bad = _printable(text)
     if bad or any(ch.isspace() for ch in text):
@@ -145,9 +143,10 @@ def url(text: str) -> str:
     scheme, sep, rest = text.partition("://")
     if not sep or not scheme:
         raise ValueError("expected a URL like amqp://user:pass@host:5672/")
-    if scheme.lower() not in SCHEMES:
+    if not SCHEME.fullmatch(scheme):
         raise ValueError(
-            f"unknown URL scheme {scheme[:20]!r} (expected one of {', '.join(sorted(SCHEMES))})"
+            f"{scheme[:20]!r} is not a URL scheme (a letter, then letters, digits, '+', '-' "
+            "or '.'), expected a URL like amqp://user:pass@host:5672/"
         )
     # the password may hold '#', '/', '?' or '@' unencoded: parse what follows the last '@'
     hostpart = rest.rpartition("@")[2]

@@ -11,9 +11,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqlab.config.nodes import worker_urls
 from mqlab.config.profile import DriverSpec, Profile, Scenario
 from mqlab.measure.load import Load
-from mqlab.rabbitmq.placement import worker_urls
 
 #: seconds a step costs beyond warm-up and window: spawn, connect, drain, collect
 STEP_OVERHEAD = 3.0

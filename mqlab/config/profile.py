@@ -15,23 +15,29 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mqlab.codec import SERIALIZERS
+from mqlab import inputs
 from mqlab.config import limits
-from mqlab.config.background import Background, parse_background
-from mqlab.config.consumers import parse_draining
 from mqlab.config.cores import Cores, parse_cores
-from mqlab.config.events import FaultEvent, parse_events
+from mqlab.config.events import parse_events
 from mqlab.config.fields import FieldReader
 from mqlab.config.hosts import Hosts, parse_hosts
+from mqlab.config.limits import MAX_NODES
 from mqlab.config.limits import parse_duration as parse_duration  # part of this module's interface
-from mqlab.config.roles import Roles, Rolling, parse_roles, parse_rolling
-from mqlab.config.sizes import SizeSpec, parse_size
+from mqlab.config.scenario import (
+    DEFAULT_KEYS,
+    SCENARIO_KEYS,
+    Scenario,
+    codec_settings,
+    parse_scenario,
+    queue_type,
+)
+from mqlab.config.scenario import (
+    placement as node_placement,
+)
+from mqlab.config.sizes import parse_size
 from mqlab.errors import ProfileError
-from mqlab.rabbitmq.cluster import MAX_NODES
-from mqlab.rabbitmq.placement import check_placement
-from mqlab.rabbitmq.queues import QUEUE_TYPES
 
-PATTERNS = ("call", "cast", "notify")
+__all__ = ["DriverSpec", "Profile", "Scenario", "load_profile", "parse_duration", "parse_profile"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +56,7 @@ class RunSettings:
 class BrokerSettings:
     urls: tuple[str, ...]
     managed: bool = False
-    nodes: int = 1  # a managed cluster's size (1 to mqlab.rabbitmq.MAX_NODES)
+    nodes: int = 1  # a managed cluster's size (1 to limits.MAX_NODES)
     #: which node client / server workers connect to first: "node1".. or "spread"
     clients: str = "node1"
     servers: str = "node1"
@@ -72,57 +78,6 @@ class DriverSpec:
     @property
     def options_dict(self) -> dict[str, Any]:
         return dict(self.options)
-
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    pattern: str
-    concurrency: tuple[int, ...]
-    rate: tuple[float, ...]
-    exchange: str
-    topic: str
-    durable: bool
-    timeout: float
-    servers: int
-    pools: int
-    fanout: bool
-    targeted: bool
-    targets: int
-    serializer: str
-    envelope: bool
-    message_size: SizeSpec
-    drivers: tuple[str, ...] = ()  # empty: every driver
-    name: str = ""
-    rpc_queue_type: str = "classic"  # call and cast queues: classic | mirrored | quorum
-    notify_queue_type: str = "classic"  # notification queues
-    #: a mirrored queue's copies in all (master included); None: one on every node
-    mirror_replicas: int | None = None
-    clients_on: str = ""  # placement; empty: [broker] clients
-    servers_on: str = ""  # placement; empty: [broker] servers
-    #: seed 002's many queues (mqlab.config.consumers.Draining says what each means)
-    consumers: int = 0
-    batch: int = 0
-    consumer_processes: int = 0
-    prefill: bool = False
-
-    @property
-    def type_key(self) -> str:
-        """The queue-type field this scenario's pattern reads."""
-        return "notify_queue_type" if self.pattern == "notify" else "rpc_queue_type"
-
-    roles: tuple[Roles, ...] = ()  # mixed steps: one per (servers' driver, clients' driver)
-    rolling: Rolling | None = None  # a rolling update from one driver to another
-    #: faults fired in the window: the scenario's own and the profile's [[event]], by time
-    events: tuple[FaultEvent, ...] = ()
-    #: a steady open-loop load run beside this scenario's own pattern (the probe)
-    background: Background | None = None
-
-    @property
-    def loads(self) -> tuple[tuple[str, float], ...]:
-        """(``"concurrency"`` | ``"rate"``, value) for every load level."""
-        if self.concurrency:
-            return tuple(("concurrency", float(c)) for c in self.concurrency)
-        return tuple(("rate", r) for r in self.rate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,32 +137,31 @@ _QUEUE_TYPE_KEYS = ("rpc_queue_type", "notify_queue_type")
 #: keys of a [drivers.NAME] table that are not the plugin's options
 _DRIVER_KEYS = {"plugin", "url", "urls", *_QUEUE_TYPE_KEYS}
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
-_DEFAULT_KEYS = {"serializer", "envelope", "message_size"}
-_SCENARIO_KEYS = {
-    "pattern", "concurrency", "rate", "exchange", "topic", "durable", "timeout", "servers",
-    "pools", "fanout", "targeted", "targets", "drivers", "name", "rpc_queue_type",
-    "notify_queue_type", "mirror_replicas", "clients_on", "servers_on", "roles", "rolling",
-    "event", "background", "consumers", "batch", "consumer_processes", "prefill",
-} | _DEFAULT_KEYS  # fmt: skip
 _TOP_KEYS = {"run", "broker", "drivers", "defaults", "scenario", "event", "placement", "hosts"}
 
 
 def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile file."""
+    return parse_profile(read_toml(path), str(path))
+
+
+def read_toml(path: str | Path, what: str = "profile") -> dict[str, Any]:
+    """A TOML file of mqlab's (a profile, an inventory), read within mqlab's limits; every
+    refusal a ProfileError naming the file."""
     p = str(path)
     try:
-        with open(path, "rb") as f:
-            # bounded: a device (/dev/zero) or a huge file is refused, not read to the end
-            text = f.read(limits.MAX_PROFILE_BYTES + 1)
+        # bounded: a device (/dev/zero) or a huge file is refused, not read to the end;
+        # a FIFO or a terminal is read only while it answers
+        text = inputs.read(path, limits.MAX_PROFILE_BYTES)
     except OSError as exc:
-        raise ProfileError(p, "", f"cannot read the profile: {exc.strerror or exc}") from None
+        raise ProfileError(p, "", f"cannot read the {what}: {exc.strerror or exc}") from None
     if len(text) > limits.MAX_PROFILE_BYTES:
         raise ProfileError(
-            p, "", f"larger than mqlab's limit for a profile ({limits.MAX_PROFILE_BYTES:,} bytes)"
+            p, "", f"larger than mqlab's limit for a {what} ({limits.MAX_PROFILE_BYTES:,} bytes)"
         )
     try:
         source = text.decode("utf-8")
-        data = tomllib.loads(source)
+        return tomllib.loads(source)
     except UnicodeDecodeError:
         raise ProfileError(p, "", "not a UTF-8 text file") from None
     except tomllib.TOMLDecodeError as exc:
@@ -215,8 +169,7 @@ def load_profile(path: str | Path) -> Profile:
     except ValueError:  # int() refuses more than 4,300 digits (sys.get_int_max_str_digits)
         raise ProfileError(p, "", _too_long(source)) from None
     except RecursionError:
-        raise ProfileError(p, "", "tables or arrays nested too deeply to be a profile") from None
-    return parse_profile(data, p)
+        raise ProfileError(p, "", f"tables or arrays nested too deeply to be a {what}") from None
 
 
 def _too_long(source: str) -> str:
@@ -278,8 +231,8 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         urls,
         managed,
         nodes,
-        _placement(broker_r, "clients", "node1", size),
-        _placement(broker_r, "servers", "node1", size),
+        node_placement(broker_r, "clients", "node1", size),
+        node_placement(broker_r, "servers", "node1", size),
         management,
     )
 
@@ -308,11 +261,11 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         own = FieldReader(path, where, table, set(table)).urls(key) if key in table else ()
         opts = tuple(sorted((k, v) for k, v in table.items() if k not in _DRIVER_KEYS))
         typed = FieldReader(path, where, table, set(table))
-        kinds = tuple((k, _queue_type(typed, k)) for k in _QUEUE_TYPE_KEYS if k in table)
+        kinds = tuple((k, queue_type(typed, k)) for k in _QUEUE_TYPE_KEYS if k in table)
         drivers.append(DriverSpec(name, plugin, opts, own, kinds))
 
-    defaults_r = FieldReader(path, "defaults", top.table.get("defaults", {}), _DEFAULT_KEYS)
-    defaults = _codec_settings(defaults_r, "json", True, parse_size("openstack"))
+    defaults_r = FieldReader(path, "defaults", top.table.get("defaults", {}), DEFAULT_KEYS)
+    defaults = codec_settings(defaults_r, "json", True, parse_size("openstack"))
 
     raw_scenarios = top.table.get("scenario")
     if not isinstance(raw_scenarios, list) or not raw_scenarios:
@@ -324,8 +277,8 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
     names = {d.name for d in drivers}
     everywhere = parse_events(top)  # [[event]]: every scenario's timeline
     scenarios = tuple(
-        _scenario(
-            FieldReader(path, f"scenario[{i}]", raw, _SCENARIO_KEYS),
+        parse_scenario(
+            FieldReader(path, f"scenario[{i}]", raw, SCENARIO_KEYS),
             defaults,
             names,
             size,
@@ -369,141 +322,6 @@ def _check_hosts(path: str, managed: bool, pinned: bool, scenarios: tuple[Scenar
                     path, f"scenario[{i}].{key}",
                     f"{key} is not run across hosts yet; remove [hosts] or {key}",
                 )  # fmt: skip
-
-
-def _codec_settings(
-    r: FieldReader, serializer: str, envelope: bool, size: SizeSpec
-) -> dict[str, Any]:
-    ser = r.string("serializer", serializer)
-    if ser not in SERIALIZERS:
-        raise r.fail("serializer", f"expected one of {', '.join(SERIALIZERS)}, got {ser!r}")
-    out: dict[str, Any] = {"serializer": ser, "envelope": r.boolean("envelope", envelope)}
-    if "message_size" in r.table:
-        try:
-            out["message_size"] = parse_size(r.table["message_size"])
-        except ValueError as exc:
-            raise r.fail("message_size", str(exc)) from None
-    else:
-        out["message_size"] = size
-    return out
-
-
-def _queue_type(r: FieldReader, key: str) -> str:
-    value = r.string(key, "classic")
-    if value not in QUEUE_TYPES:
-        raise r.fail(key, f"expected one of {', '.join(QUEUE_TYPES)}, got {value!r}")
-    return value
-
-
-def _placement(r: FieldReader, key: str, default: str, nodes: int) -> str:
-    value = r.string(key, default)
-    problem = check_placement(value, nodes)
-    if problem:
-        raise r.fail(key, problem)
-    return value
-
-
-def _scenario(
-    r: FieldReader,
-    defaults: Mapping[str, Any],
-    drivers: set[str],
-    nodes: int,
-    everywhere: tuple[FaultEvent, ...] = (),
-) -> Scenario:
-    pattern = r.get("pattern", (str,), None, "call, cast or notify")
-    if pattern not in PATTERNS:
-        raise r.fail("pattern", f"expected one of call, cast, notify, got {pattern!r}")
-    concurrency = r.levels("concurrency", int, 1, 10**9)  # per process: limits.check_plan
-    rate = r.levels("rate", float, 0.001, limits.MAX_RATE)
-    if bool(concurrency) == bool(rate):
-        raise r.fail(
-            "concurrency",
-            "give exactly one of concurrency (closed loop) or rate (open loop, msg/s)",
-        )
-    codec = _codec_settings(
-        r, defaults["serializer"], defaults["envelope"], defaults["message_size"]
-    )
-    only = r.get("drivers", (list,), [], "a list of driver names")
-    for d in only:
-        if d not in drivers:
-            raise r.fail(
-                "drivers", f"no driver named {d!r} (defined: {', '.join(sorted(drivers))})"
-            )
-    fanout = r.boolean("fanout", False)
-    if fanout and pattern != "cast":
-        raise r.fail("fanout", "fanout applies to cast scenarios only")
-    pools = r.count("pools", 1, 1, limits.MAX_SERVERS)
-    if pools != 1 and pattern != "notify":
-        raise r.fail("pools", "pools apply to notify scenarios only")
-    servers = r.count("servers", 1, 0, limits.MAX_SERVERS)
-    if servers and pools > servers:
-        # a pool without a listener would count every notification to it as lost
-        raise r.fail(
-            "pools",
-            f"pools = {pools} needs at least {pools} servers per target (servers = {servers}); "
-            "raise servers or lower pools",
-        )
-    targeted = r.boolean("targeted", False)
-    draining = parse_draining(r, pattern, bool(concurrency), servers, fanout, targeted)
-    consumers = draining.consumers
-    if targeted and not servers:
-        raise r.fail("targeted", "targeted sends need servers to target; set servers >= 1")
-    roles = parse_roles(r, drivers)
-    rolling = parse_rolling(r, drivers, servers)
-    if roles and rolling:
-        raise r.fail("rolling", "give roles (a mixed step) or rolling (an update), not both")
-    if (roles or rolling) and only:
-        key = "roles" if roles else "rolling"
-        raise r.fail("drivers", f"{key} names the drivers of this scenario; remove drivers")
-    if consumers and rolling:
-        raise r.fail(
-            "consumers", "a rolling update replaces one server per worker; remove consumers"
-        )
-    background = parse_background(r)
-    if background is not None and (roles or rolling):
-        key = "roles" if roles else "rolling"
-        raise r.fail(
-            "background", f"a background runs beside a one-driver step; remove {key} or background"
-        )
-    if draining.prefill and (roles or rolling or background is not None):
-        raise r.fail("prefill", "a pre-filled batch is drained by one driver alone")
-    default_exchange = "notifications" if pattern == "notify" else "openstack"
-    default_topic = "notifications" if pattern == "notify" else "mqlab"
-    return Scenario(
-        pattern=pattern,
-        concurrency=concurrency,
-        rate=rate,
-        exchange=r.topic("exchange", default_exchange),
-        topic=r.topic("topic", default_topic),
-        durable=r.boolean("durable", False),
-        timeout=r.duration("timeout", 10.0, limits.MAX_WAIT_S),
-        servers=servers,
-        pools=pools,
-        fanout=fanout,
-        targeted=targeted,
-        targets=draining.targets,
-        serializer=codec["serializer"],
-        envelope=codec["envelope"],
-        message_size=codec["message_size"],
-        drivers=tuple(only),
-        # a probe under stress is named for it, so tables and comparisons tell it apart
-        name=r.name("name", f"{pattern} under {background.label}" if background else pattern),
-        rpc_queue_type=_queue_type(r, "rpc_queue_type"),
-        notify_queue_type=_queue_type(r, "notify_queue_type"),
-        mirror_replicas=(
-            r.count("mirror_replicas", 1, 1, MAX_NODES) if "mirror_replicas" in r.table else None
-        ),
-        clients_on=_placement(r, "clients_on", "", nodes) if "clients_on" in r.table else "",
-        servers_on=_placement(r, "servers_on", "", nodes) if "servers_on" in r.table else "",
-        consumers=consumers,
-        batch=draining.batch,
-        consumer_processes=draining.consumer_processes,
-        prefill=draining.prefill,
-        roles=roles,
-        rolling=rolling,
-        events=tuple(sorted((*parse_events(r), *everywhere), key=lambda e: e.at)),
-        background=background,
-    )
 
 
 def check_plan(profile: Profile, origin: str = "") -> None:

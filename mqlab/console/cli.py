@@ -33,7 +33,7 @@ from mqlab.console.common import (
     load,
 )
 from mqlab.console.run import cmd_ceiling, cmd_run, show_ceilings
-from mqlab.errors import BrokerError, MqlabError, PluginError
+from mqlab.errors import BrokerError, BrokerRefused, MqlabError, PluginError
 from mqlab.report import commands as report
 from mqlab.sdk.urls import mask
 from mqlab.terminal import console as _console
@@ -127,15 +127,15 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace, run: Run) -> int:
-    from mqlab.live import seedtables, tables
+    from mqlab.live import comparison, seedtables
 
-    steps = list(run.raw_steps)
-    aggregates = list(run.raw_aggregates)
-    env = run.environment
+    steps = list(run.steps)
+    aggregates = list(run.aggregates)
+    env = dict(run.environment)
     name = run.name
     status = f"{len(steps)} step(s), {run.status}"
     repeated = "across repeats: msg/s ± 95 % CI, latency from the merged histograms"
-    ceilings = any(s.get("ceiling") for s in steps)  # written by `mqlab ceiling`
+    ceilings = any(s.ceiling for s in steps)  # written by `mqlab ceiling`
     top_title = (
         "top throughput (each driver's best step per pattern, per topology and queue type "
         "when there were several: msg/s (load, scenario))"
@@ -154,25 +154,27 @@ def _show(args: argparse.Namespace, run: Run) -> int:
         from mqlab.ceiling import hook
         from mqlab.live import markdown
 
-        agg = f"\n\n{repeated}\n\n{tables.comparison_markdown(aggregates)}" if aggregates else ""
+        agg = (
+            f"\n\n{repeated}\n\n{comparison.comparison_markdown(aggregates)}" if aggregates else ""
+        )
         agg += f"\n\n{hook.markdown(steps)}" if ceilings else ""
         if times:
             agg += f"\n\n{times_title}\n\n{seedtables.markdown(seedtables.TIMES_HEADER, times)}"
         print(f"{markdown.text(name)}: {markdown.text(status)}\n\n"
-              f"{tables.comparison_markdown(steps)}{agg}\n\n"
-              f"Measured with {markdown.text(tables.environment_line(env))}.")  # fmt: skip
+              f"{comparison.comparison_markdown(steps)}{agg}\n\n"
+              f"Measured with {markdown.text(comparison.environment_line(env))}.")  # fmt: skip
         return 0
     console = _console()
     console.print(f"{name}: {status}")
     if steps:
-        console.print(tables.comparison(steps))
+        console.print(comparison.comparison(steps))
     if ceilings:
         show_ceilings(console, steps)
     if times:
         console.print(seedtables.table(times_title, seedtables.TIMES_HEADER, times))
     if aggregates:
-        console.print(tables.comparison(aggregates, title=repeated))
-    console.print(f"measured with {tables.environment_line(env)}")
+        console.print(comparison.comparison(aggregates, title=repeated))
+    console.print(f"measured with {comparison.environment_line(env)}")
     return 0
 
 
@@ -222,7 +224,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
                 print(f"node{m.index} {n.name}: {m.state}, {mask(n.url)}, management "
                       f"{n.management_port}, distribution {n.dist_port}, pid {n.pid}")  # fmt: skip
     except BrokerError as exc:
-        raise CliError(str(exc), EXIT_FAILED) from None
+        code = EXIT_BAD_INPUT if isinstance(exc, BrokerRefused) else EXIT_FAILED
+        raise CliError(str(exc), code) from None
     return 0
 
 
@@ -318,7 +321,8 @@ def build_parser() -> _Parser:
         "reproducible runs.",
     )  # fmt: skip
     p.add_argument("action", choices=("start", "stop", "status"))
-    p.add_argument("--port", type=int, help="AMQP port (default: a free one)")
+    p.add_argument("--port", type=lambda text: metrics.port_arg(text, lowest=1),
+                   help="AMQP port (default: a free one)")  # fmt: skip
     p.add_argument("--nodes", type=_positive_int, default=1,
                    help="cluster size, 1 to 5 nodes on this machine (default 1)")  # fmt: skip
     p.add_argument(

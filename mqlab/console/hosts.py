@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from mqlab.console import hostsup
 from mqlab.console.common import EXIT_BAD_INPUT, EXIT_FAILED, CliError, load
 
 
@@ -35,6 +36,8 @@ def cmd_hosts_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_hosts_check(args: argparse.Namespace) -> int:
+    if hostsup.is_inventory(args.profile):
+        return hostsup.cmd_check_inventory(args)
     _needs_extra()
     import asyncio
 
@@ -49,7 +52,9 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
         )
     try:
         found = asyncio.run(check(profile.hosts))
-    except (HostsError, CertsError) as exc:
+    except CertsError as exc:  # the profile's certificates: bad input, the hosts not tried
+        raise CliError(f"{args.profile}: [hosts] certs: {exc}", EXIT_BAD_INPUT) from None
+    except HostsError as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
     for h in found:
         o = h.offset
@@ -63,18 +68,23 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
 
 def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     p = command(
-        "hosts", help="the hosts of a multi-host run: certificates, check",
+        "hosts", help="the hosts of a multi-host run: certificates, up, down, check",
         description="`mqlab hosts certs DIR` makes a dedicated CA and the TLS certificates of a "
         "Dask scheduler, its workers and this controller; `mqlab hosts check PROFILE` reaches the "
-        "hosts a profile's [hosts] names and measures each one's clock offset.",
+        "hosts a profile's [hosts] (or an inventory) names and measures each one's clock offset; "
+        "`mqlab hosts up INVENTORY` starts a TLS scheduler and the named Dask workers over SSH, "
+        "`mqlab hosts down INVENTORY` stops them.",
     )  # fmt: skip
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     c = sub.add_parser("certs", help="make a CA and certificates in DIR")
     c.add_argument("dir")
     c.set_defaults(func=cmd_hosts_certs)
-    k = sub.add_parser("check", help="reach a profile's hosts; same mqlab; clock offsets")
-    k.add_argument("profile")
+    k = sub.add_parser(
+        "check", help="reach a profile's or an inventory's hosts; same mqlab; clock offsets"
+    )
+    k.add_argument("profile", help="a profile with [hosts], or an inventory")
     k.set_defaults(func=cmd_hosts_check)
+    hostsup.add_actions(sub)  # up, down
 
 
 __all__ = ["add_commands"]

@@ -2,7 +2,9 @@
 
 The server starts before any broker does, so a taken port is one line and exit 2 with
 nothing started and nothing measured; it says where it listens, beside each managed
-RabbitMQ node's own endpoint, so one Prometheus can scrape both.
+RabbitMQ node's own endpoint, so one Prometheus can scrape both (a port the system chose,
+``--metrics-port 0``, is said even with ``-q``), and the results' environment records it.
+An endpoint option without a port (``--metrics-host``, ``--metrics-linger``) is refused.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ if TYPE_CHECKING:
 DEFAULT_HOST = "127.0.0.1"
 
 
-def port_arg(text: str) -> int:
+def port_arg(text: str, lowest: int = 0) -> int:
+    """A TCP port from the command line (``lowest`` 0: the system picks a free one)."""
     try:
         port = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a TCP port number, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a TCP port 0 to 65535, got {port}")
+    if not lowest <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port {lowest} to 65535, got {port}")
     return port
 
 
@@ -42,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser, duration: Callable[[str], float]) 
     p.add_argument("--metrics-host", metavar="ADDRESS", default=None,
                    help=f"the address the metrics listen on (default {DEFAULT_HOST}; "
                    "0.0.0.0 for every interface)")  # fmt: skip
-    p.add_argument("--metrics-linger", type=duration, metavar="DURATION", default=0.0,
+    p.add_argument("--metrics-linger", type=duration, metavar="DURATION", default=None,
                    help="keep serving the final figures this long after the run, so a "
                    "Prometheus scraping every few seconds gets the last step")  # fmt: skip
 
@@ -54,9 +57,12 @@ def start(
     port = args.metrics_port if args.metrics_port is not None else profile_port
     host = args.metrics_host or DEFAULT_HOST
     if port is None:
-        if args.metrics_host is not None:
+        # an option about the endpoint, with no endpoint asked for: refused, not ignored
+        asked = {"--metrics-host": args.metrics_host, "--metrics-linger": args.metrics_linger}
+        given = [option for option, value in asked.items() if value is not None]
+        if given:
             raise CliError(
-                "--metrics-host needs a port: give --metrics-port (or [run] metrics_port)",
+                f"{given[0]} needs a port: give --metrics-port (or [run] metrics_port)",
                 EXIT_BAD_INPUT,
             )
         return None
@@ -86,6 +92,18 @@ def start(
         ) from None
 
 
+def chosen(args: argparse.Namespace, profile_port: int | None) -> bool:
+    """Whether the system chose the port (0 asked for): only the run can tell where it is."""
+    return (args.metrics_port if args.metrics_port is not None else profile_port) == 0
+
+
+def recorded(server: MetricsServer | None) -> dict[str, object] | None:
+    """What the results' environment keeps of the endpoint (``metrics``): where it was."""
+    if server is None:
+        return None
+    return {"host": server.host, "port": server.port, "url": server.url}
+
+
 def endpoints(server: MetricsServer, handles: Mapping[str, ServerHandle]) -> str:
     """One line: mqlab's endpoint and each managed broker node's own."""
     parts = [f"metrics: mqlab {server.url}"]
@@ -95,9 +113,9 @@ def endpoints(server: MetricsServer, handles: Mapping[str, ServerHandle]) -> str
     return ", ".join(parts)
 
 
-def linger(server: MetricsServer, seconds: float, say: Callable[[str], None]) -> None:
+def linger(server: MetricsServer, seconds: float | None, say: Callable[[str], None]) -> None:
     """Serve the final figures ``seconds`` longer; Ctrl-C ends the wait."""
-    if seconds <= 0:
+    if not seconds or seconds <= 0:
         return
     say(f"metrics: serving the final figures for {seconds:g} s more at {server.url} (Ctrl-C stops)")
     done = threading.Event()

@@ -32,12 +32,13 @@ from mqlab.console.common import (
     check,
     load,
 )
-from mqlab.errors import BrokerError
+from mqlab.errors import BrokerError, BrokerRefused, MqlabError
 from mqlab.eventloop import run as run_loop
-from mqlab.live import seedtables, tables
+from mqlab.live import comparison, seedtables, steptables, tables
 from mqlab.live.monitor import Monitor
 from mqlab.live.snapshot import RunSnapshot
 from mqlab.measure import ledger
+from mqlab.record.step import StepRecord
 from mqlab.registry import LoadedPlugin
 from mqlab.results import environment, paths
 from mqlab.results.calibration import codec_costs
@@ -90,6 +91,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"{profile.path}: [hosts]: driver {local[0]} runs in one process and cannot "
                 "be spread over hosts; remove it or [hosts]", EXIT_BAD_INPUT,
             )  # fmt: skip
+        if not profile.hosts.insecure:  # before anything starts or is written
+            from mqlab.hosts.certs import CertsError, usable
+
+            try:
+                usable(profile.hosts.certs)
+            except CertsError as exc:
+                raise CliError(f"{profile.path}: [hosts] certs: {exc}", EXIT_BAD_INPUT) from None
     plan = make_plan(profile)
     console = _console()
     err = _console(stderr=True)
@@ -119,7 +127,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             if problem:
                 raise CliError(problem, EXIT_FAILED)
             if metrics is not None:
-                say(metrics_cli.endpoints(metrics, handles))
+                line = metrics_cli.endpoints(metrics, handles)
+                if args.quiet and metrics_cli.chosen(args, profile.run.metrics_port):
+                    with contextlib.suppress(OSError):  # where to scrape: nothing else says it
+                        err.print(line)
+                else:
+                    say(line)
             code = _run(
                 args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics
             )
@@ -127,7 +140,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 metrics_cli.linger(metrics, args.metrics_linger, say)
             return code
     except BrokerError as exc:
-        raise CliError(f"managed broker: {exc}", EXIT_FAILED) from None
+        code = EXIT_BAD_INPUT if isinstance(exc, BrokerRefused) else EXIT_FAILED
+        raise CliError(f"managed broker: {exc}", code) from None
     finally:
         if metrics is not None:
             metrics.close()
@@ -153,7 +167,8 @@ def _run(
         with contextlib.suppress(OSError):
             err.print(f"mqlab: removed {path}, a step directory of a run that was killed")
     server_of = _servers_of(profile, plugins)
-    broker_info, broker_pid = managed.facts(urls, server_of, handles)
+    # each driver's broker: every figure of a step comes from its own
+    brokers = managed.sides(urls, server_of, handles, profile.broker.management_url)
 
     def warn(line: str) -> None:
         with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
@@ -161,10 +176,12 @@ def _run(
 
     if not args.quiet:
         err.print(f"{profile.run.name}: measuring codec costs…")
+    broker_info = managed.environment_broker(brokers)
     env = environment.gather(registry.discover(), broker_info, {d.plugin for d in profile.drivers})
     env["codec_cost_us"] = codec_costs(profile)
     # every managed server, not only the first driver's (RabbitMQ and Artemis in one run)
     env["servers"] = environment.servers(handles)  # with what durable meant on each
+    env["metrics"] = metrics_cli.recorded(metrics)  # where the endpoint was, the port it got
     results = ResultsFile(out, _profile_record(profile, urls), env, warn)
     if not results.write():
         raise CliError(results.write_error or "cannot write the results file", EXIT_FAILED)
@@ -188,7 +205,7 @@ def _run(
         if metrics is not None:  # beside the view: it reads the same snapshots
             metrics.exporter.snapshot(snap)
 
-    def on_step(record: dict[str, Any]) -> None:
+    def on_step(record: StepRecord) -> None:
         results.add_step(record)
         if metrics is not None:
             metrics.exporter.step(record)
@@ -207,18 +224,11 @@ def _run(
         )  # fmt: skip
     runner = Runner(
         plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
-        on_snapshot, on_step, broker_pid,
-        broker_label=managed.label(urls, server_of),
-        queue_depth=managed.queue_depth(urls, server_of, handles, profile.broker.management_url),
-        broker_steps=managed.broker_steps(
-            urls, server_of, handles, profile.broker.management_url
-        ),
-        node_control=managed.node_control(handles, server_of),
-        after_step=ceilings,
-        broker_pid_of=managed.pid_of(server_of, handles, urls),
-        broker_pids=lambda: managed.broker_pids(handles),
+        on_snapshot, on_step, brokers, after_step=ceilings,
     )  # fmt: skip
-    status, message, code = "done", "", 0
+    # "done" only once the run has returned: whatever else ends it is no finished run
+    status, message, code = "failed", "stopped by an error", EXIT_FAILED
+    before_steps = False  # it failed before any step could start (the hosts unreachable)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -245,27 +255,29 @@ def _run(
         monitor.start()
     try:
         run_loop(main)
+        status, message, code = "done", "", 0
     except StepFailed as exc:
         status, message, code = "failed", str(exc), EXIT_FAILED
+    except MqlabError as exc:  # before the steps: the Dask scheduler or a host not there
+        status, message, code = "failed", str(exc), EXIT_FAILED
+        before_steps = not results.doc["steps"]
     except (Interrupted, asyncio.CancelledError, KeyboardInterrupt):
         status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
     finally:
         if runner.interrupt.is_set() and code == 0:
             status, message, code = "interrupted", "stopped by the user", EXIT_INTERRUPTED
-        elif (
-            runner.stop_after.is_set() and code == 0 and len(results.doc["steps"]) < len(plan.steps)
-        ):
+        elif runner.stop_after.is_set() and code == 0 and len(results.steps) < len(plan.steps):
             status, message, code = "interrupted", "stopped by the user (q)", EXIT_INTERRUPTED
         # the results first: the terminal may be gone (SIGHUP), the figures must not be
         results.finish(status, redact.scrub(message))
         if monitor is not None:
             with contextlib.suppress(OSError):
                 monitor.stop()
-    steps = results.doc["steps"]
+    steps = results.steps
     if steps:
         with contextlib.suppress(OSError):
-            console.print(tables.comparison(steps))
-            stress = tables.background_table(steps)
+            console.print(comparison.comparison(steps))
+            stress = steptables.background_table(steps)
             if stress is not None:  # what each probe's background achieved and lost
                 console.print(stress)
             times = seedtables.times_rows(steps)
@@ -273,16 +285,18 @@ def _run(
                 title = "time in the window: real, and the processes' own user and sys seconds"
                 console.print(seedtables.table(title, seedtables.TIMES_HEADER, times))
             for s in steps:
-                if s.get("phases"):  # a rolling update or faults: phase by phase
-                    console.print(tables.phase_table(s))
-                if s.get("faults"):  # each event: detection, recovery, the promise
-                    console.print(tables.fault_table(s))
-                if s.get("verdict"):  # what nobody injected, what it lost, the verdict
-                    console.print(tables.spontaneous_table(s))
+                if s.figures.phases:  # a rolling update or faults: phase by phase
+                    console.print(steptables.phase_table(s))
+                if s.figures.faults:  # each event: detection, recovery, the promise
+                    console.print(steptables.fault_table(s))
+                if s.losses.verdict:  # what nobody injected, what it lost, the verdict
+                    console.print(steptables.spontaneous_table(s))
             if ceilings is not None:
                 show_ceilings(console, steps)
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())
             console.print(f"codec cost per message (encode + decode, this machine): {costs}")
+    if code == EXIT_FAILED and before_steps:
+        raise CliError(f"{message} (results: {out}, no step measured)", EXIT_FAILED)
     if code == EXIT_FAILED:
         failed_at = len(steps) + 1
         step = plan.steps[failed_at - 1] if failed_at <= len(plan.steps) else None
@@ -317,7 +331,7 @@ def ctrl_c(runner: Runner, main_task: asyncio.Task[Any] | None) -> str:
     return "stopping now…"
 
 
-def show_ceilings(console: Console, steps: list[dict[str, Any]]) -> None:
+def show_ceilings(console: Console, steps: list[StepRecord]) -> None:
     from mqlab.ceiling import hook
 
     table = hook.table(steps)

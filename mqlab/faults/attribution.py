@@ -35,11 +35,13 @@ connection, a cancelled consumer, an injected fault), or to none.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mqlab.measure.ledger import arrived, receipts
 from mqlab.measure.spontaneous import LOSSY
+from mqlab.record.events import Event
 
 #: the action of a host (a Dask worker and every process under it) lost mid-step
 HOST_LOST = "host_lost"
@@ -70,7 +72,7 @@ class Candidate:
 
 def candidates(
     spontaneous: list[dict[str, Any]],
-    injected: list[dict[str, Any]],
+    injected: Sequence[Event],
     roles: dict[str, str],
     clients_of: dict[str, list[int]],
     send_marks: list[list[int]],
@@ -105,12 +107,12 @@ def candidates(
                 marks.setdefault(c, mark_at(c, ev["t_ns"]))
         label = f"{ev['kind']} {ev['worker']}"
         out.append(Candidate(label, ev["kind"], ev["t_ns"], ev["worker"], ev["connection"], marks))
-    for ev in injected:
-        if ev.get("action") in _NOT_LOSSY_ACTIONS or ev.get("t_s") is None:
+    for inj in injected:
+        if inj.action in _NOT_LOSSY_ACTIONS or inj.t_s is None:
             continue
-        t = window_start + int(float(ev["t_s"]) * _NS)
-        label = str(ev.get("detail") or ev.get("action")).split(":")[0]
-        if ev.get("action") == HOST_LOST:
+        t = window_start + int(inj.t_s * _NS)
+        label = str(inj.detail or inj.action).split(":")[0]
+        if inj.action == HOST_LOST:
             # nothing comes back from a lost host: what was sent to it afterwards (its
             # servers' queues have no other consumer) is its loss too, not "no event"
             out.append(Candidate(label, HOST_LOST, t, marks=dict(sent_by_client)))

@@ -2,32 +2,18 @@
 
 The nodes are a managed RabbitMQ cluster's (:class:`mqlab.rabbitmq.faults.NodeControl`)
 or a replicated Kafka's or Artemis' (:class:`mqlab.servers.nodes.ProcessNodes`): the step's
-driver's own broker. ``node = "queues"`` (RabbitMQ only) is resolved when the event fires:
-the node that holds the step's first queue then (its leader, or master), as the
-management API says.
+driver's own broker, through its broker side's ``node_control``. ``node = "queues"``
+(RabbitMQ only) is resolved when the event fires: the node that holds the step's first
+queue then (its leader, or master), as the management API says.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
-from mqlab.config.events import FaultEvent, node_index
+from mqlab.config.events import FaultEvent, NodeActions, node_index
 from mqlab.errors import BrokerError
-
-
-class NodeActions(Protocol):
-    """A managed broker's nodes by place (``k``: node K); each call blocks, returns what it
-    did in words, and raises BrokerError (one line) when it cannot."""
-
-    def stop(self, k: int) -> str: ...
-    def kill(self, k: int) -> str: ...
-    def start(self, k: int) -> str: ...
-    def restart(self, k: int) -> str: ...
-    def close_connections(self, k: int) -> str: ...
-    def memory_alarm(self, k: int, on: bool) -> str: ...
-    def stopped(self) -> list[int]: ...
 
 
 class BrokerFaults:

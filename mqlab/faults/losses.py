@@ -4,18 +4,23 @@
 :mod:`mqlab.rabbitmq.flow`; any other server is said to offer nothing comparable),
 gathers the workers' spontaneous events, and once the step is over attributes its
 losses and duplicates (:mod:`mqlab.faults.attribution`) and explains them
-(:mod:`mqlab.faults.explain`). Its :meth:`fields` go into the step's record.
+(:mod:`mqlab.faults.explain`). Its :meth:`section` is the step's record's ``losses``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mqlab import redact
 from mqlab.faults import attribution, explain
 from mqlab.measure.spontaneous import to_step
+from mqlab.record.events import BrokerFlow, Event, Spontaneous
+from mqlab.record.figures import Figures
+from mqlab.record.sections import Hosts, Losses
+from mqlab.record.values import Flag
+from mqlab.record.wire import from_wire
 
 if TYPE_CHECKING:
     from mqlab.config.plan import Step
@@ -34,7 +39,7 @@ NOTHING_COMPARABLE = {
 }
 
 
-def not_measured(server: str | None) -> dict[str, Any]:
+def not_measured(server: str | None) -> BrokerFlow:
     """A step's ``broker_flow`` when there is nothing to read: why, never a blank."""
     if server is None:
         why = "no broker: this driver is brokerless or in-process"
@@ -44,7 +49,7 @@ def not_measured(server: str | None) -> dict[str, Any]:
         why = "the RabbitMQ management API of this broker could not be reached"
     else:
         why = f"mqlab reads no flow-control state from {server}"
-    return {"available": False, "why": why}
+    return BrokerFlow(available=False, why=why)
 
 
 def _plugin_facts(plugin: str, raw: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
@@ -87,66 +92,74 @@ class StepLosses:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
-    def flow(self, window_start: int) -> dict[str, Any]:
+    def flow(self, window_start: int) -> BrokerFlow:
         """The step's ``broker_flow``: the figures, or why there are none."""
         if self._sampler is not None:
             from mqlab.rabbitmq.flow import figures
 
-            return figures(list(self.ticks), window_start)
+            return from_wire(BrokerFlow, figures(list(self.ticks), window_start))
         return not_measured(self.server)
 
     @staticmethod
-    def live(workers: list[Worker], window_start: int) -> list[dict[str, Any]]:
+    def live(workers: list[Worker], window_start: int) -> tuple[Spontaneous, ...]:
         """The spontaneous events the workers reported so far, for the live monitor."""
         evs = _scrubbed(ev for w in workers for ev in w.last.spontaneous)
-        return to_step(evs, window_start) if window_start else []
+        return _typed(to_step(evs, window_start)) if window_start else ()
 
-    def fields(
+    def section(
         self,
-        record: dict[str, Any],
+        figures: Figures,
+        servers: int,
+        hosts: Hosts | None,
         workers: list[Worker],
         ledger_dir: str,
         groups: int,
         sent_by_client: dict[int, int],
         window_start: int,
         first_s: int,
-    ) -> dict[str, Any]:
-        """``spontaneous``, ``broker_flow``, ``attribution``, ``verdict``, ``at_loss``."""
+    ) -> tuple[Losses, tuple[Flag, ...]]:
+        """The losses stage: ``spontaneous``, ``broker_flow``, ``attribution``, ``verdict``,
+        ``at_loss``, and the flag whose message is the verdict's note."""
         figs = [w.final or w.last for w in workers]
         evs = _scrubbed(ev for f in figs for ev in f.spontaneous)
         dropped = sum(f.spontaneous_dropped for f in figs)
-        out: dict[str, Any] = {"spontaneous": to_step(evs, window_start, dropped)}
+        spontaneous = _typed(to_step(evs, window_start, dropped))
         flow = self.flow(window_start)
-        out["broker_flow"] = flow
-        if not record.get("servers"):
-            return out  # no receipts to count: nothing is lost by definition
+        if not servers:  # no receipts to count: nothing is lost by definition
+            return Losses(spontaneous=spontaneous, broker_flow=flow), ()
         roles = {w.spec.worker: w.spec.role for w in workers}
         clients_of = {w.spec.worker: [c.client_id for c in w.spec.clients] for w in workers}
         marks = [m for w in workers if w.spec.clients for m in (w.final or w.last).send_marks]
         # a host lost mid-step is an event of the step like an injected one
         lost_hosts = [
-            {"t_s": e["t_s"], "action": attribution.HOST_LOST, "detail": f"host {e['host']} lost"}
-            for e in (record.get("hosts") or {}).get("events") or ()
+            Event(t_s=e.t_s, action=attribution.HOST_LOST, detail=f"host {e.host} lost")
+            for e in (hosts.events if hosts is not None else ())
         ]
         cands = attribution.candidates(
-            evs, [*(record.get("events") or []), *lost_hosts], roles, clients_of, marks,
+            evs, [*(figures.events or ()), *lost_hosts], roles, clients_of, marks,
             sent_by_client, window_start,
         )  # fmt: skip
         causes = [_cause(c, evs) for c in cands]
         lost, none, dups, dup_none = attribution.attribute(
-            cands, ledger_dir, groups, sent_by_client, record["unaccounted"], record["duplicates"]
-        )
-        step = self.step
-        told = {**record, **out}
-        found = explain.explain(
-            told, cands, causes, lost, none, dups, dup_none, flow, self.options,
-            step.driver.plugin, first_s, window_start,
+            cands, ledger_dir, groups, sent_by_client, figures.unaccounted or 0,
+            figures.duplicates or 0,
         )  # fmt: skip
-        flag = found.pop("flag", None)
-        out.update(found)
-        if flag is not None:
-            out["flags"] = [*record.get("flags", []), flag]
-        return out
+        found = explain.explain(
+            figures, spontaneous, cands, causes, lost, none, dups, dup_none, flow, self.options,
+            self.step.driver.plugin, first_s, window_start,
+        )  # fmt: skip
+        losses = Losses(
+            spontaneous=spontaneous,
+            broker_flow=flow,
+            attribution=found.attribution,
+            verdict=found.verdict,
+            at_loss=found.at_loss,
+        )
+        return losses, (found.flag,) if found.flag is not None else ()
+
+
+def _typed(events: Sequence[dict[str, Any]]) -> tuple[Spontaneous, ...]:
+    return tuple(from_wire(Spontaneous, e) for e in events)
 
 
 def _scrubbed(evs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -58,6 +58,7 @@ class WorkerFaults:
             return f"{w.spec.worker} was not running"
         self.killed.add(w.spec.worker)
         await w.snapshot_now()  # its figures to this moment, then no more
+        self.pool.last_times(w)  # and its CPU up to its death
         with contextlib.suppress(ProcessLookupError):
             w.proc.kill()
         await w.proc.wait()

@@ -23,11 +23,15 @@ from mqlab.faults.link import WORKERS, LinkFaults, LinkHold
 from mqlab.faults.processes import WorkerFaults
 from mqlab.faults.timeline import Effector, Timeline
 from mqlab.netns import Network, prefix_for, sweep
+from mqlab.record.cpu import ProxyCpu
+from mqlab.record.events import Event, Phase
+from mqlab.record.values import Link
+from mqlab.record.wire import from_wire
 from mqlab.worker import protocol
 from mqlab.worker.pool import StepFailed
 
 if TYPE_CHECKING:
-    from mqlab.faults.broker import NodeActions
+    from mqlab.config.events import NodeActions
     from mqlab.live.snapshot import WorkerRow
     from mqlab.rabbitmq.steps import BrokerSteps
     from mqlab.worker.pool import Worker, WorkerPool
@@ -206,15 +210,19 @@ class StepFaults:
         tl = self.timeline
         if tl is None:
             return {}
+        events = tuple(from_wire(Event, e) for e in tl.events)
         if not window_s:  # running: the events so far, for the live view's markers
-            return {"events": tuple(tl.events)}
-        link = {"link": dict(self.link)} if self.link else {}
+            return {"events": events}
+        link = {"link": from_wire(Link, self.link)} if self.link else {}
         return {
-            "events": tuple(tl.events),
-            "phases": tuple(tl.phases(window_s)),
+            "events": events,
+            "phases": tuple(from_wire(Phase, p) for p in tl.phases(window_s)),
             "faults": True,
             **link,
         }
 
-    def cpu(self) -> dict[str, Any]:
-        return {"proxies": self.links.figures()} if self.links is not None else {}
+    def proxies(self) -> tuple[ProxyCpu, ...] | None:
+        """Each fault proxy's CPU over the window (steps with link events)."""
+        if self.links is None:
+            return None
+        return tuple(from_wire(ProxyCpu, p) for p in self.links.figures())

@@ -30,7 +30,10 @@ event's verdict ``broken``.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from mqlab.record.events import FaultFigure, Phase
 
 DETECT_SHARE = 0.5
 RECOVER_SHARE = 0.9
@@ -48,7 +51,7 @@ def declares_at_most_once(plugin: str) -> bool:
         return False
 
 
-def promise(options: dict[str, Any], at_most_once: bool = True) -> tuple[str, str] | None:
+def promise(options: Mapping[str, Any], at_most_once: bool = True) -> tuple[str, str] | None:
     """(what must stay 0, the promise in words) from the driver's ``retry``; None: none stated.
 
     ``retry = 0`` promises at most once only from a plugin that declares
@@ -74,34 +77,34 @@ def fails_by(errors: int, shortfall: float, median: float | None) -> str:
 
 
 def per_event(
-    phases: list[dict[str, Any]],
+    phases: Sequence[Phase],
     first_s: int,
     seconds: int,
-    completions: list[int],
-    errors: list[int],
-    record: dict[str, Any],
-    options: dict[str, Any],
+    completions: Sequence[int],
+    errors: Sequence[int],
+    counts: Mapping[str, int],
+    options: Mapping[str, Any],
     at_most_once: bool = True,
-) -> list[dict[str, Any]]:
-    """One entry per event phase (every phase but "before"), in order."""
+) -> list[FaultFigure]:
+    """One entry per event phase (every phase but "before"), in order; ``counts``: the
+    step's ``lost``, ``duplicates`` and ``timed_out`` (calls that timed out)."""
     end = first_s + seconds
 
-    def at(series: list[int], i: int) -> int:
+    def at(series: Sequence[int], i: int) -> int:
         return series[i] if 0 <= i < len(series) else 0
 
     kept = promise(options, at_most_once)
-    broken = kept is not None and record[kept[0]] > 0
-    timed_out = int(record["errors"].get("CallTimeout", 0))
+    broken = kept is not None and counts[kept[0]] > 0
     out = []
     for p in phases[1:]:
-        t = float(p["start_s"])
+        t = p.start_s
         e = first_s + int(t)
         before = [at(completions, i) for i in range(first_s, e)]
         median = statistics.median(before) if before else None
         detect_i: int | None = None
         how = ""
         # detected within the event's own phase: a drop after the next event is that one's
-        phase_end = min(end, first_s + max(int(t) + 1, round(float(p["end_s"]))))
+        phase_end = min(end, first_s + max(int(t) + 1, round(p.end_s)))
         for i in range(e, phase_end):
             if at(errors, i) > 0:
                 detect_i, how = i, "error"
@@ -118,24 +121,24 @@ def per_event(
                     break
         detect_s = None if detect_i is None else max(0.0, detect_i + 1 - first_s - t)
         recover_s = None if recover_i is None else max(0.0, recover_i - first_s - t)
-        secs = range(first_s + round(t), first_s + round(float(p["end_s"])))
+        secs = range(first_s + round(t), first_s + round(p.end_s))
         errs = sum(at(errors, i) for i in secs)
         short = sum(max(0.0, median - at(completions, i)) for i in secs) if median else 0.0
         outage_s = short / median if median else None
-        out.append({
-            "event": p["name"],
-            "t_s": round(t, 3),
-            "median_before": median,
-            "detect_s": None if detect_s is None else round(detect_s, 3),
-            "detected_by": how or None,
-            "recover_s": None if recover_s is None else round(recover_s, 3),
-            "errors": errs,
-            "outage_s": None if outage_s is None else round(outage_s, 2),
-            "fails_by": fails_by(errs, short, median),
-            "lost": record["lost"],
-            "duplicates": record["duplicates"],
-            "timed_out": timed_out,
-            "promise": kept[1] if kept else None,
-            "verdict": "no promise" if kept is None else "broken" if broken else "kept",
-        })  # fmt: skip
+        out.append(FaultFigure(
+            event=p.name,
+            t_s=round(t, 3),
+            median_before=median,
+            detect_s=None if detect_s is None else round(detect_s, 3),
+            detected_by=how or None,
+            recover_s=None if recover_s is None else round(recover_s, 3),
+            errors=errs,
+            outage_s=None if outage_s is None else round(outage_s, 2),
+            fails_by=fails_by(errs, short, median),
+            lost=counts["lost"],
+            duplicates=counts["duplicates"],
+            timed_out=counts["timed_out"],
+            promise=kept[1] if kept else None,
+            verdict="no promise" if kept is None else "broken" if broken else "kept",
+        ))  # fmt: skip
     return out

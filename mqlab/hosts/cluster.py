@@ -21,7 +21,7 @@ from distributed.security import Security
 from mqlab import __version__
 from mqlab.config.hosts import Hosts
 from mqlab.errors import MqlabError
-from mqlab.hosts.certs import paths
+from mqlab.hosts.certs import usable
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -44,7 +44,7 @@ def security(hosts: Hosts, role: str = "client") -> Security | None:
     """Mutual TLS with the profile's CA, encryption required; None for an insecure loopback."""
     if hosts.insecure:
         return None
-    p = paths(hosts.certs, role)
+    p = usable(hosts.certs, role)  # read back first: a bad key is said as one, not as a timeout
     return Security(  # type: ignore[no-untyped-call]
         tls_ca_file=str(p.ca),
         tls_client_cert=str(p.cert),

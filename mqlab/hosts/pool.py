@@ -33,11 +33,12 @@ from distributed import Client, Future, Queue
 
 from mqlab.config.hosts import Hosts
 from mqlab.config.plan import WorkerSpec
-from mqlab.hosts import clock
+from mqlab.hosts import clock, section
 from mqlab.hosts.cluster import HostsError, connect, worker_addresses
 from mqlab.hosts.supervisor import queue_names, supervise
-from mqlab.measure import latency
-from mqlab.measure.ledger import arrived, receipts, sent_at_least
+from mqlab.record.figures import Figures
+from mqlab.record.sections import HostsSection
+from mqlab.record.values import Flag
 from mqlab.worker import protocol
 from mqlab.worker.pool import Worker, WorkerPool
 
@@ -379,158 +380,12 @@ class HostPool(WorkerPool):
         for name, off in (await self._offsets()).items():
             self._state[name].before = off
 
-    async def step_end(self, record: dict[str, Any], window_start_ns: int) -> None:
+    async def step_end(
+        self, figures: Figures, pattern: str, window_start_ns: int
+    ) -> tuple[HostsSection, tuple[Flag, ...]]:
+        """The hosts stage: each host's clock and CPU over the step, a lost host's share."""
         after = await self._offsets()
-        window_start = window_start_ns
-        hosts = []
-        for name, state in self._state.items():
-            roles = [r for r in ("servers", "clients") if name in getattr(self.hosts, r)]
-            done = after[name]
-            hosts.append({
-                "host": name, "address": state.address, "roles": roles,
-                "clock_before": state.before.as_record() if state.before else None,
-                "clock_after": done.as_record() if done is not None else None,
-                "lost": state.lost_at is not None,
-                "cpus": state.cpus,
-                "cpu_percent": round(sum(state.cpu) / len(state.cpu), 1) if state.cpu else None,
-            })  # fmt: skip
-        events = [
-            {"t_s": round((e["at_ns"] - window_start) / 1e9, 3) if window_start else None,
-             "host": e["host"], "action": "host lost", "detail": e["detail"]}
-            for e in self._events
-        ]  # fmt: skip
-        record["hosts"] = {"hosts": hosts, "events": events, **_bounds(self, after)}
-        flags = record.setdefault("flags", [])
-        if events:
-            self._host_lost_figures(record, flags, events, window_start)
-        bound = record["hosts"].get("latency_bound_us")
-        p50 = (record.get("latency_ms") or {}).get("p50")
-        if (
-            record.get("pattern") in ("cast", "notify") and bound is not None
-            and (p50 is None or bound / 1000 > p50 / 10)
-        ):  # fmt: skip
-            flags.append({"code": "clock_bound", "message": (
-                f"one-way latency spans two hosts and their clocks are known to ±{bound:.0f} µs, "
-                "more than a tenth of its p50: below that the figure cannot be resolved"
-            )})  # fmt: skip
-
-    def _host_lost_figures(
-        self,
-        record: dict[str, Any],
-        flags: list[dict[str, str]],
-        events: list[dict[str, Any]],
-        window_start: int,
-    ) -> None:
-        """A lost host's share: what its last shipped ledger state proves received counts as
-        received (already in the step's ledgers: see :meth:`reap`); what it may have received
-        after that state and before it died is unknown, never called lost."""
-        lost = {e["host"] for e in events}
-        roles = {w.spec.role for w in self._step if w.host in lost}
-        unknown = 0
-        as_of: dict[str, float | None] = {}
-        for host in sorted(lost):
-            servers = [w for w in self._step if w.host == host and w.spec.servers]
-            if not servers:
-                continue
-            at = self._receipts_at.get(host)
-            as_of[host] = round((at - window_start) / 1e9, 3) if at and window_start else None
-            lost_at = self._state[host].lost_at
-            assert lost_at is not None
-            unknown += _unknown_receipts(self._step, servers, record, at, lost_at)
-        unknown = min(unknown, max(0, int(record.get("lost") or 0)))
-        if unknown:
-            # neither delivered nor known lost: the dead host may have had them
-            record["lost"] -= unknown
-            record["unaccounted"] = int(record.get("unaccounted") or 0) + unknown
-        record["hosts"]["receipts_as_of_s"] = as_of
-        record["hosts"]["unknown"] = unknown
-        names = ", ".join(sorted(lost))
-        said = []
-        if as_of:
-            said.append(
-                "its receipts count up to its last shipped ledger state ("
-                + ", ".join(f"{h}: {'none' if t is None else f'{t:g} s'}" for h, t in as_of.items())
-                + f"), {unknown:,} sent around its loss are unknown (unaccounted, not lost)"
-            )
-        if "client" in roles:
-            said.append("its clients' sends after their last report count only where a "
-                        "server's receipt proves them")  # fmt: skip
-        flags.append({"code": "host_lost", "message": (
-            f"host {names} lost during the step: its workers' figures end at their last "
-            f"report; {'; '.join(said)}"
-        )})  # fmt: skip
-        incomplete = ["throughput", "latency", "lost"]
-        if "server" in roles:
-            incomplete += ["received", "duplicates"]
-        if "client" in roles:
-            incomplete += ["sent"]
-        record["incomplete"] = incomplete
-
-
-def _unknown_receipts(
-    workers: list[RemoteWorker],
-    servers: list[RemoteWorker],
-    record: dict[str, Any],
-    as_of: int | None,
-    lost_at: int,
-) -> int:
-    """Messages for the groups ``servers`` (on a lost host) served that no ledger holds and
-    that were sent late enough to have reached those servers after their host's last
-    shipped state (``as_of``, None: none) and before it was lost (``lost_at``).
-
-    Per client, from its send marks (its send count at each report, on the controller's
-    clock): from its count at the last mark before ``as_of`` less the step's slowest
-    delivery (a message sent earlier would have arrived before the state was read), to its
-    count at the first mark after the loss (every send, if none): the marks are a second
-    apart, so the span errs on the side of unknown."""
-    ledger_dir = servers[0].spec.ledger_dir
-    if not ledger_dir or not os.path.isdir(ledger_dir):
-        return 0
-    groups = {r.group for w in servers for r in w.spec.servers}
-    hist = (record.get("histograms") or {}).get("one_way") or (record.get("histograms") or {}).get(
-        "round_trip"
-    )
-    slack = latency.decode(hist).get_max_value() * 1000 if hist else 0
-    sent: dict[int, int] = {}
-    marks: list[list[int]] = []
-    for w in workers:
-        if w.spec.clients:
-            for c, n in w.last.sent_by_client.items():
-                sent[c] = sent.get(c, 0) + n
-            marks += w.last.send_marks
-    # a client killed with its host: the servers' ledgers prove sends beyond its last report
-    sent = sent_at_least(ledger_dir, sent, set(sent))
-    got = receipts(ledger_dir, sent)
-    out = 0
-    cutoff = as_of - slack if as_of is not None else None
-    for c, total in sent.items():
-        mine = [(t, n) for client, t, n in marks if client == c]
-        lo = max((n for t, n in mine if cutoff is not None and t <= cutoff), default=0)
-        hi = min((n for t, n in mine if t >= lost_at), default=total)
-        hi = min(max(hi, lo), total)
-        for g in groups:
-            bits = got.get((g, c), (b"", b""))[0]
-            out += (hi - lo) - arrived(bits, lo, hi)
-    return out
-
-
-def _bounds(pool: HostPool, after: dict[str, clock.Offset | None]) -> dict[str, Any]:
-    """A one-way latency from a client host to a server host is wrong by at most the two
-    offsets' bounds added, and by how far the offsets drifted over the step."""
-    worst: float | None = None
-    for s in pool.hosts.servers:
-        for c in pool.hosts.clients:
-            if s == c:
-                continue
-            parts: list[int] = []
-            for h in (s, c):
-                b, a = pool._state[h].before, after.get(h)
-                if b is None:
-                    parts = []
-                    break
-                drift = abs(a.offset_ns - b.offset_ns) if a is not None else 0
-                parts.append(b.bound_ns + drift)
-            if parts:
-                total = sum(parts) / 1e3
-                worst = total if worst is None else max(worst, total)
-    return {"latency_bound_us": round(worst, 1) if worst is not None else None}
+        return section.hosts_stage(
+            list(self._state.values()), self.hosts, after, self._events, self._step,
+            self._receipts_at, figures, pattern, window_start_ns,
+        )  # fmt: skip

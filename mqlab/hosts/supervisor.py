@@ -3,8 +3,9 @@
 It runs in a thread of the host's Dask worker for the whole run, starts mqlab's own
 worker processes there (``python -m mqlab.worker.process``, as on the controller's
 host) and keeps their control pipes local: each worker connects to the supervisor on
-the host's loopback and speaks the frames it always speaks (:mod:`mqlab.worker.protocol`),
-which the supervisor relays as they are, in both directions; the load never
+the host's loopback with the key the supervisor gave it (as the controller does on its own
+host: :mod:`mqlab.worker.protocol`) and speaks the frames it always speaks, which the
+supervisor relays as they are, in both directions; the load never
 runs inside Dask's own thread (its p99.9 was four to six times worse there).
 
 Between the supervisor and the controller, two Dask queues per host (through the
@@ -77,6 +78,7 @@ class _Host:
     def __init__(self, up: queue.Queue[dict[str, Any] | None]) -> None:
         self.up = up  # drained to the Dask queue by a thread of its own
         self.specs: dict[str, WorkerSpec] = {}
+        self.tokens: dict[str, str] = {}  # each worker's key on this host's control channel
         self.writers: dict[str, asyncio.StreamWriter] = {}
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.ps: dict[str, psutil.Process] = {}
@@ -89,12 +91,17 @@ class _Host:
     async def on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         name = ""
         try:
-            hello = await protocol.recv(reader)
-            name = hello.worker if isinstance(hello, protocol.Hello) else ""
-            spec = self.specs.get(name)
-            if spec is None:
+            hello = await protocol.await_hello(reader, SILENCE)
+            spec = self.specs.get(hello.worker) if hello is not None else None
+            if (
+                hello is None
+                or spec is None
+                or hello.worker in self.writers
+                or not protocol.admits(hello, self.tokens.get(hello.worker, ""))
+            ):  # not a worker this supervisor started: closed without a word
                 writer.close()
                 return
+            name = hello.worker
             self.writers[name] = writer
             await protocol.send(writer, protocol.Spec(spec))
             while True:  # frames relayed undecoded: the controller reads them as its own
@@ -117,6 +124,7 @@ class _Host:
             name = spec.worker
             # the servers' receipt ledgers live on this host; shipped back after the step
             self.specs[name] = replace(spec, ledger_dir=self.local_dir(spec.ledger_dir))
+            self.tokens[name] = protocol.new_token()
             err = open(os.path.join(self.tmp, f"{name}.stderr"), "wb")  # noqa: SIM115
             with err:
                 proc = await asyncio.create_subprocess_exec(
@@ -124,6 +132,7 @@ class _Host:
                     "--control", f"127.0.0.1:{self.port}", "--name", name,
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                     stderr=err, start_new_session=True,
+                    env={**os.environ, protocol.TOKEN_ENV: self.tokens[name]},
                 )  # fmt: skip
             self.procs[name] = proc
             with contextlib.suppress(psutil.Error):

@@ -2,8 +2,8 @@
 
 The exporter sits beside the live view: it is handed the same snapshots and the
 finished step records, and turns them into Prometheus samples when it is scraped.
-It measures nothing; every value comes from a record ``stepresult.build`` made (the
-running step's from what its workers reported so far) or from a snapshot's worker
+It measures nothing; every value comes from a step's record (the running step's
+from what its workers reported so far) or from a snapshot's worker
 rows. The metric names and labels are documented in ``docs/monitor.md``.
 
 The HTTP server is ``prometheus_client``'s own (a daemon thread); a scrape reads
@@ -13,7 +13,7 @@ the records under a lock, and a finished step's samples are built once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from mqlab.live.snapshot import RunSnapshot, WorkerRow
 from mqlab.measure import latency
-from mqlab.measure.load import Load
+from mqlab.record.step import StepRecord
 
 __all__ = ["BUCKETS_S", "STEP_LABELS", "Exporter", "MetricsServer", "serve"]
 
@@ -45,16 +45,17 @@ _US = 1e-6
 _MS = 1e-3
 
 
-def step_labels(run: str, record: Mapping[str, Any]) -> tuple[str, ...]:
+def step_labels(run: str, record: StepRecord) -> tuple[str, ...]:
     """The labels of one step: ``step`` is its number as the monitor shows it (index + 1)."""
+    c = record.cell
     return (
         run,
-        str(int(record["step"]) + 1),
-        str(record["driver"]),
-        str(record.get("plugin", "")),
-        str(record.get("scenario", record["pattern"])),
-        str(record["pattern"]),
-        Load.of(record).label(),
+        str(record.step + 1),
+        c.driver,
+        c.plugin or "",
+        c.scenario,
+        c.pattern,
+        c.load.label(),
     )
 
 
@@ -155,55 +156,55 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def step_figures(run: str, record: Mapping[str, Any], finished: bool) -> _StepFigures:
+def step_figures(run: str, record: StepRecord, finished: bool) -> _StepFigures:
     """One step record's samples; a running step has no loss yet (known after the drain)."""
     out: list[_Sample] = []
+    f = record.figures
 
     def add(family: str, value: Any, *extra: str) -> None:
         v = _num(value)
         if v is not None:  # a figure the record does not hold is not exported as 0
             out.append(_Sample(family, extra, v))
 
-    add("mqlab_sent_messages", record.get("sent"))
-    add("mqlab_received_messages", record.get("received"))
-    if record.get("pattern") == "call":
-        add("mqlab_round_trip_messages", record.get("round_trip"))
-    add("mqlab_duplicated_messages", record.get("duplicates"))
-    for kind, n in sorted((record.get("errors") or {}).items()):
+    add("mqlab_sent_messages", f.sent)
+    add("mqlab_received_messages", f.received)
+    if record.cell.pattern == "call":
+        add("mqlab_round_trip_messages", f.round_trip)
+    add("mqlab_duplicated_messages", f.duplicates)
+    for kind, n in sorted(f.errors.items()):
         add("mqlab_errors", n, str(kind))
     actions: dict[str, int] = {}
-    for e in record.get("events") or ():
-        actions[str(e.get("action", ""))] = actions.get(str(e.get("action", "")), 0) + 1
+    for e in f.events or ():
+        actions[e.action] = actions.get(e.action, 0) + 1
     for action, n in sorted(actions.items()):
         add("mqlab_fault_events", n, action)
     hists = []
-    for kind, lat in sorted((record.get("latency") or {}).items()):
-        if not isinstance(lat, Mapping):
-            continue
-        add("mqlab_latency_failed_messages", lat.get("failed", 0), kind)
-        censored = set(lat.get("censored") or ())
+    for kind, lat in sorted(f.latency.items()):
+        add("mqlab_latency_failed_messages", lat.failed or 0, kind)
         for key, q in _QUANTILES:
             v = _num(lat.get(key))
             if v is not None:
                 add("mqlab_latency_percentile_seconds", v * _MS, kind, q)
-                add("mqlab_latency_percentile_lower_bound", int(key in censored), kind, q)
-        encoded = (record.get("histograms") or {}).get(kind)
-        if isinstance(encoded, str) and encoded:
+                add("mqlab_latency_percentile_lower_bound", int(key in lat.censored), kind, q)
+        encoded = f.histograms.get(kind)
+        if encoded:
             bs, total_s, _count = buckets(encoded)
             hists.append(_Hist(kind, tuple(bs), total_s))
-    cpu = record.get("cpu") or {}
-    for role in ("clients", "servers", "broker"):
-        add("mqlab_cpu_percent", cpu.get(f"{role}_percent"), role)
-    for node in cpu.get("nodes") or ():
-        add("mqlab_broker_node_cpu_percent", node.get("cpu_percent"), str(node.get("node")))
+    cpu = f.cpu
+    for role, value in (
+        ("clients", cpu.clients_percent), ("servers", cpu.servers_percent),
+        ("broker", cpu.broker_percent),
+    ):  # fmt: skip
+        add("mqlab_cpu_percent", value, role)
+    for node in cpu.nodes or ():
+        add("mqlab_broker_node_cpu_percent", node.cpu_percent, node.node)
     if finished:
-        add("mqlab_lost_messages", record.get("lost"))
-        add("mqlab_unaccounted_messages", record.get("unaccounted"))
-        thr = record.get("throughput") or {}
-        add("mqlab_throughput_mean_messages_per_second", thr.get("mean"))
-        add("mqlab_throughput_stdev_messages_per_second", thr.get("stdev"))
-        for flag in record.get("flags") or ():
-            add("mqlab_step_flag", 1, str(flag.get("code", "")))
+        add("mqlab_lost_messages", f.lost)
+        add("mqlab_unaccounted_messages", f.unaccounted)
+        add("mqlab_throughput_mean_messages_per_second", f.throughput.mean)
+        add("mqlab_throughput_stdev_messages_per_second", f.throughput.stdev)
+        for flag in record.flags:
+            add("mqlab_step_flag", 1, flag.code)
     return _StepFigures(step_labels(run, record), tuple(out), tuple(hists))
 
 
@@ -217,9 +218,9 @@ class Exporter(Collector):
         self._lock = threading.Lock()
         self._finished: dict[int, _StepFigures] = {}
         #: the running (or last running) step's record: (index, record)
-        self._live: tuple[int, Mapping[str, Any]] | None = None
+        self._live: tuple[int, StepRecord] | None = None
         self._rate_now: float | None = None  # None: no step is running now
-        self._live_figures: tuple[Mapping[str, Any], _StepFigures] | None = None
+        self._live_figures: tuple[StepRecord, _StepFigures] | None = None
         self._workers: tuple[WorkerRow, ...] = ()
 
     # -- fed on the run's event loop ------------------------------------------
@@ -228,7 +229,7 @@ class Exporter(Collector):
         """A live-view snapshot: the running step's record and the worker rows."""
         with self._lock:
             if snap.record is not None and snap.current is not None:
-                self._live = (int(snap.record["step"]), snap.record)
+                self._live = (snap.record.step, snap.record)
                 self._rate_now = snap.current.rate_now
             else:
                 # between steps (or while `mqlab ceiling` measures after one) the last live
@@ -236,11 +237,11 @@ class Exporter(Collector):
                 self._rate_now = None
             self._workers = snap.workers
 
-    def step(self, record: Mapping[str, Any]) -> None:
+    def step(self, record: StepRecord) -> None:
         """A finished step's record, as written to the results file."""
         figures = step_figures(self.run, record, finished=True)
         with self._lock:
-            self._finished[int(record["step"])] = figures
+            self._finished[record.step] = figures
 
     # -- read by the HTTP server's thread -------------------------------------
 

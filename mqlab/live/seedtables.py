@@ -16,12 +16,11 @@ Both are plain rows of text (a header and cells), rendered as a rich table or Ma
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from rich.table import Table
 
 from mqlab.live import markdown as md
-from mqlab.measure.load import Load
+from mqlab.record.step import StepRecord
 
 PATTERNS = ("call", "cast", "notify")
 TOP_HEADER = ("driver", "CALL, msg/s", "CAST, msg/s", "NOTIFY, msg/s")
@@ -31,31 +30,29 @@ TIMES_HEADER = (
 )  # fmt: skip
 
 
-def _rate(s: dict[str, Any]) -> float:
-    return float(s["throughput"].get("mean") or 0.0)
+def _rate(s: StepRecord) -> float:
+    return float(s.figures.throughput.mean or 0.0)
 
 
-def _setup(s: dict[str, Any]) -> tuple[str, str]:
+def _setup(s: StepRecord) -> tuple[str, str]:
     """A step's topology (the nodes its clients and servers connected to first) and the
     type of its queues."""
-    placed = s.get("placement")
-    if not isinstance(placed, dict):  # a free field: another file's may hold anything
-        placed = {}
-    where = f"clients {placed.get('clients', 'node1')}, servers {placed.get('servers', 'node1')}"
-    return where, str(s.get("queue_type") or "classic")
+    placed = s.broker.placement
+    clients, servers = (placed.clients, placed.servers) if placed else ("node1", "node1")
+    return f"clients {clients}, servers {servers}", s.cell.queue_type or "classic"
 
 
-def top_table(steps: Sequence[dict[str, Any]]) -> tuple[tuple[str, ...], list[list[str]]]:
+def top_table(steps: Sequence[StepRecord]) -> tuple[tuple[str, ...], list[list[str]]]:
     """The header and, per driver (and topology and queue type, when the run had more than
     one), its highest msg/s for each pattern and the step's load; "-" if none ran."""
-    best: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    best: dict[tuple[str, str, str], dict[str, StepRecord]] = {}
     for s in steps:
-        if s.get("status") != "done" and s.get("status") is not None:
+        if s.figures.status not in ("done", None):
             continue  # an interrupted step's rate is not a top
-        mine = best.setdefault((s["driver"], *_setup(s)), {})
-        old = mine.get(s["pattern"])
+        mine = best.setdefault((s.cell.driver, *_setup(s)), {})
+        old = mine.get(s.cell.pattern)
         if old is None or _rate(s) > _rate(old):
-            mine[s["pattern"]] = s
+            mine[s.cell.pattern] = s
     shown = [len({key[k] for key in best}) > 1 for k in (1, 2)]
     header = (
         "driver",
@@ -68,43 +65,39 @@ def top_table(steps: Sequence[dict[str, Any]]) -> tuple[tuple[str, ...], list[li
         for p in PATTERNS:
             top = mine.get(p)
             cells.append(
-                f"{_rate(top):,.0f} ({Load.of(top).label()}, {top['scenario']})" if top else "-"
+                f"{_rate(top):,.0f} ({top.cell.load.label()}, {top.cell.scenario})" if top else "-"
             )
         rows.append(cells)
     return header, rows
 
 
-def top_rows(steps: Sequence[dict[str, Any]]) -> list[list[str]]:
+def top_rows(steps: Sequence[StepRecord]) -> list[list[str]]:
     """The rows of :func:`top_table`."""
     return top_table(steps)[1]
-
-
-def _number(v: Any) -> bool:
-    """A figure to show (a results file from elsewhere may hold anything in a field)."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
 
 
 def _seconds(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def times_rows(steps: Sequence[dict[str, Any]]) -> list[list[str]]:
+def times_rows(steps: Sequence[StepRecord]) -> list[list[str]]:
     """One row per step that has its processes' times (results from before issue 36 do not)."""
     rows = []
     for s in steps:
-        cpu = s.get("cpu") or {}
-        c, v = cpu.get("clients_times"), cpu.get("servers_times")
-        if c is None and v is None:
+        c, v = s.figures.cpu.clients_times, s.figures.cpu.servers_times
+        parts = [t for t in (c, v) if t is not None]
+        if not parts:
             continue
-        parts = [t for t in (c, v) if t]
-        drained, batch = s.get("drained_in_s"), s.get("batch_rate")
-        real = drained if _number(drained) else max(t["real_s"] for t in parts)
-        total = sum(t["user_s"] + t["sys_s"] for t in parts)
-        rate = batch if _number(batch) else _rate(s)
+        f = s.figures
+        # a drained batch (seed 002's experiment): its own time and rate
+        real = f.drained_in_s if f.drained_in_s else max(t.real_s for t in parts)
+        total = sum(t.user_s + t.sys_s for t in parts)
+        rate = f.batch_rate if f.batch_rate else _rate(s)
         rows.append([
-            str(s["step"] + 1), s["scenario"], Load.of(s).label(), s["driver"], f"{rate:,.0f}",
-            _seconds(real), _seconds(c and c["user_s"]), _seconds(c and c["sys_s"]),
-            _seconds(v and v["user_s"]), _seconds(v and v["sys_s"]), _seconds(total),
+            str(s.step + 1), s.cell.scenario, s.cell.load.label(), s.cell.driver,
+            f"{rate:,.0f}", _seconds(real), _seconds(c.user_s if c else None),
+            _seconds(c.sys_s if c else None), _seconds(v.user_s if v else None),
+            _seconds(v.sys_s if v else None), _seconds(total),
         ])  # fmt: skip
     return rows
 

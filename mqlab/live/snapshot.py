@@ -5,9 +5,11 @@ The view is a pure function of a :class:`RunSnapshot`; it measures nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mqlab.record.step import StepRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,6 @@ class RunSnapshot:
     timeline: tuple[StepSeries, ...] = ()  # finished steps in order, then the running one
     workers: tuple[WorkerRow, ...] = ()
     errors: tuple[ErrorRow, ...] = ()
-    #: the running step's record as ``stepresult.build`` made it from what its workers reported
+    #: the running step's record as the collect stage made it from what its workers reported
     #: so far (the metrics exporter reads it; the views do not). None between steps
-    record: Mapping[str, Any] | None = None
+    record: StepRecord | None = None

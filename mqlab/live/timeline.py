@@ -1,6 +1,6 @@
 """What the runner hands the live monitor beyond table rows: plain values from step records.
 
-A :class:`~mqlab.measure.steprecord.StepRecord` (finished, or built from what the workers
+A :class:`~mqlab.record.step.StepRecord` (finished, or built from what the workers
 reported so far) becomes a :class:`StepSeries` for the timeline; errors of every step add
 up in an :class:`ErrorTally`. Nothing here measures: it reads records the runner already has.
 """
@@ -10,33 +10,30 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from mqlab.live.snapshot import ErrorRow, StepSeries, WorkerRow
-from mqlab.measure.steprecord import StepRecord
+from mqlab.record.step import StepRecord
 
 
 def series(record: StepRecord, running: bool) -> StepSeries:
-    s = record.series
-    load = record.load.label()
+    c, f = record.cell, record.figures
+    s = f.series
     return StepSeries(
         index=record.step,
-        label=f"{record.step + 1} {record.driver} {record.pattern} {load}",
+        label=f"{record.step + 1} {c.driver} {c.pattern} {c.load.label()}",
         running=running,
-        rate=tuple(int(v) for v in s.window(record.completions)),
-        p99_ms=s.window("p99_ms"),
+        rate=tuple(int(v or 0) for v in s.window(record.completions)) if s else (),
+        p99_ms=s.window("p99_ms") if s else (),
         # injected events and what nobody injected (a connection lost, blocked), in time order
         events=tuple(
             sorted(
-                [(float(e.get("t_s", 0.0)), str(e.get("action", ""))) for e in record.events or ()]
+                [(e.t_s or 0.0, e.action) for e in f.events or ()]
                 + [
-                    (float(e["t_s"]), f"{e['kind']} {e['worker']}")
-                    for e in record.spontaneous or ()
-                    if e.get("t_s") is not None
+                    (e.t_s, f"{e.kind} {e.worker}")
+                    for e in record.losses.spontaneous or ()
+                    if e.t_s is not None
                 ]
             )
         ),
-        phases=tuple(
-            (str(p.get("name", "")), float(p.get("start_s", 0.0)), float(p.get("end_s", 0.0)))
-            for p in record.phases or ()
-        ),
+        phases=tuple((p.name, p.start_s, p.end_s) for p in f.phases or ()),
     )
 
 
@@ -44,14 +41,11 @@ def node_rows(record: StepRecord) -> list[WorkerRow]:
     """A finished step's per-node broker figures (``cpu.nodes``), when it has them."""
     return [
         WorkerRow(
-            name=str(n.get("node", "?")),
-            role="node",
-            state="measured",
-            cpu_percent=n.get("cpu_percent"),
-            rss_mb=n.get("rss_mb"),
+            name=n.node, role="node", state="measured", cpu_percent=n.cpu_percent,
+            rss_mb=n.rss_mb,
         )
-        for n in (record.cpu or {}).get("nodes") or ()
-    ]
+        for n in record.figures.cpu.nodes or ()
+    ]  # fmt: skip
 
 
 class ErrorTally:
@@ -62,11 +56,11 @@ class ErrorTally:
 
     @staticmethod
     def _add(into: dict[str, ErrorRow], record: StepRecord) -> None:
-        for kind, n in record.errors.items():
+        for kind, n in record.figures.errors.items():
             if not n:
                 continue
             old = into.get(kind)
-            latest = record.error_messages.get(kind) or (old.latest if old else "")
+            latest = record.figures.error_messages.get(kind) or (old.latest if old else "")
             into[kind] = ErrorRow(kind, (old.count if old else 0) + n, latest, record.step + 1)
 
     def finish(self, record: StepRecord) -> None:

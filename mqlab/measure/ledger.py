@@ -18,9 +18,10 @@ import mmap
 import os
 import re
 import resource
+from typing import Final
 
 #: a ledger's bitmap without a file-size limit: 128 Mi messages per (group, client)
-FULL_BYTES = 16 * 1024 * 1024
+FULL_BYTES: Final = 16 * 1024 * 1024
 
 
 def _ledger_bytes() -> int:
@@ -35,7 +36,7 @@ def _ledger_bytes() -> int:
 
 
 #: ledger bitmap size per (group, client), read once per process
-LEDGER_BYTES = _ledger_bytes()
+LEDGER_BYTES: Final = _ledger_bytes()
 
 _NAME = re.compile(r"^(?P<worker>.+)\.g(?P<group>\d+)\.c(?P<client>\d+)\.bits$")
 

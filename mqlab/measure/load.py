@@ -4,9 +4,7 @@ through :meth:`Load.label`, so the same step reads the same everywhere."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,9 +16,3 @@ class Load:
         if self.concurrency is not None:
             return f"c={self.concurrency}"
         return f"{self.rate:g}/s" if self.rate is not None else "?"
-
-    @classmethod
-    def of(cls, record: Mapping[str, Any]) -> Load:
-        """The load of a step record (a results step, a live record, a row)."""
-        c, r = record.get("concurrency"), record.get("rate")
-        return cls(int(c) if c is not None else None, float(r) if r is not None else None)

@@ -8,16 +8,16 @@ histograms of its seconds; nothing is averaged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mqlab.measure import latency
-from mqlab.measure.steprecord import StepRecord
 
 #: a second's p99 above this multiple of the "before" phase's p99 is part of the bump
 BUMP_FACTOR = 2.0
 
 
-def _percentiles(encoded: list[str], seconds: range) -> tuple[float | None, float | None]:
+def _percentiles(encoded: Sequence[str], seconds: range) -> tuple[float | None, float | None]:
     parts = [encoded[i] for i in seconds if 0 <= i < len(encoded) and encoded[i]]
     if not parts:
         return None, None
@@ -28,17 +28,17 @@ def _percentiles(encoded: list[str], seconds: range) -> tuple[float | None, floa
     )
 
 
-def _sum(series: list[int], seconds: range) -> int:
+def _sum(series: Sequence[int], seconds: range) -> int:
     return sum(series[i] for i in seconds if 0 <= i < len(series))
 
 
 def figures(
-    phases: list[dict[str, Any]],
+    phases: Sequence[Mapping[str, Any]],
     first_s: int,
     window_seconds: int,
-    series: dict[str, list[int]],
-    completions: list[int],
-    per_second: list[str],
+    series: Mapping[str, Sequence[int]],
+    completions: Sequence[int],
+    per_second: Sequence[str],
 ) -> list[dict[str, Any]]:
     """Each phase with its sent, completed, errors, throughput and p50/p99 (ms)."""
     out = []
@@ -61,13 +61,15 @@ def figures(
 
 
 def cost(
-    phases: list[dict[str, Any]],
-    p99_per_second: list[float | None],
+    phases: Sequence[Mapping[str, Any]],
+    p99_per_second: Sequence[float | None],
     first_s: int,
-    record: StepRecord,
+    counts: Mapping[str, int],
+    errors: Mapping[str, int],
     label: str,
 ) -> dict[str, Any]:
-    """What the update cost: timeouts, losses, duplicates, the latency bump and its length."""
+    """What the update cost: timeouts, losses, duplicates, the latency bump and its length
+    (``counts``: the step's ``lost`` and ``duplicates``; ``errors`` by kind)."""
     before = phases[0]["p99_ms"] if phases else None
     # from the first replacement to the window's end
     start = first_s + (round(phases[1]["start_s"]) if len(phases) > 1 else 0)
@@ -75,19 +77,19 @@ def cost(
     during = [v for v in p99_per_second[start:end] if v is not None]
     peak = max(during, default=None)
     bump_s = sum(1 for v in during if v > BUMP_FACTOR * before) if before is not None else None
-    timed_out = int(record.errors.get("CallTimeout", 0))
+    timed_out = int(errors.get("CallTimeout", 0))
     in_phases = [i for i, p in enumerate(phases) if p["errors"]]
     where = f" (errors in phases {', '.join(str(i) for i in in_phases)})" if in_phases else ""
     verdict = (
-        f"{label}: {record.lost:,} lost, {record.duplicates:,} duplicated, "
+        f"{label}: {counts['lost']:,} lost, {counts['duplicates']:,} duplicated, "
         f"{timed_out:,} calls timed out{where}, p99 before {_ms(before)}, peak {_ms(peak)}"
         + (f", above {BUMP_FACTOR:g}x for {bump_s} s" if bump_s else "")
     )
     return {
         "timed_out": timed_out,
-        "lost": record.lost,
-        "duplicates": record.duplicates,
-        "errors": sum(record.errors.values()),
+        "lost": counts["lost"],
+        "duplicates": counts["duplicates"],
+        "errors": sum(errors.values()),
         "p99_before_ms": before,
         "p99_peak_ms": peak,
         "bump_seconds": bump_s,

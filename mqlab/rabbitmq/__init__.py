@@ -1,5 +1,5 @@
 """RabbitMQ's specifics in one place: private nodes and clusters, the management
-API, server facts, queue types, placement and per-node broker figures.
+API, server facts, queue types and per-node broker figures.
 
 Modules, one concept each:
 
@@ -10,12 +10,11 @@ Modules, one concept each:
 - :mod:`~mqlab.rabbitmq.mgmt`: the management HTTP API client
 - :mod:`~mqlab.rabbitmq.facts`: product and version of the broker a run measures
 - :mod:`~mqlab.rabbitmq.queues`: mirrored policies, quorum declares, where a queue lives
-- :mod:`~mqlab.rabbitmq.placement`: which node a worker connects to first
 - :mod:`~mqlab.rabbitmq.sampler`: CPU and memory per node, one sample a second
 - :mod:`~mqlab.rabbitmq.backlog`: how many of a step's messages the broker still holds
 """
 
-from mqlab.rabbitmq.cluster import MAX_NODES, Cluster, Member, members, start, status, stop
+from mqlab.rabbitmq.cluster import Cluster, Member, members, start, status, stop
 from mqlab.rabbitmq.facts import server_version
 from mqlab.rabbitmq.host import find_pid
 from mqlab.rabbitmq.mgmt import Management, ManagementError
@@ -23,7 +22,6 @@ from mqlab.rabbitmq.node import BrokerNode, installed
 from mqlab.rabbitmq.state import default_state_dir
 
 __all__ = [
-    "MAX_NODES",
     "BrokerNode",
     "Cluster",
     "Management",

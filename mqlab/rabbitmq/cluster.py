@@ -15,24 +15,21 @@ other nodes use is never killed.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import secrets
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from mqlab.errors import BrokerError
+from mqlab.bounds import MAX_NODES
+from mqlab.errors import BrokerError, BrokerRefused
 from mqlab.rabbitmq import host, node, state
 from mqlab.rabbitmq.mgmt import Management, ManagementError
 from mqlab.rabbitmq.node import BrokerNode
 
-MAX_NODES = 5
 #: what :func:`members` says of each node
 RUNNING, STOPPED, NOT_JOINED, UNKNOWN = "running", "stopped", "not joined", "membership unknown"
 
@@ -128,9 +125,13 @@ def start(
     node of this start is left running.
     """
     if not 1 <= nodes <= MAX_NODES:
-        raise BrokerError(f"a cluster has 1 to {MAX_NODES} nodes, not {nodes} (choose --nodes)")
+        raise BrokerRefused(f"a cluster has 1 to {MAX_NODES} nodes, not {nodes} (choose --nodes)")
     if port is not None and not (port > 0 and port + nodes - 1 < 65536):
-        raise BrokerError(f"port {port} is not a TCP port (choose --port between 1 and 65535)")
+        last = f" to {port + nodes - 1}" if nodes > 1 else ""
+        raise BrokerRefused(
+            f"ports {port}{last} are not all TCP ports (choose --port so that the {nodes} "
+            "node(s) fit between 1 and 65535)"
+        )
     problem = node.installed()
     sbin = node.sbin()
     if problem or sbin is None:
@@ -183,7 +184,7 @@ def start(
         except BaseException:
             # a second Ctrl-C here must not leave nodes running while the caller says
             # they are stopped: the clean-up (bounded by the 5 s grace) is not interrupted
-            with _deferred_signals():
+            with host.deferred_signals():
                 _in_parallel(lambda r: host.terminate(r.node.pid, grace=5), launched)
                 for record in launched:
                     state.forget(record.node)
@@ -346,31 +347,6 @@ def _ctl_reason(output: str) -> str:
     hint = next((ln[11:].strip() for ln in lines if ln.startswith("suggestion:")), "")
     parts = [p for p in (head, failed) if p] or lines[-1:] or ["no output"]
     return ": ".join(parts) + (f" ({hint})" if hint else "")
-
-
-_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-
-@contextlib.contextmanager
-def _deferred_signals() -> Iterator[None]:
-    """Ctrl-C, SIGTERM, SIGHUP and SIGQUIT held until the block ends, then delivered."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    # Handlers, not a signal mask: a mask holds the signal for this thread only, and the
-    # kernel hands a process-directed signal to any other thread that does not block it
-    # (a library's I/O thread), whose Python handler then interrupts this one anyway.
-    held: list[int] = []
-    old = {s: signal.getsignal(s) for s in _STOPS}
-    for s in _STOPS:
-        signal.signal(s, lambda signum, frame: held.append(signum))
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)
-        if held:
-            signal.raise_signal(held[0])  # once, as the user meant it
 
 
 def _in_parallel(work: Callable[[_T], object], items: Iterable[_T]) -> None:

@@ -13,7 +13,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 
 import psutil
 
@@ -21,6 +23,30 @@ from mqlab.errors import BrokerError
 
 # ---------------------------------------------------------------------------
 # processes
+
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Ctrl-C, SIGTERM, SIGHUP and SIGQUIT held until the block ends, then delivered."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    # Handlers, not a signal mask: a mask holds the signal for this thread only, and the
+    # kernel hands a process-directed signal to any other thread that does not block it
+    # (a library's I/O thread), whose Python handler then interrupts this one anyway.
+    held: list[int] = []
+    old = {s: signal.getsignal(s) for s in _STOPS}
+    for s in _STOPS:
+        signal.signal(s, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        if held:
+            signal.raise_signal(held[0])  # once, as the user meant it
 
 
 def pid_running(pid: int) -> bool:

@@ -148,6 +148,9 @@ def node_env(node: BrokerNode, epmd_port: int) -> dict[str, str]:
         # Node and CLI must register with / look up the same epmd, also when stop()
         # runs in another shell than start().
         ERL_EPMD_PORT=str(epmd_port),
+        # an epmd our node starts listens on loopback only, as the node itself does (it
+        # would tell anyone who asks which nodes run here and on which ports)
+        ERL_EPMD_ADDRESS="127.0.0.1",
         HOME=str(node_dir),  # the Erlang cookie lives in $HOME; node and CLI share it
         RABBITMQ_NODENAME=node.name,
         RABBITMQ_NODE_PORT=str(node.port),
@@ -166,6 +169,8 @@ def node_env(node: BrokerNode, epmd_port: int) -> dict[str, str]:
         RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=(
             "-noinput -kernel inet_dist_use_interface {127,0,0,1}"
         ),
+        # rabbitmqctl is an Erlang node too: its distribution port on loopback as well
+        RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
         ERL_CRASH_DUMP=str(node_dir / "erl_crash.dump"),
     )
     return env

@@ -22,7 +22,6 @@ from typing import Any
 from mqlab.rabbitmq.mgmt import Management
 from mqlab.sdk.amqp import QueueDecl
 
-QUEUE_TYPES = ("classic", "mirrored", "quorum")
 #: the policy :func:`mirror` sets unless told otherwise
 HA_POLICY = "mqlab-ha"
 

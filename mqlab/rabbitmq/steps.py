@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -158,36 +158,3 @@ class BrokerSteps:
                         self.api.delete_queue(name, str(q.get("vhost") or "/"))
         except ManagementError:
             pass  # best effort: a leftover is visible in the broker, the step's figures stand
-
-
-def node_figures(
-    samples: list[list[Any]], label: Callable[[str], str] = str
-) -> list[dict[str, Any]]:
-    """``cpu.nodes`` of a step from its one-second samples (each a list of NodeSample):
-    per node (``node``: its label, ``name``: its own) the mean CPU and sys over the
-    window, the last RSS, and the per-second series (from the window's first second)."""
-    by_node: dict[str, dict[str, list[Any]]] = {}
-    for tick in samples:
-        for s in tick:
-            node = by_node.setdefault(s.node, {"cpu": [], "sys": [], "mem": []})
-            node["cpu"].append(None if s.cpu is None else round(s.cpu, 1))
-            node["sys"].append(None if s.cpu_sys is None else round(s.cpu_sys, 1))
-            node["mem"].append(s.memory)
-    out = []
-    for name, series in by_node.items():
-        cpu = [v for v in series["cpu"] if v is not None]
-        sys_ = [v for v in series["sys"] if v is not None]
-        mem = [v for v in series["mem"] if v is not None]
-        out.append(
-            {
-                "node": label(name),
-                "name": name,
-                "cpu_percent": round(sum(cpu) / len(cpu), 1) if cpu else None,
-                "sys_percent": round(sum(sys_) / len(sys_), 1) if sys_ else None,
-                "rss_mb": round(mem[-1] / 2**20, 1) if mem else None,
-                "series": {"cpu": series["cpu"], "sys": series["sys"]},
-                # value k covers second [k, k + 1) of the window: no warm-up before it
-                "t0_offset_s": 0,
-            }
-        )
-    return out

@@ -1,11 +1,12 @@
 """`mqlab report`: one self-contained HTML file with charts from a results file.
 
-:func:`mqlab.results.read.load_run` reads a results file (schema 1 or 2) into typed
-values; :func:`write_report` writes the HTML.
+:func:`mqlab.results.read.load_run` reads a results file (schema 1, 2 or 3) into the
+record types; :func:`write_report` writes the HTML.
 """
 
+from mqlab.record.step import StepRecord
 from mqlab.report.html import render, write_report
 from mqlab.results.read import ResultsError, load_run
-from mqlab.results.record import Run, Step
+from mqlab.results.record import Run
 
-__all__ = ["ResultsError", "Run", "Step", "load_run", "render", "write_report"]
+__all__ = ["ResultsError", "Run", "StepRecord", "load_run", "render", "write_report"]

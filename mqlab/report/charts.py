@@ -13,7 +13,8 @@ import plotly.graph_objects as go
 from hdrh.histogram import HdrHistogram
 from plotly.subplots import make_subplots
 
-from mqlab.results.record import Step
+from mqlab.record import identity
+from mqlab.record.step import StepRecord as Step
 
 # how a step's completions are counted in its throughput (docs/results.md)
 COMPLETIONS = {"call": "round_trip", "cast": "received", "notify": "received"}
@@ -30,23 +31,36 @@ _LAYOUT: dict[str, Any] = {
 }
 
 
-def _series_name(s: Step, by_scenario: bool) -> str:
-    return f"{s.driver} · {s.scenario}" if by_scenario else s.driver
+def lines(steps: Sequence[Step]) -> dict[str, list[Step]]:
+    """The steps of one chart by line: one line per step identity less its load (a driver
+    and its options, a scenario's whole definition), named by driver, by scenario when
+    several are drawn, and by the settings that tell apart scenarios that share a name."""
+    by_scenario = len({s.cell.scenario for s in steps}) > 1
+
+    def name(s: Step) -> str:
+        return f"{s.cell.driver} · {s.cell.scenario}" if by_scenario else s.cell.driver
+
+    named = identity.names(steps, name)
+    out: dict[str, list[Step]] = {}
+    for s, label in zip(steps, named, strict=True):
+        out.setdefault(label, []).append(s)
+    return out
 
 
 def load_figures(steps: Sequence[Step]) -> list[tuple[str, go.Figure]]:
-    """Per pattern and kind of load: throughput, latency and CPU against load, one line per driver.
+    """Per pattern and kind of load: throughput, latency and CPU against load, one line per
+    step identity (:func:`lines`).
 
     The seed report's picture (throughput, latency and broker CPU against threads), with
     open-loop steps against their rate on a separate figure.
     """
     out: list[tuple[str, go.Figure]] = []
-    keys = dict.fromkeys((s.pattern, s.concurrency is not None) for s in steps)
+    keys = dict.fromkeys((s.cell.pattern, s.cell.concurrency is not None) for s in steps)
     for pattern, closed in keys:
         members = [
-            s for s in steps if s.pattern == pattern and (s.concurrency is not None) == closed
-        ]
-        by_scenario = len({s.scenario for s in members}) > 1
+            s for s in steps
+            if s.cell.pattern == pattern and (s.cell.concurrency is not None) == closed
+        ]  # fmt: skip
         axis = "concurrent senders" if closed else "intended rate, msg/s"
         fig = make_subplots(
             rows=3,
@@ -59,23 +73,20 @@ def load_figures(steps: Sequence[Step]) -> list[tuple[str, go.Figure]]:
                 "CPU, % of one core",
             ),
         )
-        lines: dict[str, list[Step]] = {}
-        for s in members:
-            lines.setdefault(_series_name(s, by_scenario), []).append(s)
-        for i, (name, line) in enumerate(lines.items()):
+        for i, (name, line) in enumerate(lines(members).items()):
             line.sort(key=lambda s: (s.load_value, s.repeat))
             x = [s.load_value for s in line]
             color = _color(i)
             fig.add_trace(
                 go.Scatter(
                     x=x,
-                    y=[s.throughput_mean for s in line],
+                    y=[s.figures.throughput.mean for s in line],
                     name=name,
                     legendgroup=name,
                     mode="lines+markers",
                     line={"color": color},
                     # no stdev stored: no error bar (not a bar of zero)
-                    error_y={"type": "data", "array": [s.throughput_stdev for s in line]},
+                    error_y={"type": "data", "array": [s.figures.throughput.stdev for s in line]},
                 ),
                 row=1,
                 col=1,
@@ -83,14 +94,14 @@ def load_figures(steps: Sequence[Step]) -> list[tuple[str, go.Figure]]:
             for key, dash in (("p50", "solid"), ("p99", "dash")):
                 fig.add_trace(
                     go.Scatter(
-                        y=[s.latency.get(key) if s.latency else None for s in line],
+                        y=[s.figures.latency_ms.get(key) for s in line],
                         name=f"{name} {key}",
                         mode="lines+markers",
                         showlegend=False,
                         line={"color": color, "dash": dash},
                         x=x,
                         legendgroup=name,
-                        hovertext=[s.latency.text(key) if s.latency else "-" for s in line],
+                        hovertext=[s.figures.latency_ms.text(key) for s in line],
                     ),
                     row=2,
                     col=1,
@@ -100,7 +111,7 @@ def load_figures(steps: Sequence[Step]) -> list[tuple[str, go.Figure]]:
                 ("clients", "clients_percent", "dot"),
                 ("servers", "servers_percent", "dashdot"),
             ):
-                ys = [getattr(s.cpu, field) for s in line]
+                ys = [getattr(s.figures.cpu, field) for s in line]
                 if any(v is not None for v in ys):
                     fig.add_trace(
                         go.Scatter(
@@ -169,12 +180,12 @@ def spectrum_figure(title: str, steps: Iterable[Step]) -> go.Figure | None:
     """The latency percentile spectrum of each step of one comparison group; None if none stored."""
     fig = go.Figure()
     for i, s in enumerate(steps):
-        for kind, encoded in sorted(s.histograms.items()):
+        for kind, encoded in sorted(s.figures.histograms.items()):
             xs, ys, labels = spectrum_points(encoded)
             if not xs:
                 continue
             repeat = f" #{s.repeat + 1}" if s.repeat else ""
-            name = f"{s.driver}{repeat} ({KIND_LABEL.get(kind, kind)})"
+            name = f"{s.cell.driver}{repeat} ({KIND_LABEL.get(kind, kind)})"
             fig.add_trace(
                 go.Scatter(
                     x=xs,
@@ -203,36 +214,38 @@ def spectrum_figure(title: str, steps: Iterable[Step]) -> go.Figure | None:
 
 def timeline_figure(s: Step, duration_s: float | None) -> go.Figure | None:
     """Per second from the step's start: msg/s sent and done, errors, p50/p99; events marked."""
-    if s.series is None:
+    series = s.figures.series
+    if series is None:
         return None
-    t0 = s.series.t0_offset_s
+    t0 = series.t0_offset_s
+    driver = s.cell.driver
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    done = COMPLETIONS.get(s.pattern, "received")
+    done = COMPLETIONS.get(s.cell.pattern, "received")
     for name, col, color in (
         ("sent", "sent", "#7f7f7f"),
         (done.replace("_", "-"), done, "#1f77b4"),
         ("errors", "errors", "#d62728"),
     ):
-        ys = s.series.column(col)
+        ys = series.column(col)
         if ys and (col != "errors" or any(ys)):
             fig.add_trace(
                 go.Scatter(
                     x=[t0 + i for i in range(len(ys))],
                     y=list(ys),
-                    name=f"{s.driver} {name}/s",
+                    name=f"{driver} {name}/s",
                     mode="lines+markers",
                     line={"color": color},
                 ),
                 secondary_y=False,
             )
     for name, col, dash in (("p50 ms", "p50_ms", "dot"), ("p99 ms", "p99_ms", "dash")):
-        ys = s.series.column(col)
+        ys = series.column(col)
         if ys:
             fig.add_trace(
                 go.Scatter(
                     x=[t0 + i for i in range(len(ys))],
                     y=list(ys),
-                    name=f"{s.driver} {name}",
+                    name=f"{driver} {name}",
                     mode="lines",
                     line={"color": "#ff7f0e", "dash": dash},
                 ),
@@ -250,7 +263,7 @@ def timeline_figure(s: Step, duration_s: float | None) -> go.Figure | None:
             annotation_text="window",
             annotation_position="top left",
         )
-    for ph in s.phases:
+    for ph in s.figures.phases or ():
         fig.add_vrect(
             x0=ph.start_s,
             x1=ph.end_s,
@@ -260,7 +273,9 @@ def timeline_figure(s: Step, duration_s: float | None) -> go.Figure | None:
             annotation_text=ph.name,
             annotation_position="bottom left",
         )
-    for ev in s.events:
+    for ev in s.figures.events or ():
+        if ev.t_s is None:
+            continue
         fig.add_vline(
             x=ev.t_s,
             line_dash="dot",
@@ -277,41 +292,50 @@ def timeline_figure(s: Step, duration_s: float | None) -> go.Figure | None:
 
 def _cell(s: Step) -> str:
     """The x label of a step among drivers: what was measured, not who."""
+    c = s.cell
     rep = f" #{s.repeat + 1}" if s.repeat else ""
-    name = s.pattern if s.scenario == s.pattern else f"{s.scenario} ({s.pattern})"
-    return f"{name} {s.load}{rep}"
+    name = c.pattern if c.scenario == c.pattern else f"{c.scenario} ({c.pattern})"
+    return f"{name} {c.load.label()}{rep}"
+
+
+def _broker_roles(steps: Sequence[Step]) -> list[tuple[str, Any, str]]:
+    """The broker's bars: each node of the steps that sampled nodes (a RabbitMQ cluster),
+    the broker process of those that did not (any other broker): each step's own."""
+    nodes = list(dict.fromkeys(n.node for s in steps for n in s.figures.cpu.nodes or ()))
+    roles: list[tuple[str, Any, str]] = [
+        (f"{node} total", lambda s, node=node: next(
+            (n.cpu_percent for n in s.figures.cpu.nodes or () if n.node == node), None
+        ), "x")
+        for node in nodes
+    ]  # fmt: skip
+    roles.append(
+        ("broker", lambda s: None if s.figures.cpu.nodes else s.figures.cpu.broker_percent, "x")
+    )
+    return roles
 
 
 def cpu_figure(steps: Sequence[Step]) -> go.Figure | None:
-    """CPU of client and server workers and of the broker (or each broker node) per cell,
-    the drivers side by side: one colour per driver, one hatching per role."""
-    drivers = list(dict.fromkeys(s.driver for s in steps))
-    x_all = list(dict.fromkeys(_cell(s) for s in steps))
-    nodes = list(dict.fromkeys(n.node for s in steps for n in s.cpu.nodes))
+    """CPU of client and server workers and of each step's own broker (a process, or each
+    node of a cluster) per cell, the drivers side by side: one colour per driver, one
+    hatching per role. Cells are step identities: two scenarios that share a name but not
+    a definition are two cells, named by what tells them apart."""
+    drivers = list(dict.fromkeys(s.cell.driver for s in steps))
+    names = dict(zip(map(id, steps), identity.names(steps, _cell, identity.WHO), strict=True))
+    x_all = list(dict.fromkeys(names.values()))
     roles: list[tuple[str, Any, str]] = [
-        ("clients", lambda s: s.cpu.clients_percent, ""),
-        ("servers", lambda s: s.cpu.servers_percent, "/"),
+        ("clients", lambda s: s.figures.cpu.clients_percent, ""),
+        ("servers", lambda s: s.figures.cpu.servers_percent, "/"),
+        *_broker_roles(steps),
     ]
-    if nodes:  # the broker drawn per node
-        for node in nodes:
-            roles.append((
-                f"{node} total",
-                lambda s, node=node: next(
-                    (n.cpu_percent for n in s.cpu.nodes if n.node == node), None
-                ),
-                "x",
-            ))  # fmt: skip
-    else:
-        roles.append(("broker", lambda s: s.cpu.broker_percent, "x"))
     fig = go.Figure()
     for i, driver in enumerate(drivers):
-        mine = [s for s in steps if s.driver == driver]
+        mine = [s for s in steps if s.cell.driver == driver]
         for role, value, shape in roles:
             ys = [value(s) for s in mine]
             if any(v is not None for v in ys):
                 fig.add_trace(
                     go.Bar(
-                        x=[_cell(s) for s in mine],
+                        x=[names[id(s)] for s in mine],
                         y=ys,
                         name=f"{driver} {role}",
                         legendgroup=driver,
@@ -336,17 +360,17 @@ def cpu_figure(steps: Sequence[Step]) -> go.Figure | None:
 def node_cpu_figure(s: Step) -> go.Figure | None:
     """Each broker node's CPU (total and system) per second of the step, when sampled."""
     fig = go.Figure()
-    for i, n in enumerate(s.cpu.nodes):
+    for i, n in enumerate(s.figures.cpu.nodes or ()):
         # a node's series has its own start (the window's first second), not the
         # step's series' (the warm-up's first)
         for what, dash in (("cpu", "solid"), ("sys", "dot")):
-            ys = n.series.get(what, ())
+            ys = (n.series or {}).get(what, ())
             if ys:
                 fig.add_trace(
                     go.Scatter(
                         x=[n.t0_offset_s + j for j in range(len(ys))],
                         y=list(ys),
-                        name=f"{s.driver} {n.node} {'total' if what == 'cpu' else 'sys'}",
+                        name=f"{s.cell.driver} {n.node} {'total' if what == 'cpu' else 'sys'}",
                         mode="lines",
                         line={"color": _color(i + 3), "dash": dash},
                     )

@@ -1,8 +1,10 @@
 """`mqlab compare A.json B.json`: the same steps of two runs side by side, with ratios B/A.
 
-Steps match on their identity (:mod:`mqlab.identity`: everything that defines a
-step, not only its name). A ratio whose difference is smaller than the two runs'
-noise is marked "within noise" by Welch's t-test (:mod:`mqlab.noise`): a figure's
+Steps match on their identity (:mod:`mqlab.record.identity`: everything that defines
+a step, its driver's options too, not only its name; a field one run's file does not
+record, an older file's, is left out of both sides'). A ratio whose difference is smaller
+than the two runs' noise is marked "within noise" by Welch's t-test
+(:mod:`mqlab.measure.noise`): a figure's
 standard error ``se`` is its per-second spread over the window, stdev / sqrt(whole
 seconds) with n = seconds (latency: the per-second p50/p99 series, when stored);
 across repeats it is ci95 / t_0.975(repeats - 1) with n = repeats. Without a spread
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +23,10 @@ from rich.table import Table
 from rich.text import Text
 
 from mqlab.live import markdown as md
-from mqlab.measure import identity, noise
-from mqlab.results.record import Run, Step
+from mqlab.measure import noise
+from mqlab.record import identity
+from mqlab.record.step import StepRecord
+from mqlab.results.record import Run
 
 NOISE_RULE = noise.RULE
 # measured figures that live in the environment but are not part of it
@@ -72,44 +76,34 @@ def ratio(a: Figure, b: Figure) -> Ratio:
     return Ratio(text, "within noise" if within else "")
 
 
-def _window_values(s: Step, column: str) -> list[float]:
+def _window_values(s: StepRecord, column: str) -> list[float]:
     """The per-second values of a series column that fall inside the measurement window."""
-    if s.series is None or s.seconds is None:
+    series, seconds = s.figures.series, s.figures.throughput.seconds
+    if series is None or seconds is None:
         return []
-    t0 = s.series.t0_offset_s
-    return [
-        v
-        for i, v in enumerate(s.series.column(column))
-        if v is not None and 0 <= t0 + i <= s.seconds - 1
-    ]
+    return series.in_window(column, seconds)
 
 
-def _latency_figure(s: Step, key: str) -> Figure:
-    if s.latency is None or s.latency.get(key) is None:
+def _latency_figure(s: StepRecord, key: str) -> Figure:
+    lat = s.figures.latency_ms
+    if lat.get(key) is None:
         return Figure(None)
     per_second = _window_values(s, f"{key}_ms")
     n = len(per_second)
     se = statistics.stdev(per_second) / math.sqrt(n) if n > 1 else None
-    return Figure(s.latency.get(key), se, s.latency.text(key), n)
+    return Figure(lat.get(key), se, lat.text(key), n)
 
 
-def step_figures(s: Step) -> dict[str, Figure]:
+def step_figures(s: StepRecord) -> dict[str, Figure]:
+    thr = s.figures.throughput
     se = None
-    if s.throughput_stdev is not None and s.seconds:
-        se = s.throughput_stdev / math.sqrt(s.seconds)
+    if thr.stdev is not None and thr.seconds:
+        se = thr.stdev / math.sqrt(thr.seconds)
     return {
-        "msg/s": Figure(s.throughput_mean, se, n=s.seconds or 0),
+        "msg/s": Figure(thr.mean, se, n=thr.seconds or 0),
         "p50 ms": _latency_figure(s, "p50"),
         "p99 ms": _latency_figure(s, "p99"),
     }
-
-
-def _agg_latency(v: Any, n: int) -> Figure:
-    if isinstance(v, dict):  # {"mean", "ci95"} over n repeats
-        ci = v.get("ci95")
-        se = noise.se_from_ci95(ci, n) if isinstance(ci, int | float) else None
-        return Figure(v.get("mean"), se, n=n)
-    return Figure(v if isinstance(v, int | float) else None)
 
 
 #: (identity, occurrence, repeat); an aggregate's repeat is -1: it stands for them all
@@ -117,29 +111,39 @@ Key = tuple[str, int, int]
 Entry = tuple[tuple[str, str, str, str], dict[str, Figure], int | None]
 
 
-def _entries(run: Run) -> dict[Key, Entry]:
+def _entries(run: Run, ignore: frozenset[str]) -> dict[Key, Entry]:
     """A run's comparable entries: its steps, each aggregate in place of its repeats.
 
-    Keyed by identity (:mod:`mqlab.identity`), never by name alone: two steps that
-    share a name but not a definition are two rows, each label saying how they differ.
+    Keyed by identity (:mod:`mqlab.record.identity`, less the fields in ``ignore``), never
+    by name alone: two steps that share a name but not a definition are two rows, each
+    label saying how they differ.
     """
-    ids = identity.keys(run.raw_steps)
+    ids = identity.keys(run.steps, ignore)
     labels = [
-        (s.driver, f"{s.scenario} ({s.pattern})", s.load, s.message_size or "-") for s in run.steps
+        (s.cell.driver, f"{s.cell.scenario} ({s.cell.pattern})", s.cell.load.label(),
+         s.cell.message_size or "-")
+        for s in run.steps
+    ]  # fmt: skip
+    label_of = {id(s): label for s, label in zip(run.steps, labels, strict=True)}
+    told = identity.told_apart(run.steps, lambda s: label_of[id(s)], ignore)
+    labels = [
+        (d, f"{sc} [{diff}]" if diff else sc, load, size)
+        for (d, sc, load, size), diff in zip(labels, told, strict=True)
     ]
-    _tell_apart(labels, run.raw_steps)
     out: dict[Key, Entry] = {}
     for s, (ident, nth), label in zip(run.steps, ids, labels, strict=True):
         d, sc, load, size = label
         load += f" #{s.repeat + 1}" if s.repeat else ""
-        out[(ident, nth, s.repeat)] = ((d, sc, load, size), step_figures(s), s.lost)
+        out[(ident, nth, s.repeat)] = ((d, sc, load, size), step_figures(s), s.figures.lost)
     for a in run.aggregates:
-        members = [i for i, s in enumerate(run.steps) if s.index in a.steps]
+        members = [i for i, s in enumerate(run.steps) if s.step in a.steps]
         if not a.steps:  # written without its steps' indices: the first cell its fields name
-            cell = (a.driver, a.scenario, a.pattern, a.concurrency, a.rate)
+            c = a.cell
+            cell = (c.driver, c.scenario, c.pattern, c.concurrency, c.rate)
             named = [
                 i for i, s in enumerate(run.steps)
-                if (s.driver, s.scenario, s.pattern, s.concurrency, s.rate) == cell
+                if (s.cell.driver, s.cell.scenario, s.cell.pattern, s.cell.concurrency,
+                    s.cell.rate) == cell
             ]  # fmt: skip
             members = [i for i in named if ids[i][0] == ids[named[0]][0]] if named else []
         if not members:
@@ -147,42 +151,30 @@ def _entries(run: Run) -> dict[Key, Entry]:
         for i in members:
             out.pop((*ids[i], run.steps[i].repeat), None)  # the aggregate stands for them
         first = members[0]
-        ci, n = a.throughput_ci95, a.throughput_n or a.repeats
+        t = a.throughput
+        n = t.n or a.repeats
         figs = {
             "msg/s": Figure(
-                a.throughput_mean, noise.se_from_ci95(ci, n) if ci is not None else None, n=n
+                t.mean, noise.se_from_ci95(t.ci95, n) if t.ci95 is not None else None, n=n
             ),
-            "p50 ms": _agg_latency(a.latency_ms.get("p50"), n),
-            "p99 ms": _agg_latency(a.latency_ms.get("p99"), n),
+            "p50 ms": Figure(a.latency_ms.p50),
+            "p99 ms": Figure(a.latency_ms.p99),
         }
         d, sc, load, size = labels[first]
         out[(*ids[first], -1)] = ((d, sc, f"{load} x{a.repeats}", size), figs, None)
     return out
 
 
-def _tell_apart(labels: list[tuple[str, str, str, str]], raw: Sequence[dict[str, Any]]) -> None:
-    """Steps whose labels are the same but whose definitions are not: each scenario
-    cell names the settings that differ (``envelope=False``)."""
-    by_label: dict[tuple[str, str, str, str], list[int]] = {}
-    for i, label in enumerate(labels):
-        by_label.setdefault(label, []).append(i)
-    for same in by_label.values():
-        firsts: dict[str, int] = {}  # one per identity: repeats are not "different"
-        for i in same:
-            firsts.setdefault(identity.of(raw[i]), i)
-        if len(firsts) < 2:
-            continue
-        order = list(firsts.values())
-        for i, text in zip(order, identity.differences([raw[i] for i in order]), strict=True):
-            for j in same:
-                if identity.of(raw[j]) == identity.of(raw[i]) and text:
-                    d, sc, load, size = labels[j]
-                    labels[j] = (d, f"{sc} [{text}]", load, size)
-
-
 def match(a: Run, b: Run) -> list[Row]:
     """Rows in A's order, then the steps only B has."""
-    ea, eb = _entries(a), _entries(b)
+    # a field, or a scenario setting, one file does not record (an older mqlab's) cannot
+    # tell the two runs apart
+    ignore = frozenset(
+        identity.unrecorded(a.steps)
+        | identity.unrecorded(b.steps)
+        | identity.unshared_settings(a.steps, b.steps)
+    )
+    ea, eb = _entries(a, ignore), _entries(b, ignore)
     rows = []
     for key, (label, figs, lost) in ea.items():
         other = eb.get(key)
@@ -193,6 +185,15 @@ def match(a: Run, b: Run) -> list[Row]:
         if key not in ea:
             rows.append(Row(key, label, None, figs, (None, lost)))
     return rows
+
+
+def driver_options(run: Run) -> dict[str, Any]:
+    """``driver.<name>.<option>`` -> its value, as each driver ran (defaults filled)."""
+    out: dict[str, Any] = {}
+    for s in run.steps:
+        for k, v in (s.cell.options or {}).items():
+            out.setdefault(f"driver.{s.cell.driver}.{k}", v)
+    return out
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -206,11 +207,17 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def environment_differences(a: Run, b: Run) -> list[tuple[str, str, str]]:
-    """(what, A, B) for every environment fact (versions, machine, broker) that differs."""
+    """(what, A, B) for every fact of the two runs that differs: the environment (versions,
+    machine, broker), the run's settings and every driver option."""
     fa = _flatten({k: v for k, v in a.environment.items() if k not in _NOT_ENVIRONMENT})
     fb = _flatten({k: v for k, v in b.environment.items() if k not in _NOT_ENVIRONMENT})
     fa.update({f"run.{k}": v for k, v in a.run_settings.items() if k not in _NOT_SETTINGS})
     fb.update({f"run.{k}": v for k, v in b.run_settings.items() if k not in _NOT_SETTINGS})
+    # a driver option is part of what was measured: a differing one is said, never hidden
+    oa, ob = driver_options(a), driver_options(b)
+    if oa and ob:  # both files record them (an older one does not)
+        fa.update(oa)
+        fb.update(ob)
     return [
         (
             k,
@@ -297,8 +304,8 @@ def markdown(a: Run, b: Run) -> str:
 def environment_lines(a: Run, b: Run) -> Iterable[str]:
     diffs = environment_differences(a, b)
     if not diffs:
-        yield "Same environment (versions, machine, broker)."
+        yield "Same environment (versions, machine, broker) and the same driver options."
         return
-    yield "Environment differences (A -> B):"
+    yield "Differences (A -> B):"
     for what, va, vb in diffs:
         yield f"- {what}: {va} -> {vb}"

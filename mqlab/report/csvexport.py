@@ -3,7 +3,8 @@
 ``<stem>.steps.csv`` holds one row per step (its counts, throughput, latency, CPU, flags)
 and ``<stem>.series.csv`` one row per second of each step's per-second series. Both are
 read from the results file through :mod:`mqlab.results.read`; a figure the file does not
-hold is an empty cell, never a made-up 0.
+hold is an empty cell, never a made-up 0. A name a spreadsheet would run as a formula is
+written behind a quote (``'=cmd``); both files are replaced together or not at all.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import io
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from mqlab.record.step import StepRecord
+from mqlab.record.values import PERCENTILES, Series
 from mqlab.results import paths
-from mqlab.results.record import PERCENTILES, Run, Step
+from mqlab.results.record import Run
 
 #: the columns every step row has (error kinds follow, one ``errors:<kind>`` column each)
 STEP_COLUMNS = (
@@ -35,12 +38,24 @@ class Refused(ValueError):
     """The CSV files cannot go where asked; the message says why and what to do."""
 
 
+#: what a spreadsheet reads as the start of a formula (a tab or carriage return first is
+#: read past, the rest then as a formula): OWASP's CSV-injection list
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(v: object) -> object:
-    return "" if v is None else v
+    """A cell as written: empty for a missing figure; a text that a spreadsheet would run as
+    a formula (``=HYPERLINK(...)`` as a driver's name) kept as text behind a quote. Numbers
+    are written as they are (a warm-up second is ``-2``)."""
+    if v is None:
+        return ""
+    if isinstance(v, str) and v.startswith(_FORMULA):
+        return "'" + v
+    return v
 
 
 def _whole(v: float) -> float | int:
-    return int(v) if v.is_integer() else v
+    return int(v) if float(v).is_integer() else v
 
 
 def _ours(path: Path) -> bool:
@@ -53,48 +68,54 @@ def _ours(path: Path) -> bool:
     return head.startswith(b"step,driver,plugin,")
 
 
-def step_rows(steps: Sequence[Step]) -> tuple[list[str], list[list[object]]]:
-    kinds = sorted({k for s in steps for k in s.errors})
+def step_rows(steps: Sequence[StepRecord]) -> tuple[list[str], list[list[object]]]:
+    kinds = sorted({k for s in steps for k in s.figures.errors})
     head = [*STEP_COLUMNS, *(f"errors:{k}" for k in kinds)]
     rows: list[list[object]] = []
     for s in steps:
-        lat = s.latency
+        c, f = s.cell, s.figures
+        lat, thr, cpu = f.latency_ms, f.throughput, f.cpu
         row = [
-            s.index + 1, s.driver, s.plugin, s.scenario, s.pattern, s.concurrency, s.rate,
-            s.repeat + 1, s.message_size, s.status, s.sent, s.received,
-            s.round_trip if s.pattern == "call" else None, s.lost, s.duplicates, s.out_of_order,
-            s.unaccounted, s.still_queued, sum(s.errors.values()), s.throughput_mean,
-            s.throughput_stdev, s.seconds, lat.kind if lat else None,
-            *(lat.get(p) if lat else None for p in PERCENTILES),
-            lat.count if lat else None, lat.failed if lat else None,
-            lat.failed_percent if lat else None, " ".join(lat.censored) if lat else None,
-            s.cpu.clients_percent, s.cpu.servers_percent, s.cpu.broker_percent,
-            " ".join(f.code for f in s.flags),
-            *(s.errors.get(k, 0) for k in kinds),
+            s.step + 1, c.driver, c.plugin, c.scenario, c.pattern, c.concurrency, c.rate,
+            s.repeat + 1, c.message_size, f.status, f.sent, f.received,
+            f.round_trip if c.pattern == "call" else None, f.lost, f.duplicates, f.out_of_order,
+            f.unaccounted, s.drain.still_queued, f.error_count, thr.mean, thr.stdev,
+            thr.seconds, lat.kind, *(lat.get(p) for p in PERCENTILES), lat.count, lat.failed,
+            lat.failed_percent, " ".join(lat.censored),
+            cpu.clients_percent, cpu.servers_percent, cpu.broker_percent,
+            " ".join(flag.code for flag in s.flags),
+            *(f.errors.get(k, 0) for k in kinds),
         ]  # fmt: skip
         rows.append([_cell(v) for v in row])
     return head, rows
 
 
-def series_rows(steps: Sequence[Step]) -> tuple[list[str], list[list[object]]]:
+def _columns(series: Series) -> dict[str, tuple[float | None, ...]]:
+    """The series' columns that hold any second (an older file has fewer)."""
+    return {c: series.column(c) for c in _SERIES_ORDER if series.column(c)}
+
+
+def series_rows(steps: Sequence[StepRecord]) -> tuple[list[str], list[list[object]]]:
     """One row a second: ``t_s`` is seconds from the window's start (negative: warm-up)."""
-    found = {c for s in steps if s.series for c in s.series.columns}
-    columns = [c for c in _SERIES_ORDER if c in found] + sorted(found - set(_SERIES_ORDER))
+    found = {c for s in steps if s.figures.series for c in _columns(s.figures.series)}
+    columns = [c for c in _SERIES_ORDER if c in found]
     head = [*SERIES_KEYS, "second", "t_s", *columns]
     rows: list[list[object]] = []
     for s in steps:
-        if s.series is None:
+        series = s.figures.series
+        if series is None:
             continue
-        n = max((len(s.series.column(c)) for c in columns), default=0)
+        c = s.cell
+        n = max((len(series.column(name)) for name in columns), default=0)
         for i in range(n):
             values = [
-                s.series.column(c)[i] if i < len(s.series.column(c)) else None for c in columns
+                series.column(name)[i] if i < len(series.column(name)) else None for name in columns
             ]
             # counts are whole numbers: written as 12, not 12.0
             values = [_whole(v) if isinstance(v, float) else v for v in values]
             row = [
-                s.index + 1, s.driver, s.plugin, s.scenario, s.pattern, s.concurrency, s.rate,
-                i, _whole(s.series.t0_offset_s + i), *values,
+                s.step + 1, c.driver, c.plugin, c.scenario, c.pattern, c.concurrency, c.rate,
+                i, _whole(series.t0_offset_s + i), *values,
             ]  # fmt: skip
             rows.append([_cell(v) for v in row])
     return head, rows
@@ -127,9 +148,10 @@ def write(run: Run, directory: Path) -> tuple[tuple[Path, int], tuple[Path, int]
                 "(give another directory with --csv)"
             )
     directory.mkdir(parents=True, exist_ok=True)
-    out = []
-    for path, (head, rows) in ((steps_path, step_rows(run.steps)),
-                               (series_path, series_rows(run.steps))):  # fmt: skip
-        paths.replace_atomically(path, _text(head, rows), ".csv-")  # never half a file
-        out.append((path, len(rows)))
-    return out[0], out[1]
+    (steps_head, steps), (series_head, series) = step_rows(run.steps), series_rows(run.steps)
+    # never half a file, and never one file of this export beside the other of an older one
+    paths.replace_all_atomically(
+        [(steps_path, _text(steps_head, steps)), (series_path, _text(series_head, series))],
+        ".csv-",
+    )
+    return (steps_path, len(steps)), (series_path, len(series))

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mqlab.measure import identity
+from mqlab.record import identity
+from mqlab.record.step import StepRecord
 from mqlab.report.compare import Ratio, ratio, step_figures
-from mqlab.results.record import Run, Step
+from mqlab.results.record import Run
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Cell:
     pattern: str
     load: str
     repeat: int
-    steps: dict[str, Step]  # driver -> its step, drivers in run order
+    steps: dict[str, StepRecord]  # driver -> its step, drivers in run order
 
     @property
     def label(self) -> str:
@@ -38,16 +39,17 @@ class Cell:
 
 def drivers(run: Run) -> list[str]:
     """The drivers in the order the run measured them."""
-    return list(dict.fromkeys(s.driver for s in run.steps))
+    return list(dict.fromkeys(s.cell.driver for s in run.steps))
 
 
 def cells(run: Run) -> list[Cell]:
     """Drivers side by side per step identity (driver aside) and repeat: two scenarios
     that share a name but not a definition are two cells, neither dropped."""
-    out: dict[tuple[str, str, str, int, tuple[str, int]], dict[str, Step]] = {}
-    same = identity.keys(run.raw_steps, ignore=("driver", "plugin"))
+    out: dict[tuple[str, str, str, int, tuple[str, int]], dict[str, StepRecord]] = {}
+    same = identity.keys(run.steps, ignore=("driver", "plugin", "options"))
     for s, key in zip(run.steps, same, strict=True):
-        out.setdefault((s.scenario, s.pattern, s.load, s.repeat, key), {})[s.driver] = s
+        c = s.cell
+        out.setdefault((c.scenario, c.pattern, c.load.label(), s.repeat, key), {})[c.driver] = s
     return [Cell(sc, p, load, rep, steps) for (sc, p, load, rep, _), steps in out.items()]
 
 
@@ -61,9 +63,10 @@ def question(run: Run) -> str:
     """The run's question, from the drivers and the patterns and loads it measured."""
     loads: dict[str, list[str]] = {}
     for s in run.steps:
-        name = s.pattern if s.scenario == s.pattern else f"{s.scenario} ({s.pattern})"
-        if s.load not in loads.setdefault(name, []):
-            loads[name].append(s.load)
+        c = s.cell
+        name = c.pattern if c.scenario == c.pattern else f"{c.scenario} ({c.pattern})"
+        if c.load.label() not in loads.setdefault(name, []):
+            loads[name].append(c.load.label())
     what = _and([f"{name} at {_and(ls)}" for name, ls in loads.items()])
     names = drivers(run)
     if len(names) == 1:
@@ -78,15 +81,20 @@ def vs_first(cell: Cell, driver: str) -> tuple[Ratio, Ratio]:
     return ratio(a["msg/s"], b["msg/s"]), ratio(a["p99 ms"], b["p99 ms"])
 
 
-def _rate(s: Step) -> str:
-    return "-" if s.throughput_mean is None else f"{s.throughput_mean:,.0f} msg/s"
+def _mean(s: StepRecord) -> float | None:
+    return s.figures.throughput.mean
+
+
+def _rate(s: StepRecord) -> str:
+    mean = _mean(s)
+    return "-" if mean is None else f"{mean:,.0f} msg/s"
 
 
 def _fastest(cell: Cell) -> str | None:
     """One phrase on who was fastest in a cell, or None when fewer than two drivers measured."""
     ranked = sorted(
-        (s for s in cell.steps.values() if s.throughput_mean is not None),
-        key=lambda s: -(s.throughput_mean or 0.0),
+        (s for s in cell.steps.values() if _mean(s) is not None),
+        key=lambda s: -(_mean(s) or 0.0),
     )
     if len(ranked) < 2:
         return None
@@ -94,38 +102,42 @@ def _fastest(cell: Cell) -> str | None:
     r = ratio(step_figures(second)["msg/s"], step_figures(best)["msg/s"])
     if r.noise == "within noise":
         return (
-            f"at {cell.load} {best.driver} and {second.driver} are within noise "
+            f"at {cell.load} {best.cell.driver} and {second.cell.driver} are within noise "
             f"({_rate(best)} and {_rate(second)})"
         )
     unknown = " (noise unknown)" if r.noise else ""
     return (
-        f"at {cell.load} {best.driver} was fastest, {_rate(best)}, {r.text} "
-        f"{second.driver}'s{unknown}"
+        f"at {cell.load} {best.cell.driver} was fastest, {_rate(best)}, {r.text} "
+        f"{second.cell.driver}'s{unknown}"
     )
 
 
-def _step_name(s: Step) -> str:
-    return f"step {s.index + 1} ({s.driver} {s.pattern} {s.load})"
+def _step_name(s: StepRecord) -> str:
+    c = s.cell
+    return f"step {s.step + 1} ({c.driver} {c.pattern} {c.load.label()})"
 
 
-def _loss(s: Step) -> str | None:
+def _loss(s: StepRecord) -> str | None:
+    f = s.figures
     parts = []
-    if s.lost:
-        parts.append(f"lost {s.lost:,} of {s.sent or 0:,} messages sent")
-    if s.unaccounted:
-        n = (s.held or {}).get("messages")
-        if s.held and n:
+    if f.lost:
+        parts.append(f"lost {f.lost:,} of {f.sent or 0:,} messages sent")
+    if f.unaccounted:
+        n = f.held.messages if f.held is not None else None
+        if f.held is not None and n:
             why = f"{n:,} held by a link fault still in force, the rest still queued at the broker"
-        elif s.held:
+        elif f.held is not None:
             why = "queued at the broker or held by a link fault still in force"
         else:
             why = "still queued at the broker"
-        parts.append(f"left {s.unaccounted:,} unaccounted ({why})")
-    if s.duplicates:
-        parts.append(f"delivered {s.duplicates:,} duplicates")
+        parts.append(f"left {f.unaccounted:,} unaccounted ({why})")
+    if f.duplicates:
+        parts.append(f"delivered {f.duplicates:,} duplicates")
     if not parts:
         return None
-    verdicts = sorted({f"{f.verdict} ({f.promise})" if f.promise else f.verdict for f in s.faults})
+    verdicts = sorted(
+        {e.verdict if not e.promise else f"{e.verdict} ({e.promise})" for e in f.faults or ()}
+    )
     if verdicts:
         said = f"verdict of its fault events: {_and(verdicts)}"
     else:
@@ -152,15 +164,15 @@ def findings(run: Run) -> list[str]:
     for name, phrases in by_pattern.items():
         out.append(f"{name.capitalize()}: {'; '.join(phrases)}.")
     if len(names) == 1 and run.steps:
-        best = max(run.steps, key=lambda s: s.throughput_mean or 0.0)
+        best = max(run.steps, key=lambda s: _mean(s) or 0.0)
         out.append(
             f"One driver ran ({names[0]}), so no driver is compared; its highest throughput "
-            f"was {_rate(best)} at {best.pattern} {best.load}."
+            f"was {_rate(best)} at {best.cell.pattern} {best.cell.load.label()}."
         )
     losses = [line for s in run.steps if (line := _loss(s))]
     out += losses
     if not losses and run.steps:
-        sent = sum(s.sent or 0 for s in run.steps)
+        sent = sum(s.figures.sent or 0 for s in run.steps)
         out.append(
             f"No step lost, left unaccounted or duplicated a message ({sent:,} sent in all)."
         )
@@ -168,7 +180,7 @@ def findings(run: Run) -> list[str]:
         for f in s.flags:
             if f.code in ("could_not_keep_up", "backlog_growing"):
                 out.append(f"{_step_name(s).capitalize()} {f.message or f.code}.")
-        if sum(s.errors.values()):
-            kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(s.errors.items()) if v)
+        if s.figures.error_count:
+            kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(s.figures.errors.items()) if v)
             out.append(f"{_step_name(s).capitalize()} had errors: {kinds}.")
     return out

@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from mqlab import __version__, registry
+from mqlab import __version__, native, registry
 from mqlab.errors import MqlabError
 
 # The broker's facts are RabbitMQ's specifics; they live in mqlab.rabbitmq.facts.
@@ -153,6 +153,8 @@ def gather(
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
         "uvloop": _pkg("uvloop"),
+        # the per-message path's modules: compiled (mypyc) or pure Python, and why
+        "harness": native.status(),
         "plugins": {
             name: {"package": info.package, "version": info.version, **_rebuild(name)}
             for name, info in plugins.items()

@@ -17,7 +17,7 @@ import re
 import stat
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -101,16 +101,30 @@ def replace_atomically(path: Path, text: str, prefix: str) -> None:
     """Write ``text`` to a temporary file beside ``path``, flush it to disk, then rename it
     over ``path``: a reader, a crash or a full disk never sees half a file, and a failed
     write (OSError, raised) leaves the previous file whole and no temporary file behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
+    replace_all_atomically([(path, text)], prefix)
+
+
+def replace_all_atomically(files: Sequence[tuple[Path, str]], prefix: str) -> None:
+    """Several files that belong together, as :func:`replace_atomically` writes one: every
+    one written to its temporary file and flushed first, only then all renamed, so a full
+    disk leaves the old set whole rather than a new file beside an old one."""
+    written: list[tuple[str, Path]] = []
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        for path, text in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
+            written.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        while written:
+            tmp, path = written[0]
+            os.replace(tmp, path)
+            written.pop(0)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp, _ in written:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 

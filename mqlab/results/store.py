@@ -16,10 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mqlab.measure.aggregate import aggregate
+from mqlab.record.repeats import aggregate
+from mqlab.record.step import StepRecord
+from mqlab.record.wire import SCHEMA
 from mqlab.results import paths
 
-SCHEMA = 2
+__all__ = ["SCHEMA", "ResultsFile", "strict"]
 
 
 def strict(value: Any) -> Any:
@@ -45,6 +47,8 @@ class ResultsFile:
         self.on_write_error = on_write_error
         #: the last write's failure, or None once a write succeeds
         self.write_error: str | None = None
+        #: the finished steps, as the runner handed them
+        self.steps: list[StepRecord] = []
         self.doc: dict[str, Any] = {
             "schema": SCHEMA,
             "profile": profile,
@@ -53,11 +57,12 @@ class ResultsFile:
             "steps": [],
         }
 
-    def add_step(self, record: dict[str, Any]) -> None:
-        self.doc["steps"].append(record)
-        aggregates = aggregate(self.doc["steps"])
+    def add_step(self, record: StepRecord) -> None:
+        self.steps.append(record)
+        self.doc["steps"].append(record.to_wire())
+        aggregates = aggregate(self.steps)
         if aggregates:
-            self.doc["aggregates"] = aggregates
+            self.doc["aggregates"] = [a.to_wire() for a in aggregates]
         self.write()
 
     def finish(self, status: str, message: str = "") -> None:

@@ -17,14 +17,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mqlab.config.background import Background
-from mqlab.measure.steprecord import StepRecord
+from mqlab.record.cpu import RoleCpu
+from mqlab.record.sections import Background as BackgroundFigures
+from mqlab.record.values import Latency
 from mqlab.run import collect, stepresult
+from mqlab.run.cpu import step_cpu
+from mqlab.run.drain import Drained
 from mqlab.worker import protocol
 
 if TYPE_CHECKING:
     from mqlab.config.plan import Layout, Step
     from mqlab.faults.link import LinkHold
-    from mqlab.rabbitmq.backlog import QueueDepth
+    from mqlab.servers.brokerside import Depth
     from mqlab.worker.pool import Worker, WorkerPool
 
 __all__ = ["BackgroundLoad", "background_step"]
@@ -91,7 +95,7 @@ class BackgroundLoad:
         self.layout = _renamed(make_layout(self.step, self.tmp))
         self.workers: list[Worker] = []
         self.clients: list[Worker] = []
-        self._drain: dict[str, Any] = {}
+        self._drain = Drained()
 
     @property
     def marker(self) -> str:
@@ -115,7 +119,7 @@ class BackgroundLoad:
         self,
         limit_s: float,
         timeout: float,
-        queue_depth: QueueDepth | None,
+        queue_depth: Callable[[str], Awaitable[tuple[Depth, ...]]] | None,
         cut_short: Callable[[], bool],
         link_hold: Callable[[], Awaitable[LinkHold | None]] | None = None,
     ) -> None:
@@ -128,52 +132,55 @@ class BackgroundLoad:
             queue_depth, cut_short, lambda: None, link_hold,
         )  # fmt: skip
 
-    def figures(self, window: tuple[int, int], first_s: int, interrupted: bool) -> dict[str, Any]:
-        """The ``background`` block of the probe's record: the background's own figures."""
+    def figures(
+        self, window: tuple[int, int], first_s: int, interrupted: bool
+    ) -> BackgroundFigures:
+        """The background stage: the background's own figures, beside the probe's record."""
         figs_c, figs_s, unique, cross = collect.worker_figures(self.workers, self.tmp, False)
+        window_s = (window[1] - window[0]) / 1e9
         outcome = stepresult.Outcome(
             step=self.step,
             layout=self.layout,
             clients=figs_c,
             servers=figs_s,
             first_s=first_s,
-            window_s=(window[1] - window[0]) / 1e9,
+            window_s=window_s,
             interrupted=interrupted,
             unique=unique,
             cross_duplicates=cross,
-            **self._drain,  # drain_s, drain_end, still_queued; the defaults until drained
+            drained=self._drain,
             workers_lost=tuple(w.spec.worker for w in self.workers if w.final is None),
-            cpu=collect.cpu_figures(self.workers, [], None, False),
+            cpu=step_cpu(self.workers, window_s, 0, (), None, (), False),
         )
-        return summary(stepresult.build(outcome), self.spec)
+        return summary(stepresult.build(outcome), self.spec, self._drain)
 
 
-def summary(record: StepRecord, bg: Background) -> dict[str, Any]:
+def summary(got: stepresult.Collected, bg: Background, drained: Drained) -> BackgroundFigures:
     """What a reader needs of the background beside the probe; nothing hidden."""
-    ol = record.open_loop or {}
-    lat = record.latency_ms
-    cpu = record.cpu or {}
-    return {
-        "pattern": bg.pattern,
-        "rate": bg.rate,
-        "achieved_rate": ol.get("achieved_rate"),
-        "kept_up": ol.get("kept_up"),
-        "sent": record.sent,
-        "expected": record.expected,
-        "received": record.received,
-        "lost": record.lost,
-        "unaccounted": record.unaccounted,
-        "still_queued": record.still_queued,
-        "duplicates": record.duplicates,
-        "errors": sum(record.errors.values()),
-        "throughput": record.throughput.to_wire(),
-        "latency_ms": {k: lat.get(k) for k in ("kind", "p50", "p99", "max", "failed")},
-        "drain_end": record.drain_end,
-        "held": dict(record.held) if record.held else None,
-        "workers_lost": list(record.workers_lost),
-        "flags": [f.code for f in record.flags],
-        "cpu": {k: cpu.get(k) for k in ("clients_percent", "servers_percent")},
-    }
+    f = got.figures
+    ol = f.open_loop
+    lat = f.latency_ms
+    return BackgroundFigures(
+        pattern=bg.pattern,
+        rate=bg.rate,
+        achieved_rate=ol.achieved_rate if ol else None,
+        kept_up=ol.kept_up if ol else None,
+        sent=f.sent,
+        expected=f.expected,
+        received=f.received,
+        lost=f.lost,
+        unaccounted=f.unaccounted,
+        still_queued=drained.section.still_queued,
+        duplicates=f.duplicates,
+        errors=f.error_count,
+        throughput=f.throughput,
+        latency_ms=Latency(kind=lat.kind, p50=lat.p50, p99=lat.p99, max=lat.max, failed=lat.failed),
+        drain_end=drained.section.drain_end,
+        held=f.held,
+        workers_lost=f.workers_lost,
+        flags=tuple(flag.code for flag in got.flags),
+        cpu=RoleCpu(clients_percent=f.cpu.clients_percent, servers_percent=f.cpu.servers_percent),
+    )
 
 
 def load(

@@ -6,11 +6,10 @@ was the broker (a given PID, a managed node's Erlang VM).
 
 from __future__ import annotations
 
-from typing import Any
-
 import psutil
 
 from mqlab.live.snapshot import WorkerRow
+from mqlab.record.cpu import BrokerProcess as Sampled
 from mqlab.worker.pool import process
 
 __all__ = ["BrokerProcess"]
@@ -37,14 +36,14 @@ class BrokerProcess:
         if measuring:
             self.cpu.append(cpu)
 
-    def described(self) -> dict[str, Any] | None:
+    def described(self) -> Sampled | None:
         """Which process was sampled as the broker."""
         if self.ps is None:
             return None
         try:
-            return {"pid": self.ps.pid, "name": self.ps.name()}
+            return Sampled(pid=self.ps.pid, name=self.ps.name())
         except psutil.Error:
-            return {"pid": self.ps.pid, "name": None}
+            return Sampled(pid=self.ps.pid, name=None)
 
     def rows(self) -> list[WorkerRow]:
         """The live view's broker row, if a broker process is known."""

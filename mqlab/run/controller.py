@@ -2,11 +2,14 @@
 
 Per step: start the server workers and wait until they serve, start the client
 workers, open one shared window after the warm-up, close it, drain late
-messages on evidence, collect every worker's final figures, reap. It does no
-arithmetic on figures (:mod:`mqlab.measure.figures` merges, :mod:`mqlab.run.stepresult`
-computes), never touches a transport and never draws: it hands
-:class:`RunSnapshot` values to a view callback and finished step records to a
-results callback.
+messages on evidence, collect every worker's final figures, reap. Each stage after
+the window returns its own section of the step's record (:mod:`mqlab.run.stages`),
+and the record is assembled once. The runner does no arithmetic on figures
+(:mod:`mqlab.measure.figures` merges, :mod:`mqlab.run.stepresult` computes), never
+touches a transport and never draws: it hands :class:`RunSnapshot` values to a view
+callback and finished :class:`~mqlab.record.step.StepRecord` values to a results
+callback. What it asks of each step's broker is that driver's
+:class:`~mqlab.servers.brokerside.BrokerSide`.
 """
 
 from __future__ import annotations
@@ -16,33 +19,24 @@ import math
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
 from mqlab.config.plan import Layout, Plan, Step, layout
 from mqlab.faults.losses import StepLosses
 from mqlab.live.snapshot import RunSnapshot
-from mqlab.measure.steprecord import StepRecord
-from mqlab.rabbitmq.backlog import QueueDepth
-from mqlab.run import background, collect, leftovers, stepresult
-from mqlab.run.background import BackgroundLoad
-from mqlab.run.brokerprocess import BrokerProcess
+from mqlab.record.figures import Figures
+from mqlab.record.sections import Ceiling
+from mqlab.record.step import StepRecord
+from mqlab.run import background, leftovers, stages
 from mqlab.run.drain import drain, in_flight
-from mqlab.run.hostload import HostLoad
 from mqlab.run.prefill import Prefill
 from mqlab.run.progress import Progress, worker_rows
 from mqlab.run.rolling import RollingUpdate
-from mqlab.sdk.urls import mask
+from mqlab.run.stages import StepState
+from mqlab.servers.brokerside import BrokerSide, NoBroker, total
 from mqlab.worker import affinity, protocol
 from mqlab.worker.pool import Interrupted, StepFailed, Worker, WorkerPool
 
-if TYPE_CHECKING:
-    from mqlab.faults.broker import NodeActions
-    from mqlab.faults.step import StepFaults
-    from mqlab.rabbitmq.sampler import NodeSample, OnTicks
-    from mqlab.rabbitmq.steps import BrokerSteps
-
-__all__ = ["Interrupted", "Runner", "StepFailed"]
+__all__ = ["AfterStep", "Interrupted", "Runner", "StepFailed"]
 
 #: workers get this long to send their final figures and exit
 FINISH_TIMEOUT = 10.0
@@ -50,6 +44,9 @@ _TICK = 0.25
 #: after a Ctrl-C, the longest the in-flight wait and the drain go on
 INTERRUPT_GRACE = 1.0
 _NS = 1_000_000_000
+
+#: the ceiling stage (`mqlab ceiling`): a step's ceilings, measured right after it
+AfterStep = Callable[[Step, Figures], Awaitable[Ceiling | None]]
 
 
 class Runner:
@@ -62,31 +59,21 @@ class Runner:
         run_id: str,
         in_process: Callable[[str], bool],
         on_snapshot: Callable[[RunSnapshot], None],
-        on_step: Callable[[dict[str, Any]], None],
-        broker_pid: int | None = None,
-        broker_label: str = "",
-        queue_depth: QueueDepth | None = None,
-        broker_steps: BrokerSteps | None = None,
-        node_control: Mapping[str, NodeActions] | None = None,
-        after_step: Callable[[Step, dict[str, Any]], Awaitable[None]] | None = None,
-        broker_pid_of: Mapping[str, int | None] | None = None,
-        broker_pids: Callable[[], tuple[int, ...]] = tuple,
+        on_step: Callable[[StepRecord], None],
+        brokers: Mapping[str, BrokerSide] | None = None,
+        after_step: AfterStep | None = None,
     ) -> None:
         self.plan = plan
         self.urls = urls
         self.run_id = run_id
         self.in_process = in_process
         self.on_step = on_step
-        #: awaited with each finished step's record before it is recorded (`mqlab ceiling`)
+        #: driver name -> its broker's side: every figure of a step comes from its own broker
+        self.brokers = dict(brokers or {})
         self.after_step = after_step
-        self.broker = BrokerProcess(broker_pid)
-        #: driver name -> the pid of its own server, when a run has several (RabbitMQ and
-        #: Kafka): each step samples the broker its driver talks to, not the run's first
-        self._broker_pid_of = dict(broker_pid_of or {})
-        # every URL once, in driver order: what the live view names as the broker
-        shown = dict.fromkeys(u for driver_urls in urls.values() for u in driver_urls)
-        label = broker_label or ", ".join(mask(u) for u in shown)
-        self.progress = Progress(plan, label, on_snapshot)
+        # every broker once, in driver order: what the live view names as the broker
+        shown = dict.fromkeys(s.label for s in self.brokers.values() if s.label)
+        self.progress = Progress(plan, ", ".join(shown) or "none needed", on_snapshot)
         self.interrupt = asyncio.Event()  # first Ctrl-C: finish this interval, keep results
         self.force = asyncio.Event()  # second Ctrl-C: stop now
         #: True from the end of a step's window until its record is written: a second
@@ -101,26 +88,7 @@ class Runner:
             from mqlab.hosts.pool import HostPool
 
             self.pool = HostPool(self.force, plan.profile.hosts, run_id)
-        #: the broker's processes now (a restarted node has a new PID): pinned, read back
-        self.broker_pids = broker_pids
-        self.host_load = HostLoad()
-        self._affinity: list[dict[str, Any]] = []
-        self.queue_depth = queue_depth
-        #: queue types, queue homes and per-node figures (a RabbitMQ broker), if any
-        self.broker_steps = broker_steps
-        self._node_ticks: list[list[NodeSample]] = []
-        self._nodes: OnTicks | None = None  # the step's node sampler, on the CPU ticks
-        self._broker_facts: dict[str, Any] = {}
-        self._window = (0, 0)  # the step's measurement window as it really was (monotonic ns)
-        self._drain: dict[str, Any] = {}
-        self._roll: RollingUpdate | None = None  # the step's rolling update, if it has one
-        #: driver name -> its managed broker's nodes, for node fault events
-        self.node_control = dict(node_control or {})
-        self._faults: StepFaults | None = None  # the step's fault events, if it has any
-        self._bg: BackgroundLoad | None = None  # the step's background stress, if any
-        self._losses: StepLosses | None = None  # the broker's side, events, attribution
-        self._sent_by_client: dict[int, int] = {}
-        self._prefill: Prefill | None = None  # a pre-filled step's queues and release
+        self.s = StepState(NoBroker())  # the running step's state
 
     async def __aenter__(self) -> Runner:
         await self.pool.open()
@@ -129,18 +97,29 @@ class Runner:
     async def __aexit__(self, *exc: object) -> None:
         await self.pool.close()
 
+    def side(self, step: Step) -> BrokerSide:
+        return self.brokers.get(step.driver.name) or NoBroker()
+
+    def broker_pids(self) -> tuple[int, ...]:
+        """Every broker's processes now (a restarted node has a new PID): pinned, read back."""
+        unique = {id(s): s for s in self.brokers.values()}.values()
+        return tuple(dict.fromkeys(p for s in unique for p in s.pids()))
+
     def _sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
         """One CPU sample per worker and the broker: the share since the previous call."""
+        s = self.s
+        if measuring:
+            s.ticks += 1
         self.pool.sample_cpu(workers, measuring)
-        if self._bg is not None:
-            self.pool.sample_cpu(self._bg.workers, measuring)
-        if measuring and self._roll is not None:
-            self._roll.tick(workers, self._window[0])
-        if self._faults is not None:
-            self._faults.sample_cpu(measuring)
-        self.broker.sample(measuring)
-        if self._nodes is not None:
-            self._nodes.tick(measuring)
+        if s.bg is not None:
+            self.pool.sample_cpu(s.bg.workers, measuring)
+        if measuring and s.roll is not None:
+            s.roll.tick(workers, s.window[0])
+        if s.faults is not None:
+            s.faults.sample_cpu(measuring)
+        s.broker.sample(measuring)
+        if s.nodes is not None:
+            s.nodes.tick(measuring)
 
     # -- a step ------------------------------------------------------------
 
@@ -158,81 +137,64 @@ class Runner:
             self._interrupted_at = time.monotonic()
         return time.monotonic() - self._interrupted_at > INTERRUPT_GRACE
 
-    async def run(self) -> list[dict[str, Any]]:
+    async def run(self) -> list[StepRecord]:
         """Every step in order; stops early after a Ctrl-C. Returns the step records."""
-        records: list[dict[str, Any]] = []
+        records: list[StepRecord] = []
         for step in self.plan.steps:
             if self.interrupt.is_set() or self.stop_after.is_set():
                 break
             self.measured = False
             record = await self.run_step(step)
-            if self.after_step is not None and not self.force.is_set():
-                await self.after_step(step, record)
             records.append(record)
             self.on_step(record)
             self.measured = False
         return records
 
-    async def run_step(self, step: Step) -> dict[str, Any]:
+    async def run_step(self, step: Step) -> StepRecord:
         run = self.plan.profile.run
         broker = self.plan.profile.broker
         sc = step.scenario
         placement = (sc.clients_on or broker.clients, sc.servers_on or broker.servers)
         tmp = leftovers.step_dir()
         urls = self.urls
-        self._faults = None
+        side = self.side(step)
+        s = self.s = StepState(side, options=stages.driver_options(step))
         if sc.events:
             from mqlab.faults.step import StepFaults
 
-            self._faults = StepFaults(
-                sc.events,
-                self.pool,
-                tmp,
-                self.node_control.get(step.driver.name),
-                self.broker_steps,
-            )
+            s.faults = StepFaults(sc.events, self.pool, tmp, side.node_control, side.management)
             try:
-                urls = await self._faults.urls(self.urls)  # through the fault proxies, if any
+                urls = await s.faults.urls(self.urls)  # through the fault proxies, if any
             except StepFailed:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
-            self.pool.netns = self._faults.netns  # a lossy step's workers: on their own link
+            self.pool.netns = s.faults.netns  # a lossy step's workers: on their own link
         lay = layout(
             step, urls[step.driver.name], step.driver.options_dict, self.run_id, run.processes,
             self.in_process(step.driver.plugin), ledger_dir=tmp, placement=placement,
             client_urls=urls[step.clients_driver.name] if step.clients_driver else (),
         )  # fmt: skip
-        if self._faults is not None:
-            self._faults.marker = lay.marker
-        prefill = self._prefill = (
-            Prefill(step, lay, self.broker_steps, self.queue_depth) if sc.prefill else None
-        )
-        pid = self._broker_pid_of.get(step.driver.name, self.broker.pid)
-        if pid != self.broker.pid:
-            self.broker = BrokerProcess(pid)
-        self.broker.cpu = []
-        self._drain = {}
-        self._roll = None
-        self._node_ticks = []
-        self._broker_facts = {"placement": {"clients": placement[0], "servers": placement[1]}}
-        bsteps = self.broker_steps
-        self._losses = StepLosses(step, bsteps, self.broker.ps.pid if self.broker.ps else None)
+        if s.faults is not None:
+            s.faults.marker = lay.marker
+        if sc.prefill:
+            s.prefill = Prefill(step, lay, side)
+        s.placement = placement
+        s.losses = StepLosses(step, side.management, s.broker.ps.pid if s.broker.ps else None)
         workers: list[Worker] = []
-        bg = self._bg = background.load(step, urls, placement, tmp, self.run_id, run.processes,
-                                        self.in_process)  # fmt: skip
+        bg = s.bg = background.load(step, urls, placement, tmp, self.run_id, run.processes,
+                                    self.in_process)  # fmt: skip
         bg_workers = bg.workers if bg is not None else []  # the same list, filled as they start
-        self._affinity = []
+        markers = (lay.marker, *((bg.marker,) if bg else ()))
         if self.placement is not None and self.placement.broker:
             for pid in self.broker_pids():
                 affinity.pin_tree(pid, self.placement.broker)
         try:
             self._show(step, "starting")
             await self.pool.step_start()  # on other hosts: each one's clock
-            if bsteps is not None:
-                for marker in (lay.marker, *((bg.marker,) if bg else ())):
-                    await bsteps.prepare(marker, step.queue_type, sc.mirror_replicas)
-            if prefill is not None:
-                await prefill.declare()
+            for marker in markers:
+                await side.prepare(marker, step.queue_type, sc.mirror_replicas)
+            if s.prefill is not None:
+                await s.prefill.declare()
             servers = await self.pool.spawn(lay.servers, tmp)
             workers += servers
             await self.pool.await_ready(servers)
@@ -241,54 +203,44 @@ class Runner:
             clients = await self.pool.spawn(lay.clients, tmp)
             workers += clients
             await self.pool.await_ready(clients)
-            if prefill is not None:
-                prefill.servers, prefill.clients = servers, clients
+            if s.prefill is not None:
+                s.prefill.servers, s.prefill.clients = servers, clients
             if bg is not None:
                 await bg.spawn_clients(self.pool, tmp)
             if step.rolling_to is not None:
                 new = step.rolling_to
-                self._roll = RollingUpdate(step, new, self.urls[new.name], self.pool, tmp, workers)
+                s.roll = RollingUpdate(step, new, self.urls[new.name], self.pool, tmp, workers)
             interrupted = await self._measure(step, lay, workers, clients)
-            if bsteps is not None:  # while the servers still hold their queues
-                self._broker_facts.update(await bsteps.inspect(lay.marker))
+            # while the servers still hold their queues
+            s.broker_facts = await side.inspect(lay.marker)
             await self.pool.finish(workers + bg_workers, FINISH_TIMEOUT)
             await self.pool.reap(workers + bg_workers, grace=2.0)
-            if self._faults is not None:  # the next step starts on a whole cluster
-                await self._faults.close()
-            record = stepresult.build(self._outcome(step, lay, workers, tmp, interrupted)).to_wire()
-            # hosts: clocks, events, and a lost host's unknown receipts taken out of `lost`
-            # before the losses are explained, so the explanation counts the same figure
-            await self.pool.step_end(record, self._window[0])
-            # every loss explained: events, the broker's side, attribution, verdict
-            try:
-                record.update(self._losses.fields(
-                    record, workers, tmp, lay.groups, self._sent_by_client, self._window[0],
-                    math.ceil(run.warmup),
-                ))  # fmt: skip
-            except Exception as exc:  # noqa: BLE001 - the step's measured figures stand
-                record["explain_error"] = f"{type(exc).__name__}: {exc}"
-            record["cores"] = {
-                "asked": self.placement.asked() if self.placement is not None else None,
-                "processes": self._affinity,
-            }
-            record["host_load"] = self.host_load.figures(record.get("cpu"))
-            if bg is not None:
-                record["background"] = bg.figures(self._window, math.ceil(run.warmup), interrupted)
+            if s.faults is not None:  # the next step starts on a whole cluster
+                await s.faults.close()
+            parts = await stages.after_window(
+                s, step, lay, workers, tmp, interrupted, self.pool, self.placement,
+                math.ceil(run.warmup),
+            )  # fmt: skip
         except BaseException:
             await self.pool.reap(workers + bg_workers)
             raise
         finally:
-            await self._losses.stop()
+            if s.losses is not None:
+                await s.losses.stop()
             shutil.rmtree(tmp, ignore_errors=True)
             self.pool.netns = None
-            if self._faults is not None:
-                await self._faults.close()
-            if bsteps is not None:
-                for marker in (lay.marker, *((bg.marker,) if bg else ())):
-                    await bsteps.finish(marker, step.queue_type)
+            if s.faults is not None:
+                await s.faults.close()
+            for marker in markers:
+                await side.finish(marker, step.queue_type)
             self.skip.clear()
+        ceiling = None
+        if self.after_step is not None and not self.force.is_set():
+            self._show(step, "ceiling…")
+            ceiling = await self.after_step(step, parts.figures)
+        record = parts.assemble(step, ceiling)  # the one place a step's record is made
         self.progress.finish(record)
-        self._show(step, record["status"], done=True)
+        self._show(step, record.figures.status or "done", done=True)
         return record
 
     async def _measure(
@@ -296,6 +248,7 @@ class Runner:
     ) -> bool:
         """Warm-up, window, drain. True if the user interrupted the step."""
         run = self.plan.profile.run
+        s = self.s
         now = time.monotonic_ns()
         start = now + 200_000_000
         window_start = start + int(run.warmup * 1e9)
@@ -305,62 +258,57 @@ class Runner:
         go = protocol.Go(t0, start, window_start, window_end)
         for w in workers:
             await w.send(go)
-        if self._bg is not None:
-            await self._bg.send(go)
+        if s.bg is not None:
+            await s.bg.send(go)
         interrupted = False
-        self._window = (window_start, window_end)
-        if self._faults is not None:
-            self._faults.arm(workers, go)
+        s.window = (window_start, window_end)
+        if s.faults is not None:
+            s.faults.arm(workers, go)
         # CPU samples on the window's own seconds: primed at its start, then each second
-        self._nodes = None
-        if self.broker_steps is not None:
-            from mqlab.rabbitmq.sampler import OnTicks
-
-            self._nodes = OnTicks(self.broker_steps.sampler(), self._node_ticks)
-        self._sample_cpu(workers, False)
-        next_cpu = window_start
-        if self._faults is not None:
-            self._faults.start(window_start)  # each event at its time in the window
-        self.host_load.start()
-        if self._losses is not None:
-            self._losses.start(lay.marker, t0)  # the broker's side, once a second
+        s.start_nodes()
+        if s.faults is not None:
+            s.faults.start(window_start)  # each event at its time in the window
+        s.host_load.start()
+        if s.losses is not None:
+            s.losses.start(lay.marker, t0)  # the broker's side, once a second
         try:
-            interrupted = await self._window_loop(step, lay, workers, clients, t0, next_cpu, go)
-            self.host_load.stop()
+            interrupted = await self._window_loop(step, lay, workers, clients, t0, go)
+            s.host_load.stop()
             # read while every process still runs: the CPUs each really had
-            everyone = workers + (self._bg.workers if self._bg is not None else [])
-            self._affinity = affinity.readback(
+            everyone = workers + (s.bg.workers if s.bg is not None else [])
+            s.affinity = affinity.readback(
                 ((w.spec.worker, w.spec.role, w.proc.pid if w.proc else None) for w in everyone),
                 self.broker_pids(),
             )
             self.measured = True
         finally:
-            if self._faults is not None:
-                await self._faults.stop()  # none after the window; one under way finishes
-            if self._nodes is not None:
-                await self._nodes.close()  # the window's last sample is one of them
-                self._nodes = None
-        if self._prefill is not None:  # a batch the window did not see sent: drained anyway
-            await self._prefill.release()
+            if s.faults is not None:
+                await s.faults.stop()  # none after the window; one under way finishes
+            await s.stop_nodes()  # the window's last sample is one of them
+        if s.prefill is not None:  # a batch the window did not see sent: drained anyway
+            await s.prefill.release()
         # successors are clients too: the drain waits for them and counts what they sent
         clients.extend(w for w in workers if w.spec.clients and w not in clients)
 
         def tick() -> None:
             self._show(step, "draining", workers=workers, lay=lay, t0=t0)
 
-        held = self._faults.held if self._faults is not None else None
+        held = s.faults.held if s.faults is not None else None
         await in_flight(clients, step.scenario.timeout, self._cut_short, tick, held)
-        self._drain = await drain(
+        depth = s.side.depth if s.side.reads_depth else None
+        # a broker whose depth is not read says why at once (no question to the broker)
+        not_read = "" if depth is not None else total(await s.side.depth(lay.marker))[2]
+        s.drained = await drain(
             workers, clients, lay.groups, lay.marker, self.plan.profile.run.drain,
-            self.queue_depth, self._cut_short, tick, held,
+            depth, self._cut_short, tick, held, not_read,
         )  # fmt: skip
-        if self._bg is not None:
+        if s.bg is not None:
             limit, timeout = self.plan.profile.run.drain, step.scenario.timeout
-            await self._bg.drain(limit, timeout, self.queue_depth, self._cut_short, held)
-        if self._faults is not None and self._drain.get("held_by"):
-            await self._faults.end_held()  # counted as held: the held link ends with the step
-        if self._losses is not None:
-            await self._losses.stop()
+            await s.bg.drain(limit, timeout, depth, self._cut_short, held)
+        if s.faults is not None and s.drained.held_by:
+            await s.faults.end_held()  # counted as held: the held link ends with the step
+        if s.losses is not None:
+            await s.losses.stop()
         return interrupted or self.interrupt.is_set()
 
     async def _window_loop(
@@ -370,15 +318,18 @@ class Runner:
         workers: list[Worker],
         clients: list[Worker],
         t0: int,
-        next_cpu: int,
         go: protocol.Go,
     ) -> bool:
         """The warm-up and the window, CPU sampled each second. True if interrupted."""
-        window_start, window_end = self._window
+        s = self.s
+        window_start, window_end = s.window
+        # the window's first tick primes the samples: the workers' counters were primed
+        # when they started (before the warm-up), and that share is not the window's
+        next_cpu = window_start
         interrupted = False
-        roll = self._roll
+        roll = s.roll
         replacing: asyncio.Task[None] | None = None
-        faults = self._faults.timeline if self._faults is not None else None
+        faults = s.faults.timeline if s.faults is not None else None
         while (now := time.monotonic_ns()) < window_end:
             if roll is not None and (replacing is None or replacing.done()):
                 if replacing is not None:
@@ -389,18 +340,17 @@ class Runner:
             if self.interrupt.is_set() or self.skip.is_set():
                 interrupted = True
                 # the window closed early: only its whole seconds so far are figures
-                self._window = (window_start, min(window_end, now))
+                s.window = (window_start, min(window_end, now))
                 for w in clients:
                     await w.send(protocol.Stop())
-                if self._bg is not None:
-                    await self._bg.send(protocol.Stop(), clients_only=True)
+                if s.bg is not None:
+                    await s.bg.send(protocol.Stop(), clients_only=True)
                 break
-            if self._prefill is not None:
-                await self._prefill.tick()
+            if s.prefill is not None:
+                await s.prefill.tick()
             if now >= next_cpu:
-                # the window's first tick primes the samples (the one before the warm-up
-                # would put the warm-up into the first second's share): each sample after
-                # it covers one second of the window, as docs/results.md says
+                # each sample after the primer covers one second of the window, as
+                # docs/results.md says
                 self._sample_cpu(workers, next_cpu > window_start)
                 next_cpu += _NS
             await asyncio.sleep(max(0.0, min(_TICK, (min(next_cpu, window_end) - now) / 1e9)))
@@ -416,58 +366,6 @@ class Runner:
             self._sample_cpu(workers, True)  # the window's last (partial) second
         return interrupted
 
-    # -- figures -----------------------------------------------------------
-
-    def _outcome(
-        self,
-        step: Step,
-        lay: Layout,
-        workers: list[Worker],
-        tmp: str | None,
-        interrupted: bool,
-        live: bool = False,
-    ) -> stepresult.Outcome:
-        run = self.plan.profile.run
-        roll = self._roll
-        figs_c, figs_s, unique, cross = collect.worker_figures(workers, tmp, live)
-        if not live:
-            self._sent_by_client = dict(figs_c.sent_by_client)
-        start_ns, end_ns = self._window
-        window_s = (end_ns - start_ns) / 1e9 if not live else 0.0
-        cpu = collect.cpu_figures(workers, self.broker.cpu, self.broker.described(), live)
-        if self._faults is not None:
-            cpu.update(self._faults.cpu())
-        if self._node_ticks and self.broker_steps is not None:
-            from mqlab.rabbitmq.steps import node_figures
-
-            cpu["nodes"] = node_figures(self._node_ticks, self.broker_steps.label)
-        return stepresult.Outcome(
-            step=step,
-            layout=lay,
-            clients=figs_c,
-            servers=figs_s,
-            first_s=math.ceil(run.warmup),
-            window_s=window_s,
-            window_start_ns=start_ns,
-            prefill=(self._prefill.at, self._prefill.queued) if self._prefill else None,
-            interrupted=interrupted,
-            unique=unique,
-            cross_duplicates=cross,
-            **self._drain,  # drain_s, drain_end, still_queued; the defaults until drained
-            workers_lost=tuple(
-                w.spec.worker
-                for w in workers
-                if w.final is None
-                and not live
-                and not (roll and w.spec.worker in roll.killed)
-                and not (self._faults and self._faults.killed(w.spec.worker))
-            ),
-            cpu=cpu,
-            broker=None if live else dict(self._broker_facts),
-            **collect.rolling_fields(self._roll, step, window_s),
-            **(self._faults.fields(window_s) if self._faults is not None else {}),
-        )
-
     # -- live view ---------------------------------------------------------
 
     def _show(
@@ -479,14 +377,17 @@ class Runner:
         t0: int = 0,
         done: bool = False,
     ) -> None:
+        s = self.s
+
         def live_record() -> StepRecord:
             assert lay is not None and workers is not None
-            rec = stepresult.build(self._outcome(step, lay, workers, None, False, live=True))
-            return replace(rec, spontaneous=tuple(StepLosses.live(workers, self._window[0])))
+            return stages.live_record(
+                s, step, lay, workers, math.ceil(self.plan.profile.run.warmup)
+            )
 
-        rows = [*self.broker.rows(), *worker_rows(self._bg.workers if self._bg else ())]
-        if self._faults is not None:
-            rows += self._faults.rows()
+        rows = [*s.broker.rows(), *worker_rows(s.bg.workers if s.bg else ())]
+        if s.faults is not None:
+            rows += s.faults.rows()
         self.progress.show(
             step, phase, workers or (), live_record if lay is not None else None, t0, rows, done
         )

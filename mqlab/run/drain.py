@@ -18,16 +18,29 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from mqlab.rabbitmq.backlog import QueueDepth
+from mqlab.record.figures import Drain
+from mqlab.servers.brokerside import Depth, total
 from mqlab.worker import protocol
 from mqlab.worker.pool import Worker
 
 if TYPE_CHECKING:
     from mqlab.faults.link import LinkHold
 
-__all__ = ["DRAIN_IDLE", "drain", "in_flight"]
+__all__ = ["DRAIN_IDLE", "Drained", "drain", "in_flight"]
+
+
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """The drain stage: its section of the step's record, and the link faults still in
+    force when it ended (what they held is counted as held, not lost)."""
+
+    section: Drain = Drain()
+    held_by: tuple[str, ...] = ()
+    held_bytes: int | None = None  # what the fault proxies held then (None: not known)
+
 
 #: a drain is over when every server's own clock shows no receipt for this long
 DRAIN_IDLE = 1.0
@@ -67,16 +80,20 @@ async def drain(
     groups: int,
     marker: str,
     limit_s: float,
-    queue_depth: QueueDepth | None,
+    queue_depth: Callable[[str], Awaitable[tuple[Depth, ...]]] | None,
     cut_short: Callable[[], bool],
     tick: Callable[[], None],
     link_hold: Callable[[], Awaitable[LinkHold | None]] | None = None,
-) -> dict[str, Any]:
-    """Wait on evidence; return ``drain_s``, ``drain_end``, ``still_queued``, ``held_by``.
+    not_read: str = "",
+) -> Drained:
+    """Wait on evidence; how it ended, what the broker still held, what a link fault held.
 
     ``groups`` is how many servers' groups get each message (pools, fanout);
-    ``tick`` redraws the live view between polls; ``link_hold`` says which link
-    faults of the step are still in force (None: none), asked once the servers are quiet.
+    ``queue_depth`` is the step's broker's (:meth:`BrokerSide.depth`; None: a broker whose
+    depth is not read, or none: nothing counts as queued); ``tick`` redraws
+    the live view between polls; ``link_hold`` says which link faults of the step are
+    still in force (None: none), asked once the servers are quiet; ``not_read``: why the
+    broker's depth is not read (when ``queue_depth`` is None), said in the step's record.
     """
     servers = [w for w in workers if w.spec.servers]
     began = time.monotonic()
@@ -84,6 +101,10 @@ async def drain(
     limit = began + limit_s
     end = "complete"
     depth: int | None = None
+    # a broker whose depth is not read counts nothing as queued: what is missing is lost
+    read = queue_depth is not None
+    age: float | None = None
+    why = not_read
     hold: LinkHold | None = None
     while servers:
         for w in workers:
@@ -111,24 +132,29 @@ async def drain(
                 end = "held"
                 break
             hold = None
-            depth = await queue_depth.depth(marker) if queue_depth else None
+            if queue_depth is not None:
+                depth, age, why = total(await queue_depth(marker))
             if not depth:
                 end = "idle"
                 break
         tick()
-    if end != "complete" and queue_depth is not None and depth is None:
-        depth = await queue_depth.depth(marker)
+    if end != "complete" and depth is None and queue_depth is not None:
+        depth, age, why = total(await queue_depth(marker))
     if end in ("limit", "user") and link_hold is not None:
         # in force when the drain was cut off, holding what would not come soon: held
         hold = await link_hold()
         hold = hold if hold is not None and hold.outlasts(DRAIN_IDLE) else None
-    return {
-        "drain_s": round(time.monotonic() - began, 2),
-        "drain_end": end,
-        "still_queued": depth if end != "complete" else 0 if queue_depth else None,
+    still_queued = (depth if end != "complete" else 0) if read else None
+    section = Drain(
+        drain_s=round(time.monotonic() - began, 2),
+        drain_end=end,
+        still_queued=still_queued,
         # a broker with queues that could not say how many it held: nothing is called lost
-        "depth_unknown": queue_depth is not None and end != "complete" and depth is None,
-        # a link fault still in force: what it holds is neither delivered nor lost
-        "held_by": hold.events if hold is not None else (),
-        "held_bytes": hold.held_bytes if hold is not None else None,
-    }
+        depth_unknown=read and end != "complete" and depth is None,
+        depth_age_s=age if still_queued is not None and depth is not None else None,
+        depth_why=(why or None) if still_queued is None else None,
+    )
+    # a link fault still in force: what it holds is neither delivered nor lost
+    if hold is None:
+        return Drained(section)
+    return Drained(section, tuple(hold.events), hold.held_bytes)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+
+from mqlab.record.cpu import Cpu
+from mqlab.record.sections import HostLoad as Figures
 
 __all__ = ["HostLoad", "read_stat"]
 
@@ -55,7 +57,7 @@ class HostLoad:
         self._last = read_stat()
         self._load.append(os.getloadavg()[0])
 
-    def figures(self, cpu: dict[str, Any] | None) -> dict[str, Any]:
+    def figures(self, cpu: Cpu) -> Figures:
         """CPU in % of one core (as every other CPU figure of a step), over the window.
 
         ``cpu``: the step's own CPU figures (workers, the broker or each node, as
@@ -64,28 +66,26 @@ class HostLoad:
         """
         ours_percent = _ours(cpu)
         ncpu = os.cpu_count() or 1
-        out: dict[str, Any] = {
-            "cpus": ncpu,
-            "load_avg_1m": [round(v, 2) for v in self._load],
-        }
+        load = tuple(round(v, 2) for v in self._load)
         a, b = self._first, self._last
         if a is None or b is None or b.total <= a.total:
-            return out
+            return Figures(cpus=ncpu, load_avg_1m=load)
         core = (b.total - a.total) / ncpu  # one core's jiffies over the interval
         busy = ((b.total - b.idle) - (a.total - a.idle)) / core * 100
-        out["busy_percent"] = round(busy, 1)
-        out["steal_percent"] = round((b.steal - a.steal) / core * 100, 1)
-        if ours_percent is not None:
-            out["other_percent"] = round(max(0.0, busy - ours_percent), 1)
-        return out
+        return Figures(
+            cpus=ncpu,
+            load_avg_1m=load,
+            busy_percent=round(busy, 1),
+            steal_percent=round((b.steal - a.steal) / core * 100, 1),
+            other_percent=(
+                round(max(0.0, busy - ours_percent), 1) if ours_percent is not None else None
+            ),
+        )
 
 
-def _ours(cpu: dict[str, Any] | None) -> float | None:
+def _ours(cpu: Cpu) -> float | None:
     """The step's own processes' CPU, % of one core: workers, and every node or the broker."""
-    if not cpu:
-        return None
-    keys = ["clients_percent", "servers_percent"]
-    nodes = [n.get("cpu_percent") for n in cpu.get("nodes") or ()]
-    parts = [cpu.get(k) for k in keys] + (nodes if nodes else [cpu.get("broker_percent")])
+    nodes = [n.cpu_percent for n in cpu.nodes or ()]
+    parts = [cpu.clients_percent, cpu.servers_percent] + (nodes if nodes else [cpu.broker_percent])
     known = [p for p in parts if p is not None]
     return sum(known) if known else None

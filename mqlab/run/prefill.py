@@ -10,24 +10,20 @@ from typing import TYPE_CHECKING
 
 from mqlab.config.plan import Layout, Step
 from mqlab.errors import BrokerError
+from mqlab.servers.brokerside import BrokerSide, total
 from mqlab.worker import protocol
 
 if TYPE_CHECKING:
-    from mqlab.rabbitmq.backlog import QueueDepth
-    from mqlab.rabbitmq.steps import BrokerSteps
     from mqlab.worker.pool import Worker
 
 
 class Prefill:
     """One pre-filled step: its queues, and the moment its consumers were let go."""
 
-    def __init__(
-        self, step: Step, lay: Layout, broker: BrokerSteps | None, depth: QueueDepth | None
-    ) -> None:
+    def __init__(self, step: Step, lay: Layout, side: BrokerSide) -> None:
         self.step = step
         self.lay = lay
-        self.broker = broker
-        self.depth = depth
+        self.side = side  # the step's broker: its management API declares, its depth counts
         self.servers: list[Worker] = []
         self.clients: list[Worker] = []
         #: when the servers were told to consume (the controller's monotonic ns); 0: not yet
@@ -37,13 +33,14 @@ class Prefill:
 
     async def declare(self) -> None:
         """The step's shared queues and their bindings, declared as its servers will."""
-        if self.broker is None:
+        api = self.side.management
+        if api is None:
             raise BrokerError(
                 "a pre-filled step declares its queues through RabbitMQ's management API, "
                 "and this run has none"
             )
         sc = self.step.scenario
-        await self.broker.declare(self.lay.topics, sc.exchange, sc.durable, self.step.queue_type)
+        await api.declare(self.lay.topics, sc.exchange, sc.durable, self.step.queue_type)
 
     async def tick(self) -> None:
         """Let the servers consume once every client has sent its batch."""
@@ -54,7 +51,8 @@ class Prefill:
         """Let the servers consume now (once), first asking the broker what it holds."""
         if self.at:
             return
-        self.queued = await self.depth.depth(self.lay.marker) if self.depth else None
+        if self.side.reads_depth:
+            self.queued = total(await self.side.depth(self.lay.marker))[0]
         self.at = time.monotonic_ns()
         for w in self.servers:
             await w.send(protocol.Consume())

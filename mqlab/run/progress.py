@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from mqlab.config.plan import Plan, Step
 from mqlab.live import timeline
 from mqlab.live.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
 from mqlab.measure.load import Load
-from mqlab.measure.steprecord import StepRecord
-from mqlab.run import stepresult
+from mqlab.record.step import StepRecord
 from mqlab.worker.pool import Worker
 
-__all__ = ["Progress", "worker_rows"]
+__all__ = ["Progress", "row", "worker_rows"]
 
 _NS = 1_000_000_000
 
@@ -39,14 +37,11 @@ class Progress:
         self.finished_series: list[StepSeries] = []
         self.errors = timeline.ErrorTally()
         self._nodes: list[WorkerRow] = []  # the last finished step's broker nodes, if any
-        self._live: tuple[tuple[int, ...], StepRecord | None, dict[str, Any] | None] = (
-            (), None, None,
-        )  # fmt: skip
+        self._live: tuple[tuple[int, ...], StepRecord | None] = ((), None)
 
-    def finish(self, wire: dict[str, Any]) -> None:
+    def finish(self, record: StepRecord) -> None:
         """A step's final record: its row, series, errors and nodes stay on screen."""
-        record = StepRecord.from_wire(wire)  # with what the runner added after the build
-        self.finished_rows.append(stepresult.row(record, record.status))
+        self.finished_rows.append(row(record, record.figures.status or "done"))
         self.finished_series.append(timeline.series(record, running=False))
         self.errors.finish(record)
         self._nodes = timeline.node_rows(record) or self._nodes
@@ -64,21 +59,21 @@ class Progress:
         """Hand one snapshot to the view; ``live_record`` builds the running step's record."""
         current = None
         running: list[StepRecord] = []
-        wire: dict[str, Any] | None = None
+        record: StepRecord | None = None
         if not done:
             if workers and live_record is not None:
                 key = (step.index, *(w.version for w in workers))
                 if key != self._live[0] or self._live[1] is None:
-                    built = live_record()
-                    self._live = (key, built, built.to_wire())
-                _, record, wire = self._live
+                    self._live = (key, live_record())
+                record = self._live[1]
                 assert record is not None
                 running.append(record)
                 # the last complete second is the honest "now"
-                per_s = getattr(record.series, record.completions)
+                series = record.figures.series
+                per_s = series.column(record.completions) if series is not None else ()
                 now_i = (time.monotonic_ns() - t0) // _NS - 1 if t0 else -1
-                rate_now = float(per_s[now_i]) if 0 <= now_i < len(per_s) else 0.0
-                current = stepresult.row(record, phase, rate_now=rate_now)
+                rate_now = float(per_s[now_i] or 0) if 0 <= now_i < len(per_s) else 0.0
+                current = row(record, phase, rate_now=rate_now)
             else:
                 current = StepRow(
                     index=step.index,
@@ -103,7 +98,7 @@ class Progress:
                 ),
                 workers=(*worker_rows(workers), *extra_rows, *self._nodes),
                 errors=self.errors.rows(running),
-                record=wire,
+                record=record,
             )
         )
 
@@ -118,4 +113,40 @@ def worker_rows(workers: Sequence[Worker]) -> tuple[WorkerRow, ...]:
             rss_mb=round(w.rss / 2**20, 1) if w.rss else None,
         )
         for w in workers
+    )
+
+
+def row(record: StepRecord, phase: str, rate_now: float | None = None) -> StepRow:
+    """The table row of a step: finished (from its record) or running (``rate_now`` given)."""
+    c, f = record.cell, record.figures
+    lat = f.latency_ms
+    cpu = f.cpu
+    verdict = record.losses.verdict
+    return StepRow(
+        index=record.step,
+        driver=c.driver,
+        pattern=c.pattern,
+        load=c.load.label(),
+        phase=phase,
+        sent=f.sent or 0,
+        received=f.received or 0,
+        round_trip=f.round_trip or 0,
+        lost=None if rate_now is not None else f.lost,
+        unaccounted=f.unaccounted or 0,
+        duplicates=f.duplicates or 0,
+        errors=f.error_count,
+        rate_now=rate_now or 0.0,
+        rate_mean=f.throughput.mean,
+        p50_ms=lat.p50,
+        p99_ms=lat.p99,
+        p99_lower_bound="p99" in lat.censored,
+        failed_percent=lat.failed_percent or 0.0,
+        cpu_clients=cpu.clients_percent,
+        cpu_servers=cpu.servers_percent,
+        cpu_broker=cpu.broker_percent,
+        cpu_nodes=tuple((n.node, n.cpu_percent) for n in cpu.nodes or ()),
+        queue_type=c.queue_type or "classic",
+        flags=tuple(flag.code for flag in record.flags),
+        note=verdict.note if verdict is not None else "",
+        note_failed=bool(verdict and verdict.failed),
     )

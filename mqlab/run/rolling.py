@@ -114,6 +114,7 @@ class RollingUpdate:
         if self.rolling.stop == "abrupt":
             self.killed.add(name)
             await old.snapshot_now()  # its figures to this moment, then no more
+            self.pool.last_times(old)  # and its CPU up to its death
             if old.proc is not None and old.proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     old.proc.kill()
@@ -123,6 +124,7 @@ class RollingUpdate:
             deadline = time.monotonic() + self.step.scenario.timeout + RETIRE_GRACE
             while old.final is None and not old.gone and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
+            self.pool.last_times(old)  # its CPU up to its end, if it has not exited yet
         stopped = time.monotonic_ns()
         self._event(stopped, window_start, "stopped", name)
         spec = dataclasses.replace(

@@ -1,27 +1,43 @@
-"""A step's result: built once from the merged worker figures, written as the results JSON.
+"""The collect stage: a step's figures computed once from the merged worker figures.
 
 :func:`build` is the one place where a step's figures are computed (the live view
-calls it too, with what the workers have reported so far), and :func:`row` the
-one place where a result becomes a table row. Every definition used here is
-documented in ``docs/results.md``.
+calls it too, with what the workers have reported so far): it returns the step's
+:class:`~mqlab.record.figures.Cell` and :class:`~mqlab.record.figures.Figures` and the
+flags they raise (:class:`Collected`), which the runner assembles with the later
+stages' sections into the step's record. Every definition used here is documented
+in ``docs/results.md``.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from mqlab.config.plan import Layout, Step
 from mqlab.faults import verdict
 from mqlab.faults.explain import held_words
-from mqlab.live.snapshot import StepRow
 from mqlab.measure import latency, phases
 from mqlab.measure.figures import WorkerFigures
-from mqlab.measure.identity import settings_of
-from mqlab.measure.steprecord import Flag, RecordSeries, StepRecord, Throughput
+from mqlab.record.cpu import Cpu
+from mqlab.record.events import Event, Phase, Update
+from mqlab.record.figures import Cell, Figures
+from mqlab.record.identity import settings_of
+from mqlab.record.values import (
+    Flag,
+    Held,
+    Latency,
+    Link,
+    OpenLoop,
+    PerQueue,
+    Prefill,
+    Series,
+    Throughput,
+)
+from mqlab.record.wire import from_wire, to_wire
+from mqlab.run.drain import Drained
 
 #: an open-loop step that sent less than this share of its schedule could not keep up
 KEEP_UP = 0.99
@@ -44,33 +60,34 @@ class Outcome:
     interrupted: bool = False
     unique: int | None = None  # unique receipts from the ledgers (after the drain)
     cross_duplicates: int = 0
-    drain_s: float = 0.0
-    drain_end: str = ""  # complete | idle | limit | user
-    still_queued: int | None = None  # messages the broker still held when the drain ended
-    #: the broker has queues but could not say how many messages they held: none is lost
-    depth_unknown: bool = False
-    #: the step's link faults still in force when the drain ended ("cut node1"): the
-    #: messages neither delivered nor queued at the broker are held by them, not lost
-    held_by: tuple[str, ...] = ()
-    held_bytes: int | None = None  # what the fault proxies held then (None: not known)
+    #: the drain stage: how it ended, what the broker and the step's link faults still held
+    drained: Drained = Drained()
     workers_lost: tuple[str, ...] = ()
-    cpu: dict[str, Any] | None = None
-    #: broker-side facts of the step: placement, queues (where each lives), connections
-    broker: dict[str, Any] | None = None
-    events: tuple[dict[str, Any], ...] = ()  # what happened in the window (rolling updates)
-    phases: tuple[dict[str, Any], ...] = ()  # name, start_s, end_s: the window cut at events
+    cpu: Cpu = Cpu()
+    events: tuple[Event, ...] = ()  # what happened in the window (rolling updates, faults)
+    phases: tuple[Phase, ...] = ()  # name, start_s, end_s: the window cut at events
     update: str = ""  # a rolling update's summary, e.g. "kombu -> pika, 2 servers then ..."
     faults: bool = False  # the events are fault events: figures and a verdict per event
-    #: a lossy step's link: the workers' TCP counters over the window (segments out,
-    #: retransmitted, retransmission timeouts), from their own network namespace
-    link: Mapping[str, int] | None = None
+    #: a lossy step's link: the workers' TCP counters over the window
+    link: Link | None = None
     window_start_ns: int = 0  # monotonic ns the window opened at
+    #: the driver's options as it ran (the plugin's defaults filled, secrets masked)
+    options: Mapping[str, Any] = field(default_factory=dict)
     #: a pre-filled step: when its consumers were let go (monotonic ns; 0: not yet) and
     #: the step's messages the broker held just before (None: unknown)
     prefill: tuple[int, int | None] | None = None
 
 
-def throughput(per_second: list[int], first: int, seconds: int) -> Throughput:
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """The collect stage's sections of the step's record, and the flags its figures raise."""
+
+    cell: Cell
+    figures: Figures
+    flags: tuple[Flag, ...]
+
+
+def throughput(per_second: Sequence[int], first: int, seconds: int) -> Throughput:
     """Mean and population stdev over the window's whole seconds [first, first + seconds).
 
     None when not one whole second was measured: a rate the code did not measure
@@ -78,19 +95,21 @@ def throughput(per_second: list[int], first: int, seconds: int) -> Throughput:
     """
     window = [per_second[i] if i < len(per_second) else 0 for i in range(first, first + seconds)]
     if not window:
-        return Throughput(None, None, 0)
+        return Throughput(mean=None, stdev=None, seconds=0)
     mean = sum(window) / len(window)
     stdev = statistics.pstdev(window) if len(window) > 1 else 0.0
-    return Throughput(round(mean, 2), round(stdev, 2), len(window))
+    return Throughput(mean=round(mean, 2), stdev=round(stdev, 2), seconds=len(window))
 
 
 def _kind(pattern: str) -> str:
     return "round_trip" if pattern == "call" else "one_way"
 
 
-def _per_second_latency(encoded: list[str], n: int) -> tuple[list[Any], list[Any]]:
-    p50: list[Any] = []
-    p99: list[Any] = []
+def _per_second_latency(
+    encoded: Sequence[str], n: int
+) -> tuple[list[float | None], list[float | None]]:
+    p50: list[float | None] = []
+    p99: list[float | None] = []
     for i in range(n):
         e = encoded[i] if i < len(encoded) else ""
         if not e:
@@ -103,7 +122,7 @@ def _per_second_latency(encoded: list[str], n: int) -> tuple[list[Any], list[Any
     return p50, p99
 
 
-def _median_of(encoded: list[str], seconds: range) -> float | None:
+def _median_of(encoded: Sequence[str], seconds: range) -> float | None:
     parts = [encoded[i] for i in seconds if i < len(encoded) and encoded[i]]
     if not parts:
         return None
@@ -111,7 +130,11 @@ def _median_of(encoded: list[str], seconds: range) -> float | None:
 
 
 def _backlog(
-    offered: list[int], done: list[int], per_second: list[str], first: int, seconds: int
+    offered: Sequence[int],
+    done: Sequence[int],
+    per_second: Sequence[str],
+    first: int,
+    seconds: int,
 ) -> bool:
     """Deliveries fall behind what is offered and latency grows: queue time, not service time."""
     if seconds < 3:
@@ -153,79 +176,68 @@ def failed(o: Outcome, kind: str) -> int:
     return c.unsent_in_window * groups + undelivered
 
 
-def build(o: Outcome) -> StepRecord:
-    """The step's record; :meth:`StepRecord.to_wire` is what the results file holds."""
+def build(o: Outcome) -> Collected:
+    """The collect stage: the step's cell, its figures and the flags they raise."""
     step, sc, c, s = o.step, o.step.scenario, o.clients, o.servers
     kind = _kind(sc.pattern)
+    drain = o.drained.section
     sent = c.sent
     groups = o.layout.groups
     expected = sent * groups if sc.servers else sent
     unique = o.unique if o.unique is not None else s.received
     missing = max(0, expected - unique)
-    unaccounted = missing if o.depth_unknown else min(missing, o.still_queued or 0)
+    unaccounted = missing if drain.depth_unknown else min(missing, drain.still_queued or 0)
     held = _held(o, missing - unaccounted)
-    if held:
-        unaccounted += held["messages"] or 0
+    if held is not None:
+        unaccounted += held.messages or 0
     seconds = max(0, math.floor(o.window_s + 1e-9))
     completions = (
         c.series.get("round_trip", []) if kind == "round_trip" else s.series.get("received", [])
     )
     src = c if kind == "round_trip" else s
     lat = {
-        k: latency.summary(
-            latency.decode(f.hist[k]) if k in f.hist else None,
-            failed(o, k) if k == kind else 0,
-            k,
-            sc.timeout,
+        k: Latency.of(
+            latency.summary(
+                latency.decode(f.hist[k]) if k in f.hist else None,
+                failed(o, k) if k == kind else 0,
+                k,
+                sc.timeout,
+            )
         )
         for k, f in (("round_trip", c), ("one_way", s))
         if k in f.hist or k == kind
     }
     n_series = max((len(v) for f in (c, s) for v in f.series.values()), default=0)
     p50, p99 = _per_second_latency(src.per_second.get(kind, []), n_series)
-    flags: list[Flag] = []
-    open_loop: dict[str, Any] | None = None
-    if c.open_loop is not None:
-        ol = c.open_loop
-        achieved = ol.sent / (ol.span_ns / 1e9) if ol.span_ns else 0.0
-        kept_up = ol.intended == 0 or ol.sent >= KEEP_UP * ol.intended
-        open_loop = {
-            "intended": ol.intended,
-            "sent": ol.sent,
-            "achieved_rate": round(achieved, 1),
-            "max_behind_ms": round(ol.max_behind_ns / 1e6, 3),
-            "not_sent": ol.not_sent,
-            "kept_up": kept_up,
-        }
-        if not kept_up:
-            flags.append(Flag(
-                "could_not_keep_up",
-                f"could not keep up: sent {ol.sent:,} of {ol.intended:,} scheduled "
-                f"({100.0 * ol.sent / ol.intended:.1f} %), {ol.not_sent:,} never sent",
-            ))  # fmt: skip
+    flags, open_loop = _open_loop(c)
     offered = [v * groups for v in c.series.get("sent", [])]
     if _backlog(offered, completions, src.per_second.get(kind, []), o.first_s, seconds):
         flags.append(Flag(
-            "backlog_growing",
-            "backlog growing: the rate is the consumer's, the latency is queue time",
+            code="backlog_growing",
+            message="backlog growing: the rate is the consumer's, the latency is queue time",
         ))  # fmt: skip
     if unaccounted:
-        where = ["queue depth unknown" if o.depth_unknown else f"still queued {o.still_queued:,}"]
-        if held and held["messages"]:
-            where.append(f"held by the link {held['messages']:,}")
-        flags.append(Flag("unaccounted", f"unaccounted ({', '.join(where)}) when the drain ended"))
-    if held:
-        flags.append(Flag("held_by_fault", held_words(held)))
+        where = [
+            "queue depth unknown" if drain.depth_unknown else f"still queued {drain.still_queued:,}"
+        ]
+        if held is not None and held.messages:
+            where.append(f"held by the link {held.messages:,}")
+        flags.append(Flag(
+            code="unaccounted", message=f"unaccounted ({', '.join(where)}) when the drain ended"
+        ))  # fmt: skip
+    if held is not None:
+        flags.append(Flag(code="held_by_fault", message=held_words(held)))
     errors = dict(c.errors)
     if s is not c:
         for k, n in s.errors.items():
             errors[k] = errors.get(k, 0) + n
     lost = missing - unaccounted
+    duplicates = s.duplicates + o.cross_duplicates
     # how long everything sent took to arrive, from the window's start (a pre-filled
     # batch: from its consumers' release): a fixed batch (an open loop's rate x duration)
     # drained, as seed 002 timed it; None unless all came
     last = s.last_rx
-    complete = o.drain_end == "complete" and not lost and not unaccounted
+    complete = drain.drain_end == "complete" and not lost and not unaccounted
     released, queued = o.prefill or (0, None)
     origin = released or o.window_start_ns
     drained_in_s = (
@@ -234,8 +246,8 @@ def build(o: Outcome) -> StepRecord:
     prefill = None
     if o.prefill is not None and o.window_start_ns:
         filled = round((released - o.window_start_ns) / 1e9, 3) if released else None
-        prefill = {"filled_in_s": filled, "queued": queued}
-    series = RecordSeries(
+        prefill = Prefill(filled_in_s=filled, queued=queued)
+    series = Series(
         t0_offset_s=-o.first_s,
         sent=tuple(c.series.get("sent", [])),
         received=tuple(s.series.get("received", [])),
@@ -244,15 +256,54 @@ def build(o: Outcome) -> StepRecord:
         p50_ms=tuple(p50),
         p99_ms=tuple(p99),
     )
-    record = StepRecord(
-        step=step.index,
+    counts = {"lost": lost, "duplicates": duplicates}
+    per_second = src.per_second.get(kind, [])
+    cut, faults, update = _phases(o, seconds, completions, per_second, series, counts, errors, p99)
+    figures = Figures(
+        status="interrupted" if o.interrupted else "done",
+        workers_lost=tuple(o.workers_lost),
+        sent=sent,
+        expected=expected,
+        received=unique,
+        round_trip=c.round_trip,
+        lost=lost,
+        unaccounted=unaccounted,
+        held=held,
+        duplicates=duplicates,
+        out_of_order=s.out_of_order,
+        errors=errors,
+        error_messages={**c.error_messages, **(s.error_messages if s is not c else {})},
+        throughput=throughput(completions, o.first_s, seconds),
+        latency_ms=lat[kind],
+        latency=lat,
+        histograms={k: f.hist[k] for k, f in (("round_trip", c), ("one_way", s)) if k in f.hist},
+        open_loop=open_loop,
+        cpu=o.cpu,
+        series=series,
+        link=o.link,
+        drained_in_s=drained_in_s,
+        # the batch's own rate: every message sent, drained, over the time it took
+        batch_rate=round(unique / drained_in_s, 1) if sc.batch and drained_in_s else None,
+        per_queue=per_queue(s.per_topic, s.per_topic_last, origin),
+        prefill=prefill,
+        events=o.events if o.phases or o.events else None,
+        phases=cut,
+        update=update,
+        faults=faults,
+    )
+    return Collected(cell(step, groups, o.options), figures, tuple(flags))
+
+
+def cell(step: Step, groups: int, options: Mapping[str, Any]) -> Cell:
+    """What defines the step: its driver and options, its scenario, its load."""
+    sc = step.scenario
+    return Cell(
         driver=step.driver_label,
         plugin=step.driver.plugin,
         scenario=sc.name,
         pattern=sc.pattern,
         concurrency=step.concurrency,
         rate=step.rate,
-        repeat=step.repeat,
         servers=sc.servers,
         targets=sc.targets,
         consumers=sc.consumers,
@@ -265,78 +316,85 @@ def build(o: Outcome) -> StepRecord:
         queue_type=step.queue_type,
         timeout_s=sc.timeout,
         settings=settings_of(step.scenario, step.queue_type, _drivers(step)),
-        status="interrupted" if o.interrupted else "done",
-        workers_lost=tuple(o.workers_lost),
-        sent=sent,
-        expected=expected,
-        received=unique,
-        round_trip=c.round_trip,
-        lost=lost,
-        unaccounted=unaccounted,
-        still_queued=o.still_queued,
-        depth_unknown=o.depth_unknown,
-        held=held,
-        drain_s=o.drain_s,
-        drain_end=o.drain_end,
-        duplicates=s.duplicates + o.cross_duplicates,
-        out_of_order=s.out_of_order,
-        errors=errors,
-        error_messages={**c.error_messages, **(s.error_messages if s is not c else {})},
-        throughput=throughput(completions, o.first_s, seconds),
-        latency_ms=lat[kind],
-        latency=lat,
-        histograms={k: f.hist[k] for k, f in (("round_trip", c), ("one_way", s)) if k in f.hist},
-        open_loop=open_loop,
-        flags=tuple(flags),
-        cpu=o.cpu,
-        series=series,
-        extra=dict(o.broker or {}),
-        link=dict(o.link) if o.link else None,
-        drained_in_s=drained_in_s,
-        # the batch's own rate: every message sent, drained, over the time it took
-        batch_rate=round(unique / drained_in_s, 1) if sc.batch and drained_in_s else None,
-        per_queue=per_queue(s.per_topic, s.per_topic_last, origin),
-        prefill=prefill,
+        options=dict(options),
         roles=step.roles,
-        events=tuple(o.events) if o.phases or o.events else None,
     )
-    if o.phases:
-        wire = record.to_wire()  # what the verdict reads: the record as written
-        cut = phases.figures(
-            list(o.phases), o.first_s, seconds, wire["series"], completions,
-            src.per_second.get(kind, []),
-        )  # fmt: skip
-        faults = None
-        if o.faults:
-            faults = verdict.per_event(
-                list(o.phases), o.first_s, seconds, completions, wire["series"]["errors"],
-                wire, step.driver.options_dict, verdict.declares_at_most_once(step.driver.plugin),
-            )  # fmt: skip
-        record = replace(
-            record,
-            phases=tuple(cut),
-            update=phases.cost(cut, p99, o.first_s, record, o.update) if o.update else None,
-            faults=tuple(faults) if faults is not None else None,
-        )
-    return record
 
 
-def _held(o: Outcome, not_queued: int) -> dict[str, Any] | None:
+def _open_loop(c: WorkerFigures) -> tuple[list[Flag], OpenLoop | None]:
+    """The open loop's account, and the flag when it could not keep up."""
+    if c.open_loop is None:
+        return [], None
+    ol = c.open_loop
+    achieved = ol.sent / (ol.span_ns / 1e9) if ol.span_ns else 0.0
+    kept_up = ol.intended == 0 or ol.sent >= KEEP_UP * ol.intended
+    account = OpenLoop(
+        intended=ol.intended,
+        sent=ol.sent,
+        achieved_rate=round(achieved, 1),
+        max_behind_ms=round(ol.max_behind_ns / 1e6, 3),
+        not_sent=ol.not_sent,
+        kept_up=kept_up,
+    )
+    if kept_up:
+        return [], account
+    return [Flag(
+        code="could_not_keep_up",
+        message=f"could not keep up: sent {ol.sent:,} of {ol.intended:,} scheduled "
+        f"({100.0 * ol.sent / ol.intended:.1f} %), {ol.not_sent:,} never sent",
+    )], account  # fmt: skip
+
+
+def _phases(
+    o: Outcome,
+    seconds: int,
+    completions: Sequence[int],
+    per_second: Sequence[str],
+    series: Series,
+    counts: dict[str, int],
+    errors: Mapping[str, int],
+    p99: Sequence[float | None],
+) -> tuple[tuple[Phase, ...] | None, tuple[Any, ...] | None, Update | None]:
+    """The window cut at its events: each phase's figures, each fault event's, the update's."""
+    if not o.phases:
+        return None, None, None
+    bounds = [to_wire(p) for p in o.phases]
+    plain = {"sent": series.sent, "errors": series.errors}
+    cut = [from_wire(Phase, p) for p in phases.figures(
+        bounds, o.first_s, seconds, plain, completions, per_second
+    )]  # fmt: skip
+    faults = None
+    if o.faults:
+        step = o.step
+        faults = tuple(verdict.per_event(
+            cut, o.first_s, seconds, completions, series.errors,
+            {**counts, "timed_out": int(errors.get("CallTimeout", 0))},
+            step.driver.options_dict, verdict.declares_at_most_once(step.driver.plugin),
+        ))  # fmt: skip
+    update = None
+    if o.update:
+        figures = [to_wire(p) for p in cut]
+        update = from_wire(Update, phases.cost(figures, p99, o.first_s, counts, errors, o.update))
+    return tuple(cut), faults, update
+
+
+def _held(o: Outcome, not_queued: int) -> Held | None:
     """The step's ``held``: link faults still in force when the drain ended, and the
     messages they hold (missing and not queued at the broker; None when the broker's
     depth is unknown: queued and held cannot be told apart, all are unaccounted)."""
-    if not o.held_by or o.drain_end == "complete":
+    d = o.drained
+    if not d.held_by or d.section.drain_end == "complete":
         return None
-    return {
-        "by": list(o.held_by),
-        "messages": None if o.depth_unknown else not_queued,
-        "proxy_bytes": o.held_bytes,
-    }
+    return Held(
+        by=d.held_by,
+        messages=None if d.section.depth_unknown else not_queued,
+        proxy_bytes=d.held_bytes,
+    )
 
 
 def per_queue(
     deliveries: Mapping[str, int], last: Mapping[str, int], window_start: int
-) -> dict[str, Any] | None:
+) -> PerQueue | None:
     """How evenly the step's queues were consumed: deliveries per queue (least, most, mean,
     spread = (most - least) / mean) and when each queue's last delivery came, from the
     window's start (first and last queue done, seconds); None with fewer than two queues."""
@@ -344,18 +402,16 @@ def per_queue(
         return None
     counts = list(deliveries.values())
     mean = statistics.fmean(counts)
-    out: dict[str, Any] = {
-        "queues": len(counts),
-        "min": min(counts),
-        "max": max(counts),
-        "mean": round(mean, 1),
-        "spread": round((max(counts) - min(counts)) / mean, 3) if mean else None,
-    }
     done = [(t - window_start) / 1e9 for t in last.values() if t and window_start]
-    if done:
-        out["first_done_s"] = round(min(done), 3)
-        out["last_done_s"] = round(max(done), 3)
-    return out
+    return PerQueue(
+        queues=len(counts),
+        min=min(counts),
+        max=max(counts),
+        mean=round(mean, 1),
+        spread=round((max(counts) - min(counts)) / mean, 3) if mean else None,
+        first_done_s=round(min(done), 3) if done else None,
+        last_done_s=round(max(done), 3) if done else None,
+    )
 
 
 def _drivers(step: Step) -> dict[str, str]:
@@ -366,42 +422,3 @@ def _drivers(step: Step) -> dict[str, str]:
     if step.clients_driver is not None:
         out["clients_driver"] = step.clients_driver.name
     return out
-
-
-def load_label(concurrency: int | None, rate: float | None) -> str:
-    return f"c={concurrency}" if concurrency is not None else f"{rate or 0:g}/s"
-
-
-def row(record: StepRecord, phase: str, rate_now: float | None = None) -> StepRow:
-    """The table row of a step: finished (from its record) or running (``rate_now`` given)."""
-    lat = record.latency_ms
-    cpu = record.cpu or {}
-    verdict = record.verdict or {}
-    return StepRow(
-        index=record.step,
-        driver=record.driver,
-        pattern=record.pattern,
-        load=record.load.label(),
-        phase=phase,
-        sent=record.sent,
-        received=record.received,
-        round_trip=record.round_trip,
-        lost=None if rate_now is not None else record.lost,
-        unaccounted=record.unaccounted,
-        duplicates=record.duplicates,
-        errors=sum(record.errors.values()),
-        rate_now=rate_now or 0.0,
-        rate_mean=record.throughput.mean,
-        p50_ms=lat["p50"],
-        p99_ms=lat["p99"],
-        p99_lower_bound="p99" in lat.get("censored", ()),
-        failed_percent=lat.get("failed_percent", 0.0),
-        cpu_clients=cpu.get("clients_percent"),
-        cpu_servers=cpu.get("servers_percent"),
-        cpu_broker=cpu.get("broker_percent"),
-        cpu_nodes=tuple((n["node"], n["cpu_percent"]) for n in cpu.get("nodes") or ()),
-        queue_type=record.queue_type,
-        flags=tuple(f.code for f in record.flags),
-        note=verdict.get("note", ""),
-        note_failed=bool(verdict.get("failed")),
-    )

@@ -36,14 +36,24 @@ consumes or binds is never touched.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from mqlab.transport import Target
+from mqlab.transport import Features, Target
 
 WIRE = "amqp091-oslo"
+#: the URL schemes every AMQP plugin takes (``Transport.url_schemes``)
+SCHEMES: Mapping[str, int | None] = MappingProxyType({"amqp": 5672, "amqps": 5671})
+#: what every plugin on RabbitMQ's oslo topology honours; a plugin adds its own
+#: (``dataclasses.replace(RABBITMQ, at_most_once=True, mandatory=True)``)
+RABBITMQ = Features(durable=True, fanout=True, server="rabbitmq", queue_types=True)
+
+#: the queue types a step's server queues may have: classic, classic mirrored by a
+#: policy (RabbitMQ 3.x), quorum (a declare argument)
+QUEUE_TYPES = ("classic", "mirrored", "quorum")
 
 #: the default exchange; replies are routed by queue name through it
 DEFAULT_EXCHANGE = ""

@@ -13,8 +13,13 @@ from typing import TypeVar
 
 from mqlab.errors import ConnectFailed
 from mqlab.sdk.urls import hide_secret, mask
+from mqlab.transport import CONNECT_TIMEOUT
 
 T = TypeVar("T")
+
+#: the shared ``connect_timeout`` option (:data:`mqlab.transport.CONNECT_TIMEOUT`), here beside
+#: the loop whose ``per_url`` it is
+__all__ = ["CONNECT_TIMEOUT", "connect_failed", "connect_first", "explain", "no_url"]
 
 #: the one message for a driver given no URL at all
 NO_URL = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from mqlab.errors import ConnectionLost, DriverError, TransportError
@@ -59,12 +59,34 @@ class Tasks:
                 await asyncio.wait(tasks, timeout=CLOSE_LIMIT)
 
 
+async def close_all(
+    *steps: Callable[[], Awaitable[object]], within: float = CLOSE_LIMIT - 1
+) -> None:
+    """A graceful close, bounded: each step in order (stop consuming, let the last handlers
+    finish, delete what was declared, close the connection), all within ``within`` seconds.
+    A step that fails or outlasts what is left is abandoned and the next still runs (with
+    at least a moment of its own); never raises, as ``aclose()`` must not."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    for step in steps:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(max(deadline - loop.time(), 0.05)):
+                await step()
+
+
 def connection_lost(
-    transport: Transport, url: str, why: object, what: str = "connection", again: bool = True
+    transport: Transport,
+    url: str,
+    why: object,
+    what: str = "connection",
+    again: bool = True,
+    connection: str = "",
 ) -> ConnectionLost:
     """Report (and return) a lost connection: ``"<what> to <masked url> lost: <why>;
-    reconnecting"`` (``again=False``: without the last word, for one that is not re-made)."""
+    reconnecting"`` (``again=False``: without the last word, for one that is not re-made).
+    ``connection``: the driver's name for it (the connection name the broker shows), on the
+    step's timeline beside the event."""
     text = f"{what} to {mask(url)} lost: {why}" + ("; reconnecting" if again else "")
     error = ConnectionLost(hide_secret(text, url))
-    transport.report(error)
+    transport.report(error, connection)
     return error

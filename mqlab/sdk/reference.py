@@ -24,6 +24,7 @@ import abc
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint
 from typing import Any, ClassVar, cast
 
 import uvloop
@@ -132,10 +133,21 @@ async def until_stopped(tally: Tally, tick: float = 0.1) -> None:
         await asyncio.sleep(tick)
 
 
+#: seconds a loop's coroutines have, once ``tally.stop`` is set, to return by themselves
+#: before they are cancelled
+STOP_GRACE = 2.0
+
+
 async def run_until_stopped(tally: Tally, *work: Coroutine[Any, Any, None]) -> None:
-    """Run ``work`` (coroutines, as tasks) until the core sets ``tally.stop``, then cancel
-    what is still running. The first error any of it raises ends the loop and is raised as
-    itself, not inside an ExceptionGroup, so the core's one line names it."""
+    """Run ``work`` (coroutines, as tasks) until the core sets ``tally.stop``. The first error
+    any of it raises ends the loop and is raised as itself, not inside an ExceptionGroup, so
+    the core's one line names it.
+
+    Cancellation safety: once ``tally.stop`` is set each coroutine returns by itself, at a
+    point of its own choosing (between library calls; look at ``tally.stop`` there); only
+    what has not returned within :data:`STOP_GRACE` seconds is cancelled. A library
+    cancelled in the middle of a call (inside a transaction, a flush, a confirm wait) may
+    hang or leave its connection unusable, and the loop would then never report."""
     tasks = [asyncio.ensure_future(each) for each in work]
     stopped = asyncio.ensure_future(until_stopped(tally))
     try:
@@ -145,6 +157,11 @@ async def run_until_stopped(tally: Tally, *work: Coroutine[Any, Any, None]) -> N
             for task in done:
                 if task is not stopped and (exc := task.exception()) is not None:
                     raise exc
+        if pending:
+            await asyncio.wait(pending, timeout=STOP_GRACE)
+        for task in tasks:
+            if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+                raise exc
     finally:
         for task in (stopped, *tasks):
             task.cancel()
@@ -153,8 +170,14 @@ async def run_until_stopped(tally: Tally, *work: Coroutine[Any, Any, None]) -> N
 
 def load(plugin: str) -> type[ReferenceLoop]:
     """Import the reference loop of ``plugin`` through the plugins' finder; PluginError naming
-    the plugin when it ships none, or when it fails to load."""
-    found = finder.discover(group=GROUP).get(plugin)
+    the plugin when it ships none, or when it fails to load. ``plugin`` may also be a loop's
+    import path, ``"package.module:Class"``: one not installed yet (the kit's
+    ``Subject.reference``)."""
+    if ":" in plugin:
+        point = EntryPoint(name=plugin, value=plugin, group=GROUP)
+        found: finder.Plugin | None = finder.Plugin(plugin, "(not installed)", "?", point)
+    else:
+        found = finder.discover(group=GROUP).get(plugin)
     if found is None:
         raise PluginError(plugin, f"plugin {plugin!r} ships no reference loop (group {GROUP})")
     cls = finder.import_class(found, ReferenceLoop, "mqlab.sdk.reference.ReferenceLoop")

@@ -9,9 +9,11 @@ query that holds an ``@`` is masked too).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
-#: the port a URL means when it names none, by scheme
+#: the port a URL means when it names none, by scheme: the schemes of the servers mqlab
+#: manages itself, and every scheme a loaded plugin declares (:func:`declare`)
 DEFAULT_PORTS: dict[str, int] = {
     "amqp": 5672,
     "amqps": 5671,
@@ -21,11 +23,20 @@ DEFAULT_PORTS: dict[str, int] = {
     "tls": 4222,
     "mqtt": 1883,
     "mqtts": 8883,
-    "tcp": 5672,
     "kafka": 9092,
 }
-#: the port of a URL without a scheme mqlab knows
-FALLBACK_PORT = 5672
+#: schemes whose URLs name no host and port (zmq's ``ipc://``), as plugins declare them
+HOSTLESS: set[str] = set()
+
+
+def declare(schemes: Mapping[str, int | None]) -> None:
+    """Note a plugin's URL schemes (``Transport.url_schemes``): each default port, or None
+    for a scheme whose URLs name no host (the registry calls it for every plugin loaded)."""
+    for scheme, port in schemes.items():
+        if port is None:
+            HOSTLESS.add(scheme.lower())
+        else:
+            DEFAULT_PORTS[scheme.lower()] = port
 
 
 def _split(url: str) -> tuple[str, str | None, str] | None:
@@ -70,21 +81,35 @@ def hide_secret(text: str, url: str) -> str:
 
 
 def host_port(url: str, default_port: int | None = None) -> tuple[str, int]:
-    """Where ``url`` points: its host and port, the scheme's default port if it names none."""
+    """Where ``url`` points: its host and port, the scheme's default port if it names none.
+
+    ValueError when it names no port and its scheme has no default (a scheme no loaded
+    plugin declares): guessing one would send the traffic, or a fault, somewhere else.
+    """
     parts = _split(url)
     scheme = parts[0].lower() if parts else ""
-    default = default_port or DEFAULT_PORTS.get(scheme, FALLBACK_PORT)
-    if parts is None:
-        return "127.0.0.1", default
-    hostport = urlsplit(f"{scheme}://{parts[2]}")
+    default = default_port or DEFAULT_PORTS.get(scheme)
+    hostport = urlsplit(f"{scheme}://{parts[2]}") if parts else None
     try:
-        port = hostport.port or default
+        port = hostport.port if hostport else None
     except ValueError:
-        port = default
-    return hostport.hostname or "127.0.0.1", port
+        port = None
+    port = port or default
+    if port is None:
+        raise ValueError(
+            f"{mask(url)} names no port and no plugin loaded declares a default port for "
+            f"{scheme or 'a URL without a scheme'}: add :PORT to the URL"
+        )
+    host = hostport.hostname if hostport else None
+    return host or "127.0.0.1", port
 
 
 def endpoint(url: str) -> str:
-    """``host:port`` of ``url`` for messages (IPv6 in brackets), never a credential."""
-    host, port = host_port(url)
+    """``host:port`` of ``url`` for messages (IPv6 in brackets), never a credential; the
+    port ``?`` when the URL names none and its scheme has no default."""
+    try:
+        host, number = host_port(url)
+        port = str(number)
+    except ValueError:
+        host, port = host_port(url, 1)[0], "?"
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

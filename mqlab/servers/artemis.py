@@ -198,10 +198,11 @@ class Artemis(Daemon):
         fetch()
         log = state_dir / "server.log"
         try:
-            handle = super().start(state_dir, nodes)
-            # the port may answer before Artemis is up, or be someone else's: only
-            # Artemis saying it is active, from the process we started, counts
-            self._await_active(handle.pids[0], log)
+            with self._starting():  # Ctrl-C or SIGTERM from here on leaves no JVM behind
+                handle = super().start(state_dir, nodes)
+                # the port may answer before Artemis is up, or be someone else's: only
+                # Artemis saying it is active, from the process we started, counts
+                self._await_active(handle.pids[0], log)
         except BrokerError as exc:
             why = cause(log) or str(exc)
             if "AMQ1490" in why:  # the journal's own errors: say where it is

@@ -11,6 +11,8 @@ second). The primary checks for an active backup when it starts again (``start_n
 node1`` after a kill), takes the journal back and the backup returns to waiting
 (``allow-failback``). The pair is ready once the primary serves and the backup says it
 is in sync. Artemis pairs nodes; more than two are not clustered here (the label says so).
+A start cut short (a failure, Ctrl-C, SIGTERM) stops both JVMs; a failed one names its
+log, which the run keeps.
 """
 
 from __future__ import annotations
@@ -81,16 +83,12 @@ class ReplicatedArtemis(artemis.Artemis):
             xml = broker_xml(amqp[k], core[k], core[1 - k], role)
             (where / "etc" / "broker.xml").write_text(xml)  # in place of the single one's
             made.append(ProcessNode(k + 1, argv, where, where / "server.log"))
-        pair = ProcessNodes("Artemis", made, self._spawn, self._ready)
-        self.nodes[state_dir] = pair
-        try:
+        pair = ProcessNodes("Artemis", made, self._spawn, self._node_ready, self._terminate)
+        with self._starting():  # Ctrl-C or SIGTERM from here on leaves no JVM behind
             starts = [pair.launch(1), pair.launch(2)]
             for node, at in zip(made, starts, strict=True):
-                self._ready(node, at)
-        except BaseException:
-            self.nodes.pop(state_dir, None)
-            pair.stop_all()
-            raise
+                self._node_ready(node, at)
+        self.nodes[state_dir] = pair  # stop() ends them, a restarted node's process too
         facts = {
             "product": "Artemis", "version": artemis.VERSION, "port": amqp[0], "nodes": 2,
             "ha_policy": "replication",
@@ -106,7 +104,7 @@ class ReplicatedArtemis(artemis.Artemis):
             facts,
         )
 
-    def _ready(self, node: ProcessNode, start: int) -> None:
+    def _node_ready(self, node: ProcessNode, start: int) -> None:
         """Wait until the node does its part (see the module's doc); BrokerError if not."""
         want = PRIMARY_READY if node.place == 1 else BACKUP_READY
         deadline = time.monotonic() + self.ready_within

@@ -16,47 +16,31 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from mqlab.errors import BrokerError
+from mqlab.rabbitmq.host import deferred_signals
+from mqlab.sdk.server import Launch, free_port
 from mqlab.servers.handle import ServerHandle
+from mqlab.servers.nodes import ProcessNodes
 
-
-class Nodes(Protocol):
-    """A replicated server's nodes (:class:`mqlab.servers.nodes.ProcessNodes`)."""
-
-    def stop_all(self) -> None: ...
-
+#: Launch and free_port are the SDK's (a plugin's own server uses them too)
+__all__ = [
+    "ChildServers", "Daemon", "Launch", "Mosquitto", "NatsServer", "RedisServer", "free_port",
+    "terminate",
+]  # fmt: skip
 
 #: seconds a server may take to accept connections, then to exit on SIGTERM
 READY_WITHIN = 15.0
 STOP_WITHIN = 10.0
 
 
-def free_port() -> int:
-    """A loopback port nobody listens on now (bound, read, released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 def _accepts(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
         return True
     return False
-
-
-@dataclass(frozen=True, slots=True)
-class Launch:
-    """What one start needs: the command line, its ports, the URL drivers use."""
-
-    argv: list[str]
-    port: int
-    url: str
 
 
 class ChildServers:
@@ -69,22 +53,40 @@ class ChildServers:
     def __init__(self) -> None:
         # our children, by pid, so stop() can reap them (no zombie, no stray server)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        #: a handle's first pid -> the pid of the process that replaced it (a restart)
+        self._now: dict[int, int] = {}
         #: a replicated server's nodes by its state dir: a node a fault event restarted
         #: runs as a new child, which stop() ends too
-        self.nodes: dict[Path, Nodes] = {}
+        self.nodes: dict[Path, ProcessNodes] = {}
 
     def stop(self, handle: ServerHandle) -> None:
         nodes = self.nodes.pop(handle.state_dir, None)
         if nodes is not None:
             nodes.stop_all()
-        for pid in handle.pids:
+        for first in handle.pids:
+            pid = self._now.pop(first, first)
             proc = self._children.pop(pid, None)
             if proc is not None and not self._terminate(proc):
                 raise BrokerError(f"{self.label} (pid {pid}) did not exit after SIGKILL")
 
+    @contextlib.contextmanager
+    def _starting(self) -> Iterator[None]:
+        """One start: every child spawned inside is stopped unless the block finishes,
+        whatever ends it (a failure, Ctrl-C, SIGTERM): no server outlives a start that
+        did not hand it over. The stopping itself is not cut short by another Ctrl-C."""
+        before = set(self._children)
+        try:
+            yield
+        except BaseException:
+            with deferred_signals():
+                for pid in set(self._children) - before:
+                    self._terminate(self._children[pid])
+            raise
+
     def _spawn(self, argv: Sequence[str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
         """Start one server as our child, its output appended to ``log``."""
-        with log.open("ab") as out:
+        # a signal between the child's birth and its record would leave it unknown to stop()
+        with log.open("ab") as out, deferred_signals():
             proc = subprocess.Popen(
                 list(argv),
                 cwd=cwd,
@@ -93,7 +95,7 @@ class ChildServers:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C to mqlab must not kill it mid-run
             )
-        self._children[proc.pid] = proc
+            self._children[proc.pid] = proc
         return proc
 
     def _terminate(self, proc: subprocess.Popen[bytes]) -> bool:
@@ -115,6 +117,39 @@ class Daemon(ChildServers):
     version_argv: tuple[str, ...] = ("--version",)
     ready_within = READY_WITHIN  # a JVM-based server needs longer
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._launched: dict[int, Launch] = {}  # by a handle's first pid
+
+    def _ready(self, proc: subprocess.Popen[bytes], port: int, state_dir: Path) -> None:
+        deadline = time.monotonic() + self.ready_within
+        while not _accepts(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self._terminate(proc)
+                tail = _tail(state_dir / "server.log")
+                raise BrokerError(
+                    f"the private {self.label} server did not start on port {port}"
+                    f" (log {state_dir / 'server.log'}){': ' + tail if tail else ''}"
+                )
+            time.sleep(0.05)
+
+    def restart(self, handle: ServerHandle, hard: bool = False) -> None:
+        """The server of ``handle`` stopped (SIGTERM, or SIGKILL when ``hard``: a crash) and
+        started again with the same command line: its port and state dir, its data if it
+        keeps any. :meth:`stop` stops the new process."""
+        first = handle.pids[0]
+        proc = self._children.pop(self._now.get(first, first))
+        if hard:
+            proc.kill()
+            proc.wait(STOP_WITHIN)
+        elif not terminate(proc):
+            raise BrokerError(f"{self.label} (pid {proc.pid}) did not exit after SIGKILL")
+        how = self._launched[first]
+        with self._starting():
+            again = self._spawn(how.argv, handle.state_dir, handle.state_dir / "server.log")
+            self._now[first] = again.pid
+            self._ready(again, how.port, handle.state_dir)
+
     def installed(self) -> str | None:
         if shutil.which(self.binary) or os.access(self.binary, os.X_OK):
             return None
@@ -133,24 +168,17 @@ class Daemon(ChildServers):
             )
         except (OSError, subprocess.TimeoutExpired):
             return None
-        found = re.search(r"v?=?(\d+\.\d+\.\d+)", out.stdout + out.stderr)
+        found = re.search(r"v?=?(\d+\.\d+(?:\.\d+)?)", out.stdout + out.stderr)
         return found.group(1) if found else None
 
     def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
         """One node whatever ``nodes`` says: mqlab clusters RabbitMQ only (said in the label)."""
         state_dir.mkdir(parents=True, exist_ok=True)
         how = self.launch(state_dir)
-        proc = self._spawn(how.argv, state_dir, state_dir / "server.log")
-        deadline = time.monotonic() + self.ready_within
-        while not _accepts(how.port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                self._terminate(proc)
-                tail = _tail(state_dir / "server.log")
-                raise BrokerError(
-                    f"the private {self.label} server did not start on port {how.port}"
-                    f" (log {state_dir / 'server.log'}){': ' + tail if tail else ''}"
-                )
-            time.sleep(0.05)
+        with self._starting():
+            proc = self._spawn(how.argv, state_dir, state_dir / "server.log")
+            self._launched[proc.pid] = how
+            self._ready(proc, how.port, state_dir)
         facts = {"product": self.label, "version": self.version() or "?", "port": how.port}
         single = "" if nodes == 1 else " (one node: mqlab clusters RabbitMQ only)"
         return ServerHandle(

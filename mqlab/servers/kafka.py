@@ -6,9 +6,11 @@ first use, or by ``python -m mqlab.servers.kafka`` from ``scripts/setup.sh``),
 plus reload4j so that what the broker logs, its reason for not starting
 included, reaches ``server.log`` in the state dir. Each start takes two free
 loopback ports (clients, controller), wipes the data directory an earlier run
-in the same state dir left, formats a new one (``kafka-storage format``, a new
-cluster id) and starts ``kafka.Kafka`` as a child process with a small heap;
-the broker is ready once it logs "Kafka Server started". Stopped by its PID.
+in the same state dir left (only one mqlab made: a ``data`` it did not make is
+refused and kept), formats a new one (``kafka-storage format``, a new cluster
+id) and starts ``kafka.Kafka`` as a child process with a small heap; the broker
+is ready once it logs "Kafka Server started". Stopped by its PID, also when the
+start is cut short (a failure, Ctrl-C, SIGTERM): no JVM outlives it.
 
 A broker that cannot start (no Java, a jar that cannot be fetched, a port
 taken, a data directory the format refuses) is one :class:`BrokerError` line
@@ -27,7 +29,7 @@ import uuid
 from pathlib import Path
 
 from mqlab import maven
-from mqlab.errors import BrokerError
+from mqlab.errors import BrokerError, BrokerRefused
 from mqlab.servers.daemons import ChildServers, free_port
 from mqlab.servers.handle import ServerHandle
 
@@ -113,6 +115,9 @@ JVM = [*HEAP, "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true"]
 TOOL_JVM = ["-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 READY_LINE = "Kafka Server started"
+#: in the data directory: mqlab made it, so a later start may wipe it (Kafka reads only
+#: sub-directories of a log dir as partitions, and ``meta.properties``)
+DATA_MARK = ".mqlab-data"
 _CAUSE = re.compile(r"(?:^|\s)(?:[\w$]+\.)+[\w$]*(?:Exception|Error): (.+)$")
 
 LOG4J = """\
@@ -182,6 +187,20 @@ def properties(
     )
 
 
+def fresh_data(data: Path) -> None:
+    """An empty data directory at ``data``, marked as mqlab's: one an earlier start made
+    (its mark inside) is wiped, anything else there is kept and refused."""
+    if data.is_symlink() or (data.exists() and not (data / DATA_MARK).is_file()):
+        raise BrokerRefused(
+            f"Kafka: {data} exists and is not a data directory mqlab made; mqlab leaves it as "
+            "it is: give another --state-dir, or move it away"
+        )
+    if data.exists():  # an earlier run's: each run starts empty
+        shutil.rmtree(data)
+    data.mkdir()
+    (data / DATA_MARK).write_text("made by mqlab's managed Kafka: wiped at its next start\n")
+
+
 def cause(text: str) -> str:
     """Why the broker or the tool stopped, in Kafka's words: its first exception's message,
     else its first ERROR line, else its last line."""
@@ -223,21 +242,20 @@ class KafkaServer(ChildServers):
         except (OSError, ValueError) as exc:
             raise BrokerError(f"Kafka {VERSION}: its jars could not be fetched: {exc}") from None
         state_dir.mkdir(parents=True, exist_ok=True)
-        data = state_dir / "data"
-        if data.is_dir() and not data.is_symlink():  # an earlier run's: each run starts empty
-            shutil.rmtree(data)
+        fresh_data(state_dir / "data")
         port, controller = free_port(), free_port()
         conf = state_dir / "server.properties"
         conf.write_text(properties(state_dir, port, controller))
         (state_dir / "log4j.properties").write_text(LOG4J)
         (state_dir / "tools-log4j.properties").write_text(TOOL_LOG4J)
-        self._format(java, conf, state_dir)
-        logging = f"-Dlog4j.configuration=file:{state_dir / 'log4j.properties'}"
-        log_path = state_dir / "server.log"
-        start = log_path.stat().st_size if log_path.exists() else 0  # this start's lines only
-        argv = [java, *JVM, logging, "-cp", JARS.classpath(), "kafka.Kafka", str(conf)]
-        proc = self._spawn(argv, state_dir, log_path)
-        self._wait_ready(proc, log_path, start, port)
+        with self._starting():  # Ctrl-C or SIGTERM from here on leaves no JVM behind
+            self._format(java, conf, state_dir)
+            logging = f"-Dlog4j.configuration=file:{state_dir / 'log4j.properties'}"
+            log_path = state_dir / "server.log"
+            start = log_path.stat().st_size if log_path.exists() else 0  # this start's lines
+            argv = [java, *JVM, logging, "-cp", JARS.classpath(), "kafka.Kafka", str(conf)]
+            proc = self._spawn(argv, state_dir, log_path)
+            self._wait_ready(proc, log_path, start, port)
         facts = {"product": "Kafka", "version": VERSION, "port": port, "mode": "KRaft"}
         return ServerHandle(
             self.kind,

@@ -7,8 +7,11 @@ nodes, not on their disks (its default flush settings): "replicated" here means 
 machines' memory at least, never fsynced first.
 
 Each node has its own directory (``nodeK``: its configuration, data and log) and ports;
-the data an earlier run in the same state dir left is wiped, the three are formatted with
-one cluster id and started together (a node serves once a quorum of controllers does).
+the data an earlier run in the same state dir left is wiped (only a data directory mqlab
+made: anything else there is refused and kept, as for one node), the three are formatted
+with one cluster id and started together (a node serves once a quorum of controllers
+does). A start cut short (a failure, Ctrl-C, SIGTERM) stops every node it began; a failed
+one names its log, which the run keeps.
 With 2, 4 or 5 nodes the replication factor is min(nodes, 3) and ``min.insync.replicas``
 one less. The nodes are mqlab's children, acted on by place for fault events
 (:mod:`mqlab.servers.nodes`) and stopped by PID.
@@ -16,7 +19,6 @@ one less. The nodes are mqlab's children, acted on by place for fault events
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from mqlab.errors import BrokerError
@@ -46,25 +48,22 @@ class ReplicatedKafka(kafka.KafkaServer):
 
 
 def start(server: kafka.KafkaServer, java: str, state_dir: Path, count: int) -> ServerHandle:
-    """Start ``count`` KRaft nodes as one cluster; BrokerError (one line) if one cannot."""
+    """Start ``count`` KRaft nodes as one cluster; BrokerError (one line) if one cannot.
+    Whatever ends a start early (a failure, Ctrl-C, SIGTERM) stops every node it began."""
     replicas = min(count, REPLICAS)
     insync = max(1, replicas - 1)
     state_dir.mkdir(parents=True, exist_ok=True)
     ports = [(free_port(), free_port()) for _ in range(count)]
     voters = ",".join(f"{k}@127.0.0.1:{c}" for k, (_, c) in enumerate(ports, 1))
-    cid = kafka.cluster_id()
     made: list[ProcessNode] = []
     for k, (port, controller) in enumerate(ports, 1):
         where = state_dir / f"node{k}"
         where.mkdir(exist_ok=True)
-        data = where / "data"
-        if data.is_dir() and not data.is_symlink():  # an earlier run's: each run starts empty
-            shutil.rmtree(data)
+        kafka.fresh_data(where / "data")  # an earlier run's wiped, anything else refused
         conf = where / "server.properties"
         conf.write_text(kafka.properties(where, port, controller, k, voters, replicas))
         (where / "log4j.properties").write_text(kafka.LOG4J)
         (where / "tools-log4j.properties").write_text(kafka.TOOL_LOG4J)
-        server._format(java, conf, where, cid)
         logging = f"-Dlog4j.configuration=file:{where / 'log4j.properties'}"
         argv = [java, *kafka.JVM, logging, "-cp", kafka.JARS.classpath(), "kafka.Kafka", str(conf)]
         made.append(ProcessNode(k, argv, where, where / "server.log"))
@@ -73,17 +72,16 @@ def start(server: kafka.KafkaServer, java: str, state_dir: Path, count: int) -> 
         assert node.proc is not None
         server._wait_ready(node.proc, node.log, start, ports[node.place - 1][0])
 
-    nodes = ProcessNodes("Kafka", made, server._spawn, ready)
-    server.nodes[state_dir] = nodes
-    try:
+    nodes = ProcessNodes("Kafka", made, server._spawn, ready, server._terminate)
+    cid = kafka.cluster_id()
+    with server._starting():  # Ctrl-C or SIGTERM from here on leaves no JVM behind
+        for node in made:
+            server._format(java, node.cwd / "server.properties", node.cwd, cid)
         # together: a node serves only once a quorum of the controllers runs
         starts = [nodes.launch(n.place) for n in made]
         for node, at in zip(made, starts, strict=True):
             ready(node, at)
-    except BaseException:
-        server.nodes.pop(state_dir, None)
-        nodes.stop_all()
-        raise
+    server.nodes[state_dir] = nodes  # stop() ends them, a restarted node's process too
     facts = {
         "product": "Kafka", "version": kafka.VERSION, "port": ports[0][0], "mode": "KRaft",
         "nodes": count, "replication_factor": replicas, "min_insync_replicas": insync,

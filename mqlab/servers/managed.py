@@ -1,13 +1,16 @@
 """Managed servers: the brokers mqlab starts for a run, by the name plugins declare.
 
 A plugin says which server it talks to (``Features.server``: ``"rabbitmq"``, or
-``None`` for brokerless and in-process drivers). With ``[broker] managed =
+``None`` for brokerless and in-process drivers, or for a broker mqlab neither starts nor
+measures); a plugin may ship the starter of a kind mqlab does not know
+(:mod:`mqlab.servers.declared`). With ``[broker] managed =
 true``, the run starts one private server of each kind the profile's drivers
 need, and only those (RabbitMQ here; NATS, Redis and Mosquitto in
-:mod:`mqlab.servers.daemons`), hands each driver the URLs of its server, and stops them
-at the end. :data:`STARTERS` maps a server name to its starter; a new kind
-(Redis, NATS, Mosquitto) is one class with ``installed``/``start``/``stop``
-and one row there.
+:mod:`mqlab.servers.daemons`; Kafka and Artemis, one node or replicated with ``[broker]
+nodes``, in :mod:`mqlab.servers.kafkaha` and :mod:`mqlab.servers.artemisha`), hands each
+driver the URLs of its server, and stops them at the end. :data:`STARTERS` maps a
+server name to its starter; a new kind (Redis, NATS, Mosquitto) is one class with
+``installed``/``start``/``stop`` and one row there.
 """
 
 from __future__ import annotations
@@ -18,20 +21,19 @@ import socket
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mqlab.config.profile import Profile
 from mqlab.errors import BrokerError
-from mqlab.rabbitmq.backlog import QueueDepth, rabbit_depth_for
+from mqlab.rabbitmq.backlog import rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
+from mqlab.servers import declared
 from mqlab.servers.artemisha import ReplicatedArtemis
+from mqlab.servers.brokerside import BrokerSide, NoBroker, ServerSide
 from mqlab.servers.daemons import ChildServers, Mosquitto, NatsServer, RedisServer
 from mqlab.servers.handle import ManagedServer, ServerHandle
 from mqlab.servers.kafkaha import ReplicatedKafka
-
-if TYPE_CHECKING:
-    from mqlab.faults.broker import NodeActions
-    from mqlab.rabbitmq.steps import BrokerSteps
+from mqlab.servers.rabbitside import RabbitSide
 
 
 class RabbitMQ:
@@ -88,16 +90,25 @@ STARTERS: dict[str, ManagedServer] = {
     "artemis": ReplicatedArtemis(),
 }
 
+#: server name -> the starter a plugin ships (``mqlab.servers``), once asked for
+ADOPTED: dict[str, declared.Adopted] = {}
+
 
 def starter(kind: str) -> ManagedServer:
-    """The starter of ``kind``; BrokerError naming the ones mqlab can manage."""
-    if kind not in STARTERS:
-        known = ", ".join(sorted(STARTERS))
-        raise BrokerError(
-            f"mqlab cannot start a {kind!r} server itself (it manages: {known}); "
-            f"start one and set the driver's url, with [broker] managed = false"
-        )
-    return STARTERS[kind]
+    """The starter of ``kind``: mqlab's own, or one a plugin ships (``mqlab.servers``);
+    BrokerError naming the ones mqlab can manage."""
+    if kind in STARTERS:
+        return STARTERS[kind]
+    if kind not in ADOPTED:
+        adopted = declared.load(kind)
+        if adopted is None:
+            known = ", ".join(sorted({*STARTERS, *declared.names()}))
+            raise BrokerError(
+                f"mqlab cannot start a {kind!r} server itself (it manages: {known}); "
+                f"start one and set the driver's url, with [broker] managed = false"
+            )
+        ADOPTED[kind] = adopted
+    return ADOPTED[kind]
 
 
 @contextlib.contextmanager
@@ -111,7 +122,8 @@ def managed(
 
     Each server gets its own state dir (under ``state_dir`` when given, else a
     temporary one removed afterwards), so it never collides with ``mqlab broker
-    start``. A server that fails to start stops the ones already started.
+    start``. A server that fails to start stops the ones already started, and keeps
+    its temporary dir: the error names the log in it.
     """
     handles: dict[str, ServerHandle] = {}
     made: list[Path] = []
@@ -128,13 +140,18 @@ def managed(
                 made.append(where)
             what = "node" if nodes == 1 else f"{nodes}-node cluster"
             say(f"starting a private {server.label} {what}…")
-            handles[kind] = server.start(where, nodes)
+            try:
+                handles[kind] = server.start(where, nodes)
+            except BrokerError as exc:
+                if str(where) in str(exc):  # it names a log in there: kept for the reader
+                    made = [d for d in made if d != where]
+                raise
         yield handles
     finally:
         for kind, handle in reversed(list(handles.items())):
             say(f"stopping the private {handle.label}…")
             try:
-                STARTERS[kind].stop(handle)
+                starter(kind).stop(handle)
             except BrokerError as exc:
                 say(f"mqlab: could not stop the managed {kind} server: {exc}")
                 made = [d for d in made if d != handle.state_dir]  # keep its logs
@@ -187,12 +204,14 @@ def unreachable(
 def _tcp_problem(urls: tuple[str, ...]) -> str | None:
     reasons = []
     for url in urls:
-        host, port = host_port(url)  # each scheme's default port when the URL names none
         try:
+            host, port = host_port(url)  # each scheme's default port when the URL names none
             with socket.create_connection((host, port), timeout=3):
                 return None
         except OSError as exc:
             reasons.append(f"{host}:{port} ({exc.strerror or exc})")
+        except ValueError as exc:  # no port, and its scheme has no default
+            reasons.append(str(exc))
     return ", ".join(reasons)
 
 
@@ -202,126 +221,77 @@ def label(urls: Mapping[str, tuple[str, ...]], server_of: Mapping[str, str | Non
     return ", ".join(mask(u) for u in used) or "none needed"
 
 
-def queue_depth(
+def sides(
     urls: Mapping[str, tuple[str, ...]],
     server_of: Mapping[str, str | None],
     handles: Mapping[str, ServerHandle],
     given_api: str = "",
-) -> QueueDepth | None:
-    """The drain's queue-depth probe for the run's RabbitMQ, managed or given (its API at
-    ``given_api``, the profile's ``management_url``, else beside it); None otherwise."""
-    for name, kind in server_of.items():
-        if kind == "rabbitmq":
-            handle = handles.get(kind)
-            own = handle.management_url if handle else None
-            return rabbit_depth_for(urls[name], own, given_api)
-    return None
-
-
-def broker_steps(
-    urls: Mapping[str, tuple[str, ...]],
-    server_of: Mapping[str, str | None],
-    handles: Mapping[str, ServerHandle],
-    given_api: str = "",
-) -> BrokerSteps | None:
-    """Queue types, queue homes and per-node figures for the run's RabbitMQ: a managed
-    one through its own API and node PIDs, a given one through the management API at
-    ``given_api`` or beside its first AMQP URL (port 15672); None when no driver talks to
-    RabbitMQ."""
-    from mqlab.rabbitmq.mgmt import Management
-    from mqlab.rabbitmq.steps import BrokerSteps
-
-    for name, kind in server_of.items():
-        if kind != "rabbitmq":
-            continue
-        handle = handles.get(kind)
-        if handle is not None and handle.management_url:
-            api = Management.beside(handle.urls[0], handle.management_url)
-            return BrokerSteps(api, handle.urls, handle.node_pids)
-        for url in urls[name]:
-            if url.startswith(("amqp://", "amqps://")):
-                host, _ = host_port(url)
-                api = Management.beside(url, given_api or f"http://{host}:15672")
-                return BrokerSteps(api, urls[name])
-    return None
-
-
-def node_control(
-    handles: Mapping[str, ServerHandle], server_of: Mapping[str, str | None]
-) -> dict[str, NodeActions]:
-    """Driver name -> the nodes of the managed broker it talks to, for node fault events:
-    a RabbitMQ's, a replicated Kafka's or Artemis' (by their state dirs)."""
-    from mqlab.rabbitmq.faults import NodeControl
-    from mqlab.servers.nodes import ProcessNodes
-
-    controls: dict[str, NodeActions] = {}
-    for kind, handle in handles.items():
-        if kind == "rabbitmq":
-            controls[kind] = NodeControl(handle.state_dir)
-            continue
-        starter = STARTERS.get(kind)
-        found = starter.nodes.get(handle.state_dir) if isinstance(starter, ChildServers) else None
-        if isinstance(found, ProcessNodes):
-            controls[kind] = found
-    return {name: controls[kind] for name, kind in server_of.items() if kind in controls}
-
-
-def facts(
-    urls: Mapping[str, tuple[str, ...]],
-    server_of: Mapping[str, str | None],
-    handles: Mapping[str, ServerHandle],
-) -> tuple[dict[str, Any] | None, int | None]:
-    """What the results record about the (first) server of the run, and its pid for CPU."""
+) -> dict[str, BrokerSide]:
+    """Driver name -> its broker's side (:mod:`mqlab.servers.brokerside`); drivers of one
+    server share one. A managed server's is built from its handle; a given one's from
+    what can be read of it (``given_api``: a given RabbitMQ's management API)."""
+    made: dict[tuple[str, tuple[str, ...]], BrokerSide] = {}
+    out: dict[str, BrokerSide] = {}
     for name, kind in server_of.items():
         if kind is None:
+            out[name] = NoBroker()
             continue
-        if kind in handles:
-            handle = handles[kind]
-            return {"managed": True, **handle.facts}, handle.pids[0] if handle.pids else None
-        if kind in STARTERS:
-            info, pid = STARTERS[kind].probe(urls[name][0])
-            return ({"managed": False, **info} if info else None), pid
-    return None, None
-
-
-def pid_of(
-    server_of: Mapping[str, str | None],
-    handles: Mapping[str, ServerHandle],
-    urls: Mapping[str, tuple[str, ...]] | None = None,
-) -> dict[str, int | None]:
-    """Driver name -> the pid of the server it talks to (its first node's), for the drivers
-    whose server mqlab started, and, given ``urls``, those whose server the starter finds
-    listening on this host (``probe``): a run with RabbitMQ and Kafka or Artemis samples each."""
-    out: dict[str, int | None] = {}
-    probed: dict[tuple[str, str], int | None] = {}
-    for name, kind in server_of.items():
-        handle = handles.get(kind) if kind is not None else None
-        if handle is not None and handle.pids:
-            out[name] = handle.pids[0]
-        elif kind in STARTERS and urls and urls.get(name):
-            key = (kind, urls[name][0])
-            if key not in probed:
-                probed[key] = STARTERS[kind].probe(key[1])[1]
-            if probed[key] is not None:
-                out[name] = probed[key]
+        handle = handles.get(kind)
+        at = (kind, () if handle is not None else urls[name])
+        if at not in made:
+            made[at] = _side(kind, urls[name], handle, given_api)
+        out[name] = made[at]
     return out
 
 
-def broker_pids(handles: Mapping[str, ServerHandle]) -> tuple[int, ...]:
-    """Every managed server's process now: a RabbitMQ node restarted by a fault event is
-    found by its record (its new PID), a replicated Kafka's or Artemis' by its nodes, the
-    other servers by the PIDs they started with."""
-    from mqlab.rabbitmq import state
-    from mqlab.servers.nodes import ProcessNodes
+def _side(
+    kind: str, urls: tuple[str, ...], handle: ServerHandle | None, given_api: str
+) -> BrokerSide:
+    if kind == "rabbitmq":
+        return _rabbit_side(urls, handle, given_api)
+    adopted = ADOPTED.get(kind)
+    if adopted is not None:  # a server a plugin ships: its own depth reader
+        if handle is not None:
+            return declared.Side(kind, handle.urls, handle.facts, handle.pids, adopted.server)
+        return declared.Side(kind, urls, {}, (), adopted.server)
+    if handle is not None:
+        # a replicated Kafka's or Artemis' nodes, for node fault events
+        own = STARTERS.get(kind)
+        nodes = own.nodes.get(handle.state_dir) if isinstance(own, ChildServers) else None
+        return ServerSide(kind, handle.urls, handle.facts, handle.pids, managed=True, nodes=nodes)
+    info, pid = STARTERS[kind].probe(urls[0]) if kind in STARTERS else (None, None)
+    return ServerSide(kind, urls, info or {}, (pid,) if pid is not None else ())
 
-    pids: list[int] = []
-    for kind, handle in handles.items():
-        starter = STARTERS.get(kind)
-        nodes = starter.nodes.get(handle.state_dir) if isinstance(starter, ChildServers) else None
-        if kind == "rabbitmq":
-            pids += [r.node.pid for r in state.records(handle.state_dir) if r.alive]
-        elif isinstance(nodes, ProcessNodes):  # a replicated one: a restarted node's new pid
-            pids += nodes.pids()
-        else:
-            pids += handle.pids
-    return tuple(dict.fromkeys(pids))
+
+def _rabbit_side(urls: tuple[str, ...], handle: ServerHandle | None, given_api: str) -> RabbitSide:
+    """A managed RabbitMQ through its own API and node PIDs; a given one through the
+    management API at ``given_api`` or beside its first AMQP URL (port 15672)."""
+    from mqlab.rabbitmq.mgmt import Management
+    from mqlab.rabbitmq.steps import BrokerSteps
+
+    if handle is not None:
+        steps = None
+        if handle.management_url:
+            api = Management.beside(handle.urls[0], handle.management_url)
+            steps = BrokerSteps(api, handle.urls, handle.node_pids)
+        depth = rabbit_depth_for(handle.urls, handle.management_url, given_api)
+        return RabbitSide(
+            handle.urls, handle.facts, handle.pids, steps, depth, state_dir=handle.state_dir
+        )
+    info, pid = STARTERS["rabbitmq"].probe(urls[0])
+    steps = None
+    for url in urls:
+        if url.startswith(("amqp://", "amqps://")):
+            host, _ = host_port(url)
+            steps = BrokerSteps(Management.beside(url, given_api or f"http://{host}:15672"), urls)
+            break
+    depth = rabbit_depth_for(urls, None, given_api)
+    return RabbitSide(urls, info or {}, (pid,) if pid is not None else (), steps, depth)
+
+
+def environment_broker(sides: Mapping[str, BrokerSide]) -> dict[str, Any] | None:
+    """What the results record about the run's (first) broker: its side's facts."""
+    for side in sides.values():
+        if side.kind:
+            return dict(side.facts()) or None
+    return None

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqlab.errors import BrokerError
-from mqlab.servers.daemons import STOP_WITHIN, terminate
+
+#: seconds a killed node's process may take to be reaped
+KILLED_WITHIN = 10.0
 
 
 @dataclass
@@ -42,16 +44,26 @@ class ProcessNode:
 Spawn = Callable[[list[str], Path, Path], "subprocess.Popen[bytes]"]
 #: waits until a node (started at this byte of its log) serves; BrokerError if it does not
 Ready = Callable[[ProcessNode, int], None]
+#: ends a child (SIGTERM, then SIGKILL) and forgets it; False if it would not exit
+Terminate = Callable[["subprocess.Popen[bytes]"], bool]
 
 
 class ProcessNodes:
     """A managed server's nodes by place (see the module's doc)."""
 
-    def __init__(self, label: str, nodes: list[ProcessNode], spawn: Spawn, ready: Ready) -> None:
+    def __init__(
+        self,
+        label: str,
+        nodes: list[ProcessNode],
+        spawn: Spawn,
+        ready: Ready,
+        terminate: Terminate,
+    ) -> None:
         self.label = label
         self.nodes = nodes
         self._spawn = spawn
         self._ready = ready
+        self._terminate = terminate
 
     def node(self, k: int) -> ProcessNode:
         for n in self.nodes:
@@ -86,16 +98,17 @@ class ProcessNodes:
             return f"{self.label} node{k} was not running"
         os.kill(n.proc.pid, signal.SIGKILL)
         try:
-            n.proc.wait(STOP_WITHIN)
+            n.proc.wait(KILLED_WITHIN)
         except subprocess.TimeoutExpired:
             raise BrokerError(f"{self.label} node{k} (pid {n.proc.pid}) survived SIGKILL") from None
+        self._terminate(n.proc)  # reaped: the server forgets it
         return f"{self.label} node{k} killed (pid {n.proc.pid})"
 
     def stop(self, k: int) -> str:
         n = self.node(k)
         if not n.alive or n.proc is None:
             return f"{self.label} node{k} was not running"
-        if not terminate(n.proc):
+        if not self._terminate(n.proc):
             raise BrokerError(f"{self.label} node{k} (pid {n.proc.pid}) did not exit")
         return f"{self.label} node{k} stopped (pid {n.proc.pid})"
 
@@ -115,7 +128,7 @@ class ProcessNodes:
 
     def stop_all(self) -> None:
         """Every node's process, ended and reaped; BrokerError if one would not exit."""
-        stuck = [n for n in self.nodes if n.proc is not None and not terminate(n.proc)]
+        stuck = [n for n in self.nodes if n.proc is not None and not self._terminate(n.proc)]
         if stuck:
             pids = ", ".join(str(n.proc.pid) for n in stuck if n.proc is not None)
             raise BrokerError(f"{self.label} (pid {pids}) did not exit after SIGKILL")

@@ -20,12 +20,22 @@ from mqlab.testing.subject import Subject
 AT_LEAST = 250
 
 
-async def reference_loop(subject: Subject, options: Mapping[str, Any] | None = None) -> None:
+#: seconds the publisher goes on once its consumer stopped, in the consumer-first check
+PUBLISHER_AFTER = 1.0
+
+
+async def reference_loop(
+    subject: Subject, options: Mapping[str, Any] | None = None, consumer_first: bool = False
+) -> None:
     """The plugin ships a reference loop; on the subject's server, in the ack mode these
-    options give, its consumer receives what its publisher sends, and it leaves nothing."""
+    options give, its consumer receives what its publisher sends, and it leaves nothing.
+    ``consumer_first``: the consumer stops :data:`PUBLISHER_AFTER` seconds before the
+    publisher, which must still stop and report (not wait for a consumer that is gone).
+    A loop that does not report is shown with its threads' stacks and its stderr."""
     plugin = subject.load()
+    loop = subject.reference or plugin.name
     try:
-        reference.load(plugin.name)
+        reference.load(loop)
     except PluginError as exc:
         raise AssertionError(
             f"{exc}: `mqlab ceiling` cannot show its library's ceiling "
@@ -35,9 +45,13 @@ async def reference_loop(subject: Subject, options: Mapping[str, Any] | None = N
     name = f"mqlab-kit-ref-{uuid.uuid4().hex[:10]}"
     spec = ReferenceSpec(subject.urls, name, 201, checked)
     try:
-        got = await refloop.measure(plugin.name, spec, warmup=0.5, duration=1.5)
+        got = await refloop.measure(
+            loop, spec, warmup=0.5, duration=1.5,
+            publisher_after=PUBLISHER_AFTER if consumer_first else 0.0,
+        )  # fmt: skip
     except refloop.LoopFailed as exc:
-        raise AssertionError(f"the reference loop failed: {exc}\n{exc.stderr}") from None
+        first = " (its consumer stopped first)" if consumer_first else ""
+        raise AssertionError(f"the reference loop{first} failed: {exc}\n{exc.stderr}") from None
     received = got.received_per_s * got.seconds
     figures = f"{got.sent_per_s:.0f} sent/s, {got.received_per_s:.0f} received/s"
     assert got.sent_per_s > 0, f"the loop's publisher sent nothing ({figures})\n{got.stderr}"

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from mqlab.errors import CallTimeout, ConnectFailed, OptionError, Undeliverable
-from mqlab.testing.kit import Kit
+from mqlab.testing.kit import Kit, Recorder, assert_once, bodies
 from mqlab.testing.subject import SECRET, Subject, build
 from mqlab.transport import CLOSE_LIMIT, START_LIMIT, Target, Transport
 
@@ -29,26 +30,35 @@ def bad_values(cls: type[Transport]) -> Iterator[tuple[str, Any]]:
 
 
 async def refused_options(subject: Subject) -> None:
-    """An unknown option and bad values are refused with OptionError naming the option."""
+    """An unknown option and bad values are refused with OptionError naming the option, and
+    each of ``Subject.bad_combinations`` as a whole, naming one of its options."""
     cls = subject.load().cls
     cases = [("kit_no_such_option", 1), *bad_values(cls), *subject.bad_options.items()]
     for name, value in cases:
-        transport: Transport | None = None
-        try:
-            # refused when built (schema and combinations); start() only for a bad driver
-            transport = build(subject, "kit-options", {name: value})
-            await transport.start()
-        except OptionError as exc:
-            assert exc.option == name, f"{name}={value!r} refused, but naming {exc.option!r}"
-        except Exception as exc:
-            raise AssertionError(
-                f"{name}={value!r} raised {type(exc).__name__} ({exc}), not OptionError"
-            ) from exc
-        else:
-            raise AssertionError(f"{subject.name} accepted the option {name}={value!r}")
-        finally:
-            if transport is not None:
-                await transport.aclose()
+        await _refused(subject, {name: value})
+    for combination in subject.bad_combinations:
+        await _refused(subject, combination)
+
+
+async def _refused(subject: Subject, options: Mapping[str, Any]) -> None:
+    shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
+    what = f"the option {shown}" if len(options) == 1 else f"the options {shown} together"
+    transport: Transport | None = None
+    try:
+        # refused when built (schema and combinations); start() only for a bad driver
+        transport = build(subject, "kit-options", options)
+        await transport.start()
+    except OptionError as exc:
+        assert exc.option in options, f"{what} refused, but naming {exc.option!r}"
+    except Exception as exc:
+        raise AssertionError(
+            f"{what} raised {type(exc).__name__} ({exc}), not OptionError"
+        ) from exc
+    else:
+        raise AssertionError(f"{subject.name} accepted {what}")
+    finally:
+        if transport is not None:
+            await transport.aclose()
 
 
 async def connect_failure(subject: Subject) -> None:
@@ -119,3 +129,40 @@ async def nothing_left(subject: Subject, tag: str, after: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"left on the server {after}: {sorted(objects)}")
         await asyncio.sleep(0.2)
+
+
+async def durable_close(subject: Subject) -> None:
+    """With ``Features.durable``: a listener of a durable pool closes cleanly, notifications
+    go on, and the pool's next listener gets every one of them (a clean close must not
+    delete what is still queued for a consumer that will come back)."""
+    kit = Kit(subject)
+    kit.require(pattern="notify", feature="durable")
+    events = replace(kit.events(), durable=True)
+    pool = kit.pool("durable")
+    try:
+        async with kit:
+            client = await kit.transport("client")
+            first, second = Recorder(), Recorder()
+            listener = await kit.transport("listener1")
+            await listener.serve_notifications(events, pool, first)
+            before = bodies("while-listening", 5)
+            for body in before:
+                await client.notify(events, body)
+            await kit.settle(lambda: len(first), len(before))
+            assert_once("notifications to the first listener", first.bodies, before)
+            await listener.aclose()
+            queued = bodies("while-nobody-listens", 10)
+            for body in queued:
+                await client.notify(events, body)
+            again = await kit.transport("listener2")
+            await again.serve_notifications(events, pool, second)
+            await kit.settle(lambda: len(second), len(queued))
+            assert_once(
+                "durable notifications queued while the pool's listener was closed, "
+                "for its next listener",
+                second.bodies,
+                queued,
+            )
+    finally:
+        if subject.drop is not None:
+            await asyncio.to_thread(subject.drop, kit.tag)  # durable: it outlives a close

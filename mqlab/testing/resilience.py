@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from mqlab.errors import TransportError
+from mqlab.errors import CallTimeout, TransportError
 from mqlab.faults.link import LinkFaults
 from mqlab.testing.kit import Kit, Pair, bodies
 from mqlab.testing.subject import Subject
@@ -78,7 +78,9 @@ async def dropped_connection(
     a TCP proxy). The transport must say so (``report()`` or an error from a send), within
     ``Subject.arrival`` seconds either deliver casts again or keep failing them (a cast that
     "succeeds" and never arrives means a dead connection reused), and, at most once,
-    duplicate nothing."""
+    duplicate nothing. Then a client that had made no call before the drop calls: one of
+    its calls gets its reply within ``arrival`` (its reply consumer, set up now, must not be
+    set up on a connection the drop killed)."""
     if not subject.urls or not subject.drops:
         pytest.skip(f"{subject.name}: its messages do not cross Subject.urls (Subject.drops)")
     kit = Kit(subject)
@@ -89,7 +91,8 @@ async def dropped_connection(
         kit.urls = tuple(proxied[u] for u in subject.urls)
         async with kit:
             pair = await kit.pair(**options)
-            reports = _listen(pair.server, pair.client)
+            caller = await kit.transport("caller", **options) if "call" in kit.patterns else None
+            reports = _listen(pair.server, pair.client, *([caller] if caller else []))
             before = bodies("before-drop", 20)
             for body in before:
                 await pair.client.cast(kit.rpc(), body)
@@ -99,6 +102,8 @@ async def dropped_connection(
             sent, failed, last_failure_after = await _cast_through_the_drop(kit, pair)
             if last_failure_after is not None:  # it ended accepting: let those arrive
                 await kit.settle(lambda: len(set(pair.handled.bodies) & set(sent)), 1)
+            if caller is not None:
+                await _a_call_is_answered(kit, caller)
     finally:
         await proxies.stop()
     counts = Counter(pair.handled.bodies)
@@ -117,6 +122,30 @@ async def dropped_connection(
         raise AssertionError(
             f"{len(last)} cast(s) after the drop were accepted and none arrived within "
             f"{subject.arrival:g} s: the transport kept a dead connection"
+        )
+
+
+async def _a_call_is_answered(kit: Kit, caller: Transport) -> None:
+    """Calls from ``caller`` (its first ones) for ``arrival`` s: one is answered, or they
+    keep failing with what happened (as casts may: a transport that does not reconnect says
+    so). Calls sent and never answered (CallTimeout) mean a dead reply consumer."""
+    deadline = time.monotonic() + kit.subject.arrival
+    failures: list[TransportError] = []
+    while (left := deadline - time.monotonic()) > 0:
+        body = b"call-after-drop-%d" % len(failures)
+        try:
+            reply = await caller.call(kit.rpc(), body, max(min(left, 3.0), 0.5))
+        except TransportError as exc:
+            failures.append(exc)
+            await asyncio.sleep(0.05)
+            continue
+        assert reply == b"re:" + body, f"a call after the drop got {reply!r}"
+        return
+    if failures and isinstance(failures[-1], CallTimeout):
+        raise AssertionError(
+            f"a client that had made no call before the drop got no reply to its calls after "
+            f"it within {kit.subject.arrival:g} s: sent and never answered (a reply consumer "
+            f"set up on a connection the drop killed?): {failures[-1]}"
         )
 
 

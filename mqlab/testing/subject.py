@@ -43,7 +43,10 @@ class Subject:
       with ConnectFailed; put :data:`SECRET` in the password. By default the
       first URL with its port swapped for a closed one and SECRET as password;
     - ``bad_options``: more ``{option: value}`` pairs that must be refused with
-      OptionError (bounds, combinations) beyond those the kit derives;
+      OptionError (bounds) beyond those the kit derives, each alone;
+    - ``bad_combinations``: option sets each value of which is fine alone but not with the
+      others (``{"no_ack": True, "multi_ack": 2}``): each set is refused as a whole, with an
+      OptionError naming one of its options (``Transport.check_combinations``);
     - ``leftovers``: lists objects left on the server (for RabbitMQ:
       ``RabbitMQ(management_url).leftovers``);
     - ``arrival``: seconds the kit waits for messages that should arrive;
@@ -56,7 +59,12 @@ class Subject:
     - ``idle``: seconds the idle check leaves the connections unused before it sends again
       (longer than the 5 s socket read timeout some client libraries default to);
     - ``drops``: False when the transport's messages do not cross ``urls`` (zmq's peers
-      talk directly), so dropping the connections to ``urls`` tells nothing.
+      talk directly), so dropping the connections to ``urls`` tells nothing;
+    - ``reference``: the import path of the plugin's reference loop
+      (``"package.module:Class"``) when it is not installed under ``mqlab.references``;
+    - ``restart``: restarts the server at ``urls`` on the same port with the same data
+      (blocking; ``restart(True)`` kills it with SIGKILL first, as a crash would): the kit's
+      server-restart and kill checks run only with it.
     """
 
     transport: str | type[Transport]
@@ -67,6 +75,7 @@ class Subject:
     unreachable_urls: tuple[str, ...] | None = None
     unreachable_options: Mapping[str, Any] = field(default_factory=dict)
     bad_options: Mapping[str, Any] = field(default_factory=dict)
+    bad_combinations: Sequence[Mapping[str, Any]] = ()
     leftovers: Leftovers | None = None
     arrival: float = 10.0
     queue_types: Callable[[str], Mapping[str, str]] | None = None
@@ -74,6 +83,8 @@ class Subject:
     ceiling: bool = True
     idle: float = 7.0
     drops: bool = True
+    reference: str = ""
+    restart: Callable[[bool], None] | None = None
 
     @property
     def name(self) -> str:

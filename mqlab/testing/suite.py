@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mqlab.testing import ceiling, delivery, lifecycle, resilience
+from mqlab.testing import ceiling, delivery, lifecycle, resilience, restart
 from mqlab.testing.kit import run
 from mqlab.testing.subject import Subject
 
@@ -91,6 +91,16 @@ class ConformanceSuite:
 
         run(check, subject)
 
+    def test_reference_loop_with_its_consumer_stopped_first(self, subject: Subject) -> None:
+        """The publisher of the loop still stops when its consumer has gone first."""
+        if not subject.ceiling:
+            pytest.skip(f"{subject.name}: Subject(ceiling=False), no library to measure")
+
+        async def check(subject: Subject) -> None:
+            await ceiling.reference_loop(subject, consumer_first=True)
+
+        run(check, subject)
+
     def test_idle_connections_still_work(self, subject: Subject) -> None:
         run(resilience.idle_then_send, subject)
 
@@ -106,8 +116,23 @@ class ConformanceSuite:
 
         run(check, subject)
 
+    @pytest.mark.parametrize("delivery_mode", ["default", "at-most-once"])
+    def test_the_server_restarts_under_load(self, subject: Subject, delivery_mode: str) -> None:
+        options = _mode_options(subject, delivery_mode)
+
+        async def check(subject: Subject) -> None:
+            await restart.restart_under_load(subject, options)
+
+        run(check, subject, limit=120.0)
+
+    def test_mandatory_after_the_server_is_killed(self, subject: Subject) -> None:
+        run(restart.mandatory_after_a_kill, subject, limit=120.0)
+
     def test_clean_close(self, subject: Subject) -> None:
         run(lifecycle.clean_close, subject)
+
+    def test_a_clean_close_keeps_what_is_queued_for_a_durable_pool(self, subject: Subject) -> None:
+        run(lifecycle.durable_close, subject)
 
     def test_connect_failure(self, subject: Subject) -> None:
         run(lifecycle.connect_failure, subject)

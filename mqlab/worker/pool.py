@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -18,6 +18,11 @@ from mqlab.errors import MqlabError
 from mqlab.measure.figures import WorkerFigures
 from mqlab.transport import START_LIMIT
 from mqlab.worker import affinity, protocol
+
+if TYPE_CHECKING:
+    from mqlab.record.figures import Figures
+    from mqlab.record.sections import HostsSection
+    from mqlab.record.values import Flag
 
 #: a worker must connect, start its transport and serve within this many seconds
 START_TIMEOUT = START_LIMIT
@@ -52,6 +57,8 @@ class Worker:
     """One worker process of a step, seen from the controller."""
 
     spec: WorkerSpec
+    #: its key on the control channel, given to it in its environment only
+    token: str = field(default_factory=protocol.new_token, repr=False)
     proc: asyncio.subprocess.Process | None = None
     stderr_path: str = ""
     ready: asyncio.Future[protocol.Ready | protocol.Error] | None = None
@@ -118,14 +125,20 @@ class WorkerPool:
         if self._server is not None:
             self._server.close()
 
+    def _admitted(self, hello: protocol.Hello | None) -> Worker | None:
+        """The worker a ``hello`` names, if it carries that worker's key and the worker has
+        not connected yet; else None (any local process can reach the port)."""
+        w = self._workers.get(hello.worker) if hello is not None else None
+        if hello is None or w is None or w.ready is None or w.writer is not None or w.gone:
+            return None
+        return w if protocol.admits(hello, w.token) else None
+
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         w: Worker | None = None
         why = ""
         try:
-            hello = await protocol.recv(reader)
-            if isinstance(hello, protocol.Hello):
-                w = self._workers.get(hello.worker)
-            if w is None or w.ready is None:
+            w = self._admitted(await protocol.await_hello(reader, START_TIMEOUT))
+            if w is None:  # not one of ours: closed without a word, our worker untouched
                 writer.close()
                 return
             w.writer = writer
@@ -173,8 +186,24 @@ class WorkerPool:
     async def step_start(self) -> None:
         """Before a step's first worker starts."""
 
-    async def step_end(self, record: dict[str, Any], window_start_ns: int) -> None:
-        """After the step's result is built: what the pool adds to its record."""
+    async def step_end(
+        self, figures: Figures, pattern: str, window_start_ns: int
+    ) -> tuple[HostsSection, tuple[Flag, ...]] | None:
+        """After the collect stage: what the pool adds to the step's record (workers on
+        other hosts: :class:`mqlab.hosts.pool.HostPool`); None: nothing."""
+        return None
+
+    def last_times(self, w: Worker) -> None:
+        """Read a worker's CPU counters now, as its last in the window: just before it is
+        killed, or as it retires, so its CPU counts up to its end."""
+        if w.ps is None:
+            return
+        try:
+            times = w.ps.cpu_times()
+        except psutil.Error:
+            return
+        if w.times_first is not None:
+            w.times_last = (time.monotonic(), times.user, times.system)
 
     @staticmethod
     def _stderr_tail(w: Worker) -> str:
@@ -201,6 +230,7 @@ class WorkerPool:
                     *(("--netns", self.netns) if self.netns else ()),
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                     stderr=err, start_new_session=True,
+                    env={**os.environ, protocol.TOKEN_ENV: w.token},  # never on its command line
                 )  # fmt: skip
             cpus = self.placement.of(spec.role) if self.placement is not None else ()
             if cpus:  # before it starts a thread: every later one inherits the mask

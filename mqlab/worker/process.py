@@ -1,7 +1,8 @@
 """A worker: one OS process running the servers and/or clients of one step.
 
 Started by the runner as ``python -m mqlab.worker.process --control HOST:PORT --name N``
-on its own uvloop loop. It connects back, receives its spec, starts its
+on its own uvloop loop, its key in its environment (:data:`~mqlab.worker.protocol.TOKEN_ENV`).
+It connects back with that key, receives its spec, starts its
 transport, reports ready, runs when told, sends a snapshot every second, and
 exits when the controller says finish or goes away. It never draws on screen.
 """
@@ -131,13 +132,21 @@ def _client_targets(spec: WorkerSpec, role: ClientRole) -> list[Target]:
     ]
 
 
-async def serve(host: str, port: int, name: str, sock: socket.socket | None = None) -> int:
+async def serve(
+    host: str, port: int, name: str, sock: socket.socket | None = None, token: str = ""
+) -> int:
     if sock is not None:  # connected before the worker moved into its network namespace
         reader, writer = await asyncio.open_connection(sock=sock)
     else:
         reader, writer = await asyncio.open_connection(host, port)
-    await protocol.send(writer, protocol.Hello(name, os.getpid()))
-    first = await protocol.recv(reader)
+    await protocol.send(writer, protocol.Hello(name, os.getpid(), token))
+    try:
+        first = await protocol.recv(reader)
+    except asyncio.IncompleteReadError:
+        raise protocol.FrameError(
+            "the controller closed the control channel without a spec: it admits only the "
+            f"worker it started, with the key it gave it in {protocol.TOKEN_ENV}"
+        ) from None
     if not isinstance(first, protocol.Spec):
         raise protocol.FrameError(f"control frame {first.TYPE!r} came first, not the spec")
     spec = first.spec
@@ -258,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", required=True)
     parser.add_argument("--netns", help="network namespace the driver's traffic runs in")
     args = parser.parse_args(argv)
+    # read once and removed: nothing this worker starts (a driver's helper) inherits it
+    token = os.environ.pop(protocol.TOKEN_ENV, "")
     host, _, port = args.control.rpartition(":")
     sock = None
     if args.netns:
@@ -270,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mqlab worker: {exc}", file=sys.stderr)
             return 1
     try:
-        return run(lambda: serve(host, int(port), args.name, sock))
+        return run(lambda: serve(host, int(port), args.name, sock, token))
     except protocol.FrameError as exc:  # one line in its stderr: the step's error says it
         print(f"mqlab worker: {exc}", file=sys.stderr)
         return 1

@@ -6,7 +6,7 @@ frozen dataclass below; on the wire it is a map whose ``type`` names the class:
 
 | from | type | meaning |
 |---|---|---|
-| worker | ``hello`` | connected: ``worker``, ``pid`` |
+| worker | ``hello`` | connected: ``worker``, ``pid``, ``token`` (the worker's key) |
 | controller | ``spec`` | the :class:`~mqlab.config.plan.WorkerSpec` as a map |
 | worker | ``ready`` / ``error`` | transport started and serving / why not (``message``, ``kind``) |
 | controller | ``go`` | ``t0``, ``start``, ``window_start``, ``window_end`` (monotonic ns) |
@@ -24,11 +24,21 @@ frozen dataclass below; on the wire it is a map whose ``type`` names the class:
 A frame of a type this version does not know, or one without what its type needs,
 is refused with :class:`FrameError`: a worker and its controller (or a host's
 supervisor) must be the same mqlab version.
+
+Any local process can connect to a port on loopback, so the channel admits only the
+worker it started: each worker gets a key of its own (:func:`new_token`, 256 random
+bits) in its environment (:data:`TOKEN_ENV`, which only its user can read in
+``/proc``; never on its command line), sends it in its ``hello``, and the controller
+answers only the one ``hello`` that names a worker it is waiting for with that
+worker's key (:func:`admits`). Anything else is closed without a word: no spec (with
+its broker password) goes out, no figure comes in.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import secrets
 import struct
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, fields
@@ -41,14 +51,18 @@ from mqlab.errors import MqlabError
 from mqlab.measure.figures import WorkerFigures
 
 __all__ = [
-    "FRAMES", "MAX_FRAME", "CloseOld", "ClosedOld", "Consume", "Done", "Error", "Final",
-    "Finish", "Frame", "FrameError", "Go", "Hello", "Ready", "Retire", "Snap", "Snapshot",
-    "Spec", "Stop", "ToController", "ToWorker", "decode", "encode", "from_wire", "recv",
-    "recv_raw", "send", "send_raw",
+    "FRAMES", "MAX_FRAME", "TOKEN_ENV", "CloseOld", "ClosedOld", "Consume", "Done", "Error",
+    "Final", "Finish", "Frame", "FrameError", "Go", "Hello", "Ready", "Retire", "Snap",
+    "Snapshot", "Spec", "Stop", "ToController", "ToWorker", "admits", "await_hello", "decode",
+    "encode", "from_wire", "new_token", "recv", "recv_raw", "send", "send_raw",
 ]  # fmt: skip
 
 _HEADER = struct.Struct("!I")
 MAX_FRAME = 256 * 1024 * 1024
+#: a ``hello`` is a few dozen bytes: a peer not yet admitted may send no more than this
+MAX_HELLO = 4096
+#: the environment variable a worker finds its key in (it removes it at once)
+TOKEN_ENV = "MQLAB_WORKER_TOKEN"
 
 
 class FrameError(MqlabError, ValueError):
@@ -95,6 +109,10 @@ class Hello(_Frame):
     FROM: ClassVar[str] = "worker"
     worker: str
     pid: int
+    token: str  # the key its parent gave it privately: see the module's docstring
+
+    def __repr__(self) -> str:  # the key never reaches a log or a traceback
+        return f"Hello(worker={self.worker!r}, pid={self.pid})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,9 +295,29 @@ async def recv(reader: asyncio.StreamReader) -> Frame:
     return decode(await recv_raw(reader))
 
 
-async def recv_raw(reader: asyncio.StreamReader) -> bytes:
+async def recv_raw(reader: asyncio.StreamReader, limit: int = MAX_FRAME) -> bytes:
     """One frame's bytes, undecoded (a host's supervisor relays them as they are)."""
     (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-    if size > MAX_FRAME:
+    if size > limit:
         raise FrameError(f"control frame of {size} bytes is too large")
     return await reader.readexactly(size)
+
+
+def new_token() -> str:
+    """A worker's key: given to it privately, checked once at its ``hello``."""
+    return secrets.token_hex(32)
+
+
+async def await_hello(reader: asyncio.StreamReader, timeout: float) -> Hello | None:
+    """The first frame of a connection not yet admitted: a ``hello`` of a few bytes within
+    ``timeout``; None for anything else (too large, too late, malformed, another frame)."""
+    try:
+        frame = decode(await asyncio.wait_for(recv_raw(reader, MAX_HELLO), timeout))
+    except (FrameError, TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+        return None
+    return frame if isinstance(frame, Hello) else None
+
+
+def admits(frame: Hello, token: str) -> bool:
+    """Whether ``frame`` carries ``token``, the key of the worker it names (in constant time)."""
+    return bool(token) and hmac.compare_digest(frame.token.encode(), token.encode())

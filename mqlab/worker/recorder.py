@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import Final
 
 from hdrh.histogram import HdrHistogram
 
@@ -21,13 +22,13 @@ from mqlab.measure.ledger import Ledger
 from mqlab.measure.spontaneous import SEND_ERRORS, SpontaneousLog
 from mqlab.worker import clock
 
-_NS = 1_000_000_000
+_NS: Final = 1_000_000_000
 #: a pending latency is one int: (second << 33) | (microseconds << 1) | in_window;
 #: microseconds are clamped to [0, _US_MAX], above latency.HIGHEST_US so the fold
 #: still counts them as over the range
-_US_BITS = 32
-_US_MAX = (1 << _US_BITS) - 1
-_SEC_SHIFT = _US_BITS + 1
+_US_BITS: Final = 32
+_US_MAX: Final = (1 << 32) - 1
+_SEC_SHIFT: Final = 33
 #: the series each kind of latency also counts: one pending latency per unique receipt
 _COUNTED_IN = {"one_way": "received", "round_trip": "round_trip"}
 
@@ -79,7 +80,8 @@ class Recorder:
         self._pending: dict[str, list[int]] = {k: [] for k in latency.KINDS}
         self._pending_ow = self._pending["one_way"]
         self._pending_rt = self._pending["round_trip"]
-        self._record = self.ledger.record
+        # the worker's clock, as it is when the recorder is made (set_offset comes first)
+        self._now = clock.now
 
     def open(self, t0: int, window_start: int, window_end: int) -> None:
         self.t0, self.window_start, self.window_end = t0, window_start, window_end
@@ -127,8 +129,8 @@ class Recorder:
 
     def on_received(self, group: int, client: int, seq: int, ts: int) -> None:
         """A server got a message; only the first delivery of it counts in series and latency."""
-        now = clock.now()
-        if not self._record(group, client, seq):
+        now = self._now()
+        if not self.ledger.record(group, client, seq):
             return
         self.last_rx = now
         if not self.t0:

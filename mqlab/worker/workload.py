@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-import types
 from asyncio import FIRST_COMPLETED
-from collections.abc import Coroutine, Generator
-from typing import Any
 
 from mqlab.codec import Codec
 from mqlab.config.sizes import SizeSampler
@@ -22,6 +19,7 @@ from mqlab.errors import TransportError
 from mqlab.measure.figures import OpenLoop
 from mqlab.transport import Handler, Target, Transport, cast_starter
 from mqlab.worker import clock
+from mqlab.worker.eager import start_eagerly
 from mqlab.worker.pacer import Pacer
 from mqlab.worker.recorder import Recorder
 
@@ -40,28 +38,43 @@ def server_handler(
     ``topic``: count this handler's deliveries under it (a worker serving several queues,
     for their spread); "" counts nothing more, the usual case.
     """
-    decode = codec.decode
-    record = rec.on_received
-    answer = codec.reply
     if topic:
-        box = rec.per_topic.setdefault(topic, [0, 0])  # deliveries, the last one's time
-        now_ns = clock.now  # the controller's clock, as every worker time is
+        return _CountingHandler(codec, rec, group, reply, topic)
+    return _ServerHandler(codec, rec, group, reply)
 
-        def counted(body: bytes) -> bytes | None:
-            box[0] += 1
-            box[1] = now_ns()
-            return handle(body)
 
-    def handle(body: bytes) -> bytes | None:
+class _ServerHandler:
+    """A server's handler (an object, not a closure: compiled, its calls are direct)."""
+
+    def __init__(self, codec: Codec, rec: Recorder, group: int, reply: bool) -> None:
+        self.codec = codec
+        self.rec = rec
+        self.group = group
+        self.reply = reply
+
+    def __call__(self, body: bytes) -> bytes | None:
         try:
-            client, seq, ts = decode(body)
+            client, seq, ts = self.codec.decode(body)
         except Exception:  # noqa: BLE001 - a foreign or corrupt message is counted, not fatal
-            rec.on_error("BadMessage")
+            self.rec.on_error("BadMessage")
             return None
-        record(group, client, seq, ts)
-        return answer(client, seq, ts) if reply else None
+        self.rec.on_received(self.group, client, seq, ts)
+        return self.codec.reply(client, seq, ts) if self.reply else None
 
-    return counted if topic else handle
+
+class _CountingHandler(_ServerHandler):
+    """A server's handler that also counts its topic's deliveries (and the last one's time)."""
+
+    def __init__(self, codec: Codec, rec: Recorder, group: int, reply: bool, topic: str) -> None:
+        super().__init__(codec, rec, group, reply)
+        self.box = rec.per_topic.setdefault(topic, [0, 0])  # deliveries, the last one's time
+        self.now_ns = clock.now  # the controller's clock, as every worker time is
+
+    def __call__(self, body: bytes) -> bytes | None:
+        box = self.box
+        box[0] += 1
+        box[1] = self.now_ns()
+        return super().__call__(body)
 
 
 class ClientLoad:
@@ -137,7 +150,7 @@ class ClientLoad:
         self.seq = seq + 1  # counted as sent (count_sends) with its second binned, together
         self.rec.on_sent(now, intended)
         target = self._only or self.targets[seq % len(self.targets)]
-        return seq, target, self._encode(seq, intended, self._fixed or self._size())
+        return seq, target, self._encode.encode(seq, intended, self._fixed or self._size())
 
     def _failed(self, exc: Exception, intended: int) -> None:
         """A send that raised, counted by its kind; an error the driver did not map, too."""
@@ -156,32 +169,41 @@ class ClientLoad:
 
     async def _sender(self, end: int, limit: int = 1 << 62) -> None:
         now_ns = clock.now
-        stopped = self.stop.is_set
-        one = self.one
-        # a cast or notification is sent from this loop: at most one coroutine per
-        # message (the driver's; none for a cast that goes out at once); a call goes
-        # through one()
-        send = None if self._call else self._send
-        take = self._next
-        n = 0
-        while not stopped():
-            now = now_ns()
-            if now >= end or self.seq >= limit:
-                return
-            if send is None:
-                await one(now)
-            else:
-                _, target, body = take(now, now)
+        stop = self.stop
+        if self._call:
+            while not stop.is_set():
+                now = now_ns()
+                if now >= end or self.seq >= limit:
+                    return
+                await self.one(now)
+            return
+        # a cast or notification is sent from this loop: at most one coroutine per message
+        # (the driver's; none for a cast that goes out at once), in bursts of _YIELD_EVERY
+        # between turns of the event loop; each message still stamped with its own time
+        rec = self.rec
+        encode = self._encode
+        send = self._send
+        only = self._only
+        targets = self.targets
+        size = self._fixed
+        while not stop.is_set():
+            for _ in range(_YIELD_EVERY):
+                now = now_ns()
+                seq = self.seq
+                if now >= end or seq >= limit:
+                    return
+                self.seq = seq + 1  # counted as sent (count_sends), its second binned too
+                rec.on_sent(now, now)
+                body = encode.encode(seq, now, size or self._size())
                 try:
-                    waiting = send(target, body)
+                    waiting = send(only or targets[seq % len(targets)], body)
                     if waiting is not None:
                         await waiting
+                        if stop.is_set():
+                            return
                 except Exception as exc:  # noqa: BLE001 - counted, as in one()
                     self._failed(exc, now)
-            n += 1
-            if n == _YIELD_EVERY:
-                n = 0
-                await asyncio.sleep(0)
+            await asyncio.sleep(0)
 
     async def open_loop(self, rate: float, start: int, end: int, schedule_from: int = 0) -> None:
         """Send on a fixed schedule in [start, end); never after ``end``; account for the rest.
@@ -220,7 +242,7 @@ class ClientLoad:
                     if intended > now:
                         break
                     k += 1
-                    task = _start_eagerly(self.one(intended, end))
+                    task = start_eagerly(self.one(intended, end))
                     if task is not None:
                         in_flight.add(task)
                         task.add_done_callback(in_flight.discard)
@@ -242,39 +264,6 @@ class ClientLoad:
         rec.on_open_loop(
             OpenLoop(due, sent, due - sent, self.behind, end - anchor), in_window, self.client_id
         )
-
-
-def _start_eagerly(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
-    """Run ``coro`` now; a Task only if it suspends (what Python 3.12's eager tasks do).
-
-    The open loop starts one send per message: most casts complete without
-    suspending, and a Task for each would cost more than the send. A send that
-    does suspend carries on in a Task, which resumes it exactly where it stopped.
-    """
-    try:
-        yielded = coro.send(None)
-    except StopIteration:
-        return None
-    return asyncio.ensure_future(_resume(coro, yielded))
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, None], yielded: Any) -> Generator[Any, Any, None]:
-    # hands the Task what the coroutine awaits, and the Task's answers (a result, a
-    # cancellation) back to the coroutine: the Task drives it as if it had started it
-    while True:
-        try:
-            value = yield yielded
-        except BaseException as exc:  # noqa: BLE001 - thrown into the coroutine, as a Task would
-            try:
-                yielded = coro.throw(exc)
-            except StopIteration:
-                return
-        else:
-            try:
-                yielded = coro.send(value)
-            except StopIteration:
-                return
 
 
 async def _sleep_until(t: int) -> None:

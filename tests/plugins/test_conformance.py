@@ -66,6 +66,11 @@ class TestAiormq(ConformanceSuite):
             mandatory_options={"mandatory": True},
             at_most_once_options={"no_ack": True},
             bad_options={"prefetch": -1, "multi_ack": 0, "heartbeat": 70000},
+            bad_combinations=[
+                {"no_ack": True, "multi_ack": 2},
+                {"prefetch": 4, "multi_ack": 8},
+                {"mandatory": True, "confirm": False},
+            ],
         )
 
 
@@ -109,6 +114,10 @@ class TestZmq(ConformanceSuite):
             options={"registry_dir": str(registry)},
             unreachable_options={"matchmaker": "redis", "redis_url": unreachable_redis},
             bad_options={"linger": -1},
+            bad_combinations=[
+                {"bind_address": "0.0.0.0", "host": ""},
+                {"matchmaker": "redis", "redis_url": "http://127.0.0.1:6379/0"},
+            ],
             leftovers=leftovers,
         )
 

@@ -9,8 +9,17 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from mqlab.servers import managed
+from mqlab.servers.daemons import Daemon
 from mqlab.servers.handle import ServerHandle
 from mqlab.testing import ConformanceSuite, Subject
+
+
+def restarts(kind: str, handle: ServerHandle) -> Callable[[bool], None]:
+    """The kit's Subject.restart: the managed server restarted on its port and state dir."""
+    server = managed.starter(kind)
+    assert isinstance(server, Daemon)
+    return lambda hard: server.restart(handle, hard)
 
 
 def nats_leftovers(monitor: str) -> Callable[[str], list[str]]:
@@ -38,7 +47,17 @@ class TestNatsConformance(ConformanceSuite):
             mandatory_options={"mandatory": True},
             bad_options={"pending_messages": 0, "connect_timeout": 0},
             leftovers=nats_leftovers(str(nats_server.facts["monitor"])),
+            restart=restarts("nats", nats_server),
         )
+
+    @pytest.mark.xfail(
+        reason="found by this check, left to the nats plugin: the first durable notification "
+        "sent right after a pool's only listener closed is sometimes pushed by JetStream to the "
+        "listener that left, and comes to the next one only after ack_wait (30 s)",
+        strict=False,
+    )
+    def test_a_clean_close_keeps_what_is_queued_for_a_durable_pool(self, subject: Subject) -> None:
+        super().test_a_clean_close_keeps_what_is_queued_for_a_durable_pool(subject)
 
 
 def redis_leftovers(url: str) -> Callable[[str], list[str]]:
@@ -60,13 +79,15 @@ class TestRedisStreamsConformance(ConformanceSuite):
             at_most_once_options={"ack": "on_read"},
             bad_options={"batch": 0, "claim_idle": 0},
             leftovers=redis_leftovers(redis_server.urls[0]),
+            restart=restarts("redis", redis_server),
         )
 
 
 class TestMqttConformance(ConformanceSuite):
     @pytest.fixture
     def subject(self, mosquitto_server: ServerHandle) -> Subject:
-        # mosquitto has no API listing subscriptions: no leftovers check
+        # mosquitto has no API listing subscriptions: no leftovers check; no restart: the
+        # plugin does not reconnect after the server restarts (the kit's restart check says so)
         return Subject(
             "mqtt",
             urls=mosquitto_server.urls,

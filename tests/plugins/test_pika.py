@@ -293,7 +293,7 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
 
 
 @pytest.mark.parametrize(
-    ("connections", "names"), [("single", [""]), ("pool", [" consume", " send"])]
+    ("connections", "names"), [("single", [""]), ("pool", [" consume", " publish"])]
 )
 async def test_connections_pool_sends_and_consumes_on_connections_of_their_own(
     broker: Any, connections: str, names: list[str]
@@ -331,6 +331,39 @@ async def test_connections_pool_sends_and_consumes_on_connections_of_their_own(
         assert await eventually(lambda: used("deliver_get")) == {mine + names[0]}
         # and a call's reply finds its way back through the consuming connection
         assert await both.call(Target(ex, topic), b"x", 5) == b"re:x"
+
+
+async def test_pooled_connections_each_heal_on_their_own(broker: Any) -> None:
+    """connections = "pool": the consuming connection killed comes back by itself, says so
+    under its own name, and the publishing one is never touched."""
+    ex, topic, worker = f"ex-{uid()}", f"t-{uid()}", f"w-{uid()}"
+    mine = f"mqlab-pika {worker}"
+    rpc = Recorder()
+    reported: list[TransportError] = []
+    noticed: list[tuple[str, str]] = []
+    async with pika(broker, worker, connections="pool") as both:
+        both.on_report = reported.append
+        both.on_notice = lambda kind, _cause, conn: noticed.append((kind, conn))
+        await both.serve_rpc(Target(ex, topic, "s"), rpc)
+        assert await both.call(Target(ex, topic), b"before", 5) == b"re:before"
+        consume = await eventually(lambda: connection_of(broker, f"{worker} consume"))
+        publish = await eventually(lambda: connection_of(broker, f"{worker} publish"))
+        assert consume is not None and publish is not None
+        await api_async(broker, "DELETE", f"connections/{urllib.parse.quote(consume['name'])}")
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                reply = await both.call(Target(ex, topic), b"after", 1)
+                break
+            except (Undeliverable, CallTimeout, ConnectionLost):
+                assert time.monotonic() < deadline, "the consuming connection never came back"
+                await asyncio.sleep(0.1)
+        assert reply == b"re:after"
+        again = await eventually(lambda: connection_of(broker, f"{worker} publish"))
+        assert again is not None and again["name"] == publish["name"]  # the same connection
+    assert [type(e) for e in reported] == [ConnectionLost], reported
+    assert noticed[:2] == [("connection_lost", f"{mine} consume"),
+                           ("reconnected", f"{mine} consume")]  # fmt: skip
 
 
 async def test_retry_zero_fails_waiting_calls_when_the_connection_dies(broker: Any) -> None:

@@ -162,3 +162,37 @@ async def test_multi_ack_acks_every_nth_delivery_with_one_frame_and_the_rest_aft
     )
     assert all(multiple for _, multiple in acks)
     assert len(acks) < 105  # one frame per ten, and one for what was left of each batch
+
+
+async def test_a_server_whose_connections_drop_says_so_and_consumes_again(
+    make: Make, tag: str, broker: Any
+) -> None:
+    """Before: a lost connection ended its thread, and with it the server's consumers, for
+    good and unsaid; now each link reports it, reconnects, and consumes again."""
+    from mqlab.errors import TransportError
+    from mqlab.transport import TransportConfig
+    from tests.test_faults_proxy import Proxy
+
+    proxy = Proxy(broker.url)
+    reports: list[TransportError] = []
+    notices: list[tuple[str, str, str]] = []
+    server = PyamqpTransport(TransportConfig((proxy.url,), {"threads": 2}, f"{tag}-s"))
+    server.on_report = reports.append
+    server.on_notice = lambda *event: notices.append(event)
+    got = Got()
+    try:
+        await server.start()
+        await server.serve_rpc(Target(tag, f"{tag}-t", "s1"), got)
+        client = await make(f"{tag}-c")
+        await client.cast(Target(tag, f"{tag}-t"), b"before")
+        await eventually(lambda: got.bodies == [b"before"], timeout=10)
+        proxy.command(action="reset")
+        await eventually(lambda: len(reports) >= 2, timeout=10)  # each consuming link
+        for i in range(5):
+            await client.cast(Target(tag, f"{tag}-t"), b"after-%d" % i)
+        await eventually(lambda: len(got.bodies) == 6, timeout=20)
+    finally:
+        await server.aclose()
+        proxy.stop()
+    assert all("mqlab-pyamqp" in str(r) and " lost: " in str(r) for r in reports), reports
+    assert any(kind == "reconnected" for kind, _, _ in notices), notices

@@ -329,6 +329,32 @@ async def test_a_busy_client_keeps_its_order_across_matchmaker_refreshes(
     assert seen == sorted(seen)
 
 
+async def test_the_cores_casts_go_to_the_server_that_replaced_the_first(
+    opts: dict[str, Any],
+) -> None:
+    # the core's sender casts to one Target object, message after message: the route it
+    # takes (kept between casts) must be looked up again as the matchmaker's answer
+    # changes, so casts reach the server that replaced the first one, none refused
+    target = Target(EXCHANGE, _topic())
+    first: list[bytes] = []
+    second: list[bytes] = []
+    async with _transports({**opts, "lookup_cache": 0.3}, "client") as (client,):
+        cast = core_caster(client)
+        async with _transports(opts, "first") as (server,):
+            await server.serve_rpc(target.to_server("s1"), first.append)
+            for body in (b"lookup", b"known"):  # the first looks up, the second goes straight
+                await cast(target, body)
+            await _until(lambda: len(first) == 2)
+        async with _transports(opts, "second") as (server,):
+            await server.serve_rpc(target.to_server("s2"), second.append)
+            await asyncio.sleep(0.4)  # the first server's lookup has expired
+            for i in range(200):
+                await cast(target, b"%d" % i)
+                await asyncio.sleep(0.005)  # past a refresh of the lookup, too
+            await _until(lambda: len(second) == 200)
+    assert first == [b"lookup", b"known"] and second == [b"%d" % i for i in range(200)]
+
+
 async def test_cast_to_a_killed_server_fails_within_send_timeout(
     spawn: Any, opts: dict[str, Any]
 ) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -18,14 +18,7 @@ from mqlab.errors import ConnectionLost, TransportError
 from mqlab.sdk import amqp
 from mqlab.sdk.connect import connect_first
 from mqlab.sdk.pending import PendingCalls
-from mqlab.transport import (
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.transport import Handler, Option, Target, Transport, TransportConfig
 
 from . import errors
 from .consumer import Consumer
@@ -70,14 +63,8 @@ class AiormqTransport(Transport):
     """
 
     wire: ClassVar[str] = amqp.WIRE
-    features: ClassVar[Features] = Features(
-        at_most_once=True,
-        mandatory=True,
-        durable=True,
-        fanout=True,
-        server="rabbitmq",
-        queue_types=True,
-    )
+    url_schemes = amqp.SCHEMES
+    features = replace(amqp.RABBITMQ, at_most_once=True, mandatory=True)
     option_specs: ClassVar[Mapping[str, Option]] = OPTIONS
 
     @classmethod

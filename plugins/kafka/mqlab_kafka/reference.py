@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
-from mqlab.sdk.reference import AsyncReferenceLoop, Tally
+from mqlab.sdk.reference import STOP_GRACE, AsyncReferenceLoop, Tally, run_until_stopped
 from mqlab_kafka import topics
 from mqlab_kafka.group import consumer
 from mqlab_kafka.transport import MAX_REQUEST, bootstrap
@@ -98,13 +98,27 @@ class KafkaReference(AsyncReferenceLoop):
         await producer.start()
         send, topic, body = producer.send, self.spec.name, self.spec.body
         window: list[asyncio.Future[Any]] = []
-        try:
+
+        async def flood() -> None:
             while not tally.stop:
                 window.append(await send(topic, body))
                 tally.n += 1
                 if len(window) >= WINDOW:
                     await asyncio.gather(*window)
                     window.clear()
+
+        try:
+            # a consumer that stopped first deleted the topic: the producer then waits for
+            # its metadata and retries its batches until request_timeout_ms (40 s), which
+            # the end of the loop does not wait for
+            await run_until_stopped(tally, flood())
         finally:
             with contextlib.suppress(Exception):
-                await producer.stop()
+                await asyncio.wait_for(producer.stop(), STOP_GRACE)
+            # after a consumer that stopped first, its deleted topic was made again by the
+            # broker for these sends (auto-creation): whoever ends last removes it
+            admin = AIOKafkaAdminClient(bootstrap_servers=[bootstrap(self.spec.urls[0])])
+            with contextlib.suppress(Exception):
+                await admin.start()
+                await admin.delete_topics([topic])
+            await admin.close()

@@ -43,19 +43,11 @@ from aiokafka.errors import (
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
 from mqlab.errors import ConnectionLost, DriverError, ErrorRule, map_errors
-from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
 from mqlab.sdk.lifecycle import Tasks
 from mqlab.sdk.pending import PendingCalls
 from mqlab.sdk.urls import host_port
-from mqlab.transport import (
-    CONNECT_TIMEOUT,
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_kafka import topics
 from mqlab_kafka.group import POLL_MS, GroupReader, Reading, consumer
 
@@ -84,6 +76,7 @@ def bootstrap(url: str) -> str:
 
 class KafkaTransport(Transport):
     wire = "kafka"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"kafka": 9092}
     # durable: every record is written to its topic's log whatever Target.durable says
     # mandatory: a record to a topic nobody reads is kept for a later group, not refused
     features = Features(at_most_once=True, fanout=True, server="kafka")

@@ -134,7 +134,7 @@ class Consumers:
         # a consumer channel the broker closed on a live connection would leave its
         # queues unserved: reconnect the link, which replays every subscription
         if not self._closing and self._link.alive(generation):
-            self._link.kick(generation)
+            self._link.kick(generation, "a consumer channel closed")
 
     async def close(self) -> None:
         """Stop consuming, let running callbacks ack, close the channels; never raises.

@@ -54,7 +54,9 @@ class KombuReference(AsyncReferenceLoop):
             publish = channel.default_exchange.publish
             message, name = aio_pika.Message(self.spec.body), self.spec.name
             while not tally.stop:
-                await publish(message, name)
+                # not mandatory (aio-pika's default): once the consumer has gone first, with
+                # its queue, every publish would come back (basic.return), each one logged
+                await publish(message, name, mandatory=False)
                 tally.n += 1
         finally:
             await conn.close()

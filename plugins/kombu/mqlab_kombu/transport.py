@@ -25,7 +25,7 @@ from mqlab.errors import (
 )
 from mqlab.sdk import amqp
 from mqlab.sdk.pending import PendingCalls
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
+from mqlab.transport import Handler, Option, Target, Transport, TransportConfig
 from mqlab_kombu.consumer import Callback, Consumers, Subscription
 from mqlab_kombu.link import Link
 from mqlab_kombu.publisher import Publisher
@@ -52,17 +52,11 @@ class KombuTransport(Transport):
     """
 
     wire = amqp.WIRE
+    url_schemes = amqp.SCHEMES
     rebuild_of = "oslo.messaging's kombu (rabbit) driver, on aio-pika"
     # at_most_once: consumers always ack, and a republish may duplicate, so
     # at-most-once cannot be configured (as oslo says of the kombu driver)
-    features = Features(
-        at_most_once=False,
-        mandatory=False,
-        durable=True,
-        fanout=True,
-        server="rabbitmq",
-        queue_types=True,
-    )
+    features = amqp.RABBITMQ
     option_specs: ClassVar[Mapping[str, Option]] = {
         "retry": Option(
             (int,),
@@ -120,18 +114,14 @@ class KombuTransport(Transport):
         name = f"mqlab-kombu {self.config.worker}"
         heartbeat = opts["heartbeat"]
         if opts["connections"] == "pool":
-            publish = Link(self.urls, f"{name} publish", heartbeat)
-            consume = Link(self.urls, f"{name} consume", heartbeat)
+            publish = Link(self, tuple(self.urls), f"{name} publish", heartbeat)
+            consume = Link(self, tuple(self.urls), f"{name} consume", heartbeat)
             self._links = [publish, consume]
             channels = POOL_CHANNELS
         else:
-            publish = consume = Link(self.urls, name, heartbeat)
+            publish = consume = Link(self, tuple(self.urls), name, heartbeat)
             self._links = [publish]
             channels = 1
-        for link in self._links:
-            # a reconnection is otherwise silent: the step should say what it cost
-            link.on_lost = lambda why, n=link.name: self.report(ConnectionLost(why), n)
-            link.on_back = lambda what, n=link.name: self.notice("reconnected", what, n)
         try:
             for link in self._links:
                 await link.start()

@@ -69,6 +69,8 @@ class MqttReference(AsyncReferenceLoop):
             async def count() -> None:
                 async for _message in client.messages:
                     tally.n += 1
+                    if tally.stop:
+                        return
 
             # shared, as the servers of the plugin's topic share its casts
             await client.subscribe(f"$share/{self.spec.name}/{self._topic}", qos=qos)

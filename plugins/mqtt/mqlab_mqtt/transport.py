@@ -33,19 +33,11 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from mqlab.errors import ConnectionLost, DriverError, ErrorRule, map_errors
-from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
 from mqlab.sdk.lifecycle import Tasks
 from mqlab.sdk.pending import PendingCalls
 from mqlab.sdk.urls import host_port
-from mqlab.transport import (
-    CONNECT_TIMEOUT,
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 
 LOG = logging.getLogger(__name__)
 #: pending publishes above which aiomqtt warns once per publish: never, in practice
@@ -136,6 +128,7 @@ def inflight_limit(client: aiomqtt.Client, inflight: int, qos: int) -> Callable[
 
 class MqttTransport(Transport):
     wire = "mqtt5"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"mqtt": 1883}
     features = Features(at_most_once=True, fanout=True, server="mosquitto")
     option_specs: ClassVar[Mapping[str, Option]] = {
         "qos": Option(

@@ -29,18 +29,11 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from mqlab.errors import ConnectionLost, DriverError, map_errors
-from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
+from mqlab.sdk.lifecycle import connection_lost
 from mqlab.sdk.pending import call_timeout
-from mqlab.sdk.urls import hide_secret, mask
-from mqlab.transport import (
-    CONNECT_TIMEOUT,
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.sdk.targets import PerTarget
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_nats import subjects
 from mqlab_nats.errors import RULES
 
@@ -53,6 +46,7 @@ FLUSH_WITHIN = 5.0
 
 class NatsTransport(Transport):
     wire = "nats"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"nats": 4222, "tls": 4222}
     features = Features(
         at_most_once=True,  # core NATS never redelivers
         mandatory=True,  # calls always; casts with mandatory = true
@@ -101,6 +95,10 @@ class NatsTransport(Transport):
         self._last_error: BaseException | None = None
         self._url = ""  # the URL start() connected to (nats-py forgets it when it drops)
         self._drops = 0  # connections nats-py has lost so far: a flush can tell it met one
+        # a cast's subject (a route and a regex per name), made once per target
+        self._rpc_subject = PerTarget(subjects.rpc)
+        self._mandatory = bool(self.options["mandatory"])
+        self._flush = bool(self.options["flush"])
 
     # -- connection --------------------------------------------------------------
 
@@ -165,9 +163,8 @@ class NatsTransport(Transport):
         nc = self.nc
         if nc is None or nc.is_closed:
             return
-        why = f": {self._last_error!r}" if self._last_error is not None else ""
-        text = f"NATS connection to {mask(self._url)} lost{why}; reconnecting"
-        self.report(ConnectionLost(hide_secret(text, self._url)))
+        why = repr(self._last_error) if self._last_error is not None else "no reason given"
+        connection_lost(self, self._url, why, "NATS connection")
         self._last_error = None  # the next drop has its own reason
 
     def _explain(self, url: str, exc: BaseException, timeout: float) -> str:
@@ -271,15 +268,19 @@ class NatsTransport(Transport):
 
     async def cast(self, target: Target, body: bytes) -> None:
         nc = self._client()
-        subject = subjects.rpc(target)
-        with map_errors(RULES):
-            if self.options["mandatory"]:
+        subject = self._rpc_subject(target)
+        # the library's errors mapped as map_errors maps them, its context entered only
+        # when one is raised: on the hot path a try costs nothing, a context manager does
+        try:
+            if self._mandatory:
                 await nc.request(subject, body, timeout=float(self.options["cast_timeout"]))
-                return
-            if self.options["flush"]:
+            elif self._flush:
                 await self._publish_flushed(nc, subject, body)
-            else:  # the hot path: no extra call
+            else:
                 await nc.publish(subject, body)
+        except Exception:
+            with map_errors(RULES):
+                raise
 
     async def notify(self, target: Target, body: bytes) -> None:
         nc = self._client()

@@ -48,18 +48,10 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from mqlab.errors import ConnectionLost, DriverError, map_errors
-from mqlab.sdk.connect import connect_first
+from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first
 from mqlab.sdk.threads import ThreadPool, on_loop
 from mqlab.sdk.urls import hide_secret, host_port
-from mqlab.transport import (
-    CONNECT_TIMEOUT,
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_oslo.config import make_conf, oslo_messaging
 from mqlab_oslo.transport import NotificationEndpoint
 
@@ -91,6 +83,7 @@ class OsloKafkaTransport(Transport):
     """oslo.messaging's kafka driver, the real one, bridged to mqlab's asyncio worker."""
 
     wire = "oslo.messaging-kafka"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"kafka": 9092}
     # at_most_once: no option makes it otherwise (see the module's docstring); not declared
     # because no option *configures* it, and nothing here is at-least-once either
     features = Features(server="kafka")

@@ -142,6 +142,7 @@ class OsloTransport(Transport):
     """oslo.messaging's rabbit driver, the real one, bridged to mqlab's asyncio worker."""
 
     wire = "oslo.messaging-rabbit"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"amqp": 5672}
     # durable: oslo takes durability per process (amqp_durable_queues), not per target
     # mandatory: oslo sets the flag on replies only (direct_mandatory_flag), never requests
     features = Features(durable=False, fanout=True, server="rabbitmq")

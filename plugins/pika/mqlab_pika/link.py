@@ -1,7 +1,9 @@
 """One broker connection that survives failures: failover, channels, consumers.
 
-The link holds a single pika connection (oslo's "single" connection factory)
-with three channels:
+The link holds one pika connection with three channels (``connections =
+"single"``, oslo's default connection factory, is one link for everything;
+``"pool"`` is two, one to publish on and one to consume and answer on, each
+healing on its own):
 
 - ``pub``: the client's calls, casts and notifications (confirm mode when the
   settings ask for confirms);
@@ -13,7 +15,9 @@ with three channels:
 When the connection drops, the link moves to the NEXT URL of the list (round
 robin), reopens its channels, declares its queues again and resumes every
 consumer (:mod:`mqlab_pika.consumers`). Sends wait for that through
-:meth:`Link.publisher`; publishing itself is :mod:`mqlab_pika.publisher`.
+:meth:`Link.publisher`; publishing itself is :mod:`mqlab_pika.publisher`. Reconnecting,
+reporting the loss and the return, and the link's tasks are the SDK's
+(:class:`mqlab.sdk.link.Link`).
 """
 
 from __future__ import annotations
@@ -21,17 +25,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from pika.adapters.asyncio_connection import AsyncioConnection
 from pika.frame import Method
 
-from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
-from mqlab.sdk import amqp
+from mqlab.errors import ConnectionLost, DriverError
+from mqlab.sdk import amqp, link
 from mqlab.sdk.amqp import ExchangeDecl
-from mqlab.sdk.connect import connect_first, no_url
+from mqlab.sdk.backoff import Backoff
 from mqlab.sdk.urls import hide_secret, mask
+from mqlab.transport import Transport
 from mqlab_pika import bridge, urls
 from mqlab_pika.bridge import Chan, Gone
 from mqlab_pika.consumers import Acker, ConsumerSpec, acking
@@ -42,34 +46,32 @@ from mqlab_pika.topology import Topology
 LOG = logging.getLogger(__name__)
 
 
-class Link:
+class Link(link.Link[AsyncioConnection]):
     """A self-healing connection to the first reachable URL of ``urls``."""
 
-    def __init__(self, urls_: Sequence[str], settings: Settings, name: str) -> None:
-        if not urls_:
-            raise no_url()
-        self.urls = tuple(urls_)
+    gone = (Gone, TimeoutError, OSError)
+
+    def __init__(
+        self, transport: Transport, urls_: Sequence[str], settings: Settings, name: str
+    ) -> None:
+        super().__init__(
+            transport, urls_, name,
+            per_url=settings.connect_timeout,
+            budget=settings.connect_timeout,  # start(): every URL within connect_timeout
+            backoff=Backoff(settings.retry_delay, settings.retry_delay),
+        )  # fmt: skip
         self.settings = settings
-        self.name = name
-        self.index = 0  # the URL in use (or last used)
-        self.conn: AsyncioConnection | None = None
         self.pub: Publisher | None = None
         self.sub: Chan | None = None
         self._acker: Acker | None = None
-        self._up = False  # connection established; channels may be reopening
         self._ready = asyncio.Event()  # up and every channel open
-        self._closing = False
         self._consumers: list[ConsumerSpec] = []
         self._tags: dict[str, ConsumerSpec] = {}
         self.topology = Topology(lambda: self.conn, lambda: self.down_reason)
-        self._tasks: set[asyncio.Task[None]] = set()
         self.on_down: Callable[[str], None] | None = None
-        #: called with the reason when a connection that was up is lost and is being replaced
-        self.on_lost: Callable[[str], None] | None = None
         #: called with (kind, cause) for what the broker did that is no failure: a
-        #: reconnection, a consumer cancelled, connection.blocked / unblocked
+        #: consumer cancelled, connection.blocked / unblocked
         self.on_event: Callable[[str, str], None] | None = None
-        self.down_reason = "not connected"
 
     # -- state ---------------------------------------------------------------
 
@@ -89,21 +91,17 @@ class Link:
             return None
         return self.pub
 
-    @property
-    def url(self) -> str:
-        return mask(self.urls[self.index])
-
     async def publisher(self, wait: float | None) -> Publisher:
         """The open publisher, waiting up to ``wait`` s (None: forever) for recovery."""
         if self._ready.is_set() and self.pub is not None:
             return self.pub
-        if self._closing:
+        if self.closing:
             raise ConnectionLost("transport is closed")
         try:
             async with asyncio.timeout(wait):
                 while not (self._ready.is_set() and self.pub is not None):
                     await self._ready.wait()
-                    if self._closing:
+                    if self.closing:
                         raise ConnectionLost("transport is closed")
         except TimeoutError as exc:
             raise ConnectionLost(
@@ -115,23 +113,19 @@ class Link:
 
     # -- connecting ----------------------------------------------------------
 
-    async def start(self) -> None:
-        """Connect to the first URL that works within ``connect_timeout``."""
-        await self._connect_round(0, self.settings.connect_timeout)
+    def is_open(self, conn: AsyncioConnection) -> bool:
+        return bool(conn.is_open)
 
-    async def _connect_round(self, first: int, budget: float) -> None:
-        """Try every URL once from ``first``; :class:`ConnectFailed` names each failure."""
-        await connect_first(
-            self.urls,
-            lambda url, timeout: self._open(self.urls.index(url), timeout),
-            _explain,
-            per_url=self.settings.connect_timeout,
-            budget=budget,
-            start=first,
-        )
+    def explain(self, url: str, exc: BaseException, timeout: float) -> str:
+        if isinstance(exc, ValueError):  # from urls.parameters: a URL pika cannot use
+            return f"invalid broker URL: {hide_secret(str(exc), url)}"
+        return urls.describe_connect_error(exc, url)
 
-    async def _open(self, i: int, timeout: float) -> None:
-        url = self.urls[i]
+    async def shut(self, conn: AsyncioConnection) -> None:
+        bridge.abort(conn)
+
+    async def open(self, url: str, timeout: float) -> AsyncioConnection:
+        i = self.urls.index(url)
         params = urls.parameters(url, self.settings, self.name, timeout)
         conn = await bridge.connect(params, timeout)
         try:
@@ -149,8 +143,8 @@ class Link:
                 self.conn = None
             bridge.abort(conn)
             raise
-        self._up = True
         self._ready.set()
+        return conn
 
     async def _setup(self, conn: AsyncioConnection) -> None:
         loop = asyncio.get_running_loop()
@@ -174,7 +168,7 @@ class Link:
     # -- failures --------------------------------------------------------------
 
     def _event(self, kind: str, cause: str) -> None:
-        if self.on_event is not None and not self._closing:
+        if self.on_event is not None and not self.closing:
             self.on_event(kind, cause)
 
     def _on_blocked(self, _conn: AsyncioConnection, frame: Method) -> None:
@@ -187,18 +181,12 @@ class Link:
     def _on_conn_closed(self, conn: AsyncioConnection, reason: BaseException) -> None:
         if conn is not self.conn:
             return
-        was_up = self._up
-        self.conn = None
         detail = hide_secret(repr(reason), self.urls[self.index])
+        self.lost(detail, conn)  # reported, and reconnected from the next URL, if it was up
+        self.conn = None
         self._mark_down(f"connection to {self.url} lost: {detail}")
-        if was_up and not self._closing:
-            LOG.warning("%s; reconnecting", self.down_reason)
-            if self.on_lost is not None:
-                self.on_lost(self.down_reason)
-            self._spawn(self._recover())
 
     def _mark_down(self, reason: str) -> None:
-        self._up = False
         self._ready.clear()
         self.down_reason = reason
         gone = Gone(self.down_reason)
@@ -210,19 +198,6 @@ class Link:
         if self.on_down is not None:
             self.on_down(self.down_reason)
 
-    async def _recover(self) -> None:
-        first = (self.index + 1) % len(self.urls)
-        while not self._closing:
-            try:
-                await self._connect_round(first, self.settings.connect_timeout * len(self.urls))
-            except ConnectFailed as exc:
-                self.down_reason = str(exc)
-                await asyncio.sleep(self.settings.retry_delay)
-                continue
-            LOG.warning("reconnected to %s", self.url)
-            self._event("reconnected", f"reconnected to {self.url}")
-            return
-
     def _on_pub_closed(self, chan: Chan, reason: Gone) -> None:
         if self.pub is None or self.pub.chan is not chan:
             return
@@ -232,9 +207,8 @@ class Link:
         # an exchange that vanished (auto-deleted) must be declared again
         self.topology.declared.clear()
         conn = self.conn
-        if conn is not None and conn.is_open and self._up and not self._closing:
-            LOG.warning("publish channel closed by the broker (%s); reopening it", reason.text)
-            self._spawn(self._reopen_pub(conn))
+        if conn is not None and conn.is_open and self.up and not self.closing:
+            self.tasks.start(self._reopen_pub(conn), f"{self.name} publish channel reopening")
 
     async def _reopen_pub(self, conn: AsyncioConnection) -> None:
         try:
@@ -243,12 +217,11 @@ class Link:
             await pub.enable()
         except Gone:
             return  # the connection is going too: recovery takes over
-        except Exception:
+        except Exception as exc:
             # sends would wait forever on a half-open link: start over instead
-            LOG.exception("cannot reopen the publish channel; reconnecting")
             bridge.abort(conn)
-            return
-        if conn is not self.conn or not self._up:
+            raise DriverError(f"cannot reopen the publish channel ({exc!r}); reconnecting") from exc
+        if conn is not self.conn or not self.up:
             chan.close()
             return
         chan.add_on_close(self._on_pub_closed)
@@ -257,21 +230,19 @@ class Link:
             self._ready.set()
 
     def _on_sub_closed(self, chan: Chan, reason: Gone) -> None:
-        if chan is not self.sub or self._closing or not reason.by_broker:
+        if chan is not self.sub or self.closing or not reason.by_broker:
             return
         # consumers, pending acks and the reply queue all lived on it: start over,
         # on the next node like any other failure
-        LOG.warning("consumer channel closed by the broker (%s); reconnecting", reason.text)
         if self.conn is not None:
-            bridge.abort(self.conn)
+            self.kick(self.generation, f"the broker closed the consumer channel ({reason.text})")
 
     def _on_cancelled(self, frame: Method) -> None:
         spec = self._tags.pop(frame.method.consumer_tag, None)
-        if spec is not None and self._up and not self._closing:
-            LOG.warning("broker cancelled the consumer of %s; consuming again", spec.queue.name)
+        if spec is not None and self.up and not self.closing:
             self._event("consumer_cancelled", f"the broker cancelled the consumer of "
                         f"{spec.queue.name!r}; consuming again")  # fmt: skip
-            self._spawn(self._resubscribe(spec))
+            self.tasks.start(self._resubscribe(spec), f"{self.name} consuming again")
 
     async def _resubscribe(self, spec: ConsumerSpec) -> None:
         with contextlib.suppress(Gone, DriverError):
@@ -316,24 +287,11 @@ class Link:
 
     # -- closing -------------------------------------------------------------
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._reap)
-
-    def _reap(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            LOG.error("pika link task failed: %r", task.exception())
-
     async def aclose(self, timeout: float = 5.0) -> None:
         """Close channels and connection within ``timeout``; never raises."""
-        self._closing = True
-        self._ready.set()  # wake waiters: they see _closing and give up
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.closing = True
+        self._ready.set()  # wake waiters: they see closing and give up
+        await self.tasks.aclose()
         conn = self.conn
         if conn is None or not conn.is_open:
             self._finish()
@@ -363,10 +321,4 @@ class Link:
         self.pub = self.sub = None
         self.topology.drop_channel()
         self._acker = None
-        self._up = False
-
-
-def _explain(url: str, exc: BaseException, timeout: float) -> str:
-    if isinstance(exc, ValueError):  # from urls.parameters: a URL pika cannot use
-        return f"invalid broker URL: {hide_secret(str(exc), url)}"
-    return urls.describe_connect_error(exc, url)
+        self.up = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from dataclasses import replace
 from typing import ClassVar
 
 import pika.spec
@@ -19,7 +20,7 @@ from mqlab.errors import (
 from mqlab.sdk import amqp
 from mqlab.sdk.amqp import ExchangeDecl, Route
 from mqlab.sdk.pending import PendingCalls
-from mqlab.transport import Features, Handler, Target, Transport, TransportConfig
+from mqlab.transport import Handler, Target, Transport, TransportConfig
 from mqlab_pika.bridge import Gone
 from mqlab_pika.consumers import ConsumerSpec, OnMessage
 from mqlab_pika.link import Link
@@ -51,15 +52,9 @@ class PikaTransport(Transport):
     """
 
     wire: ClassVar[str] = amqp.WIRE
+    url_schemes = amqp.SCHEMES
     rebuild_of: ClassVar[str] = "oslo.messaging's pika driver (removed in 6.0.0), on pika"
-    features: ClassVar[Features] = Features(
-        at_most_once=True,
-        mandatory=True,
-        durable=True,
-        fanout=True,
-        server="rabbitmq",
-        queue_types=True,
-    )
+    features = replace(amqp.RABBITMQ, at_most_once=True, mandatory=True)
     option_specs = OPTIONS
 
     def __init__(self, config: TransportConfig) -> None:
@@ -81,14 +76,15 @@ class PikaTransport(Transport):
         """Connect to the first URL that works, or raise :class:`ConnectFailed` in time."""
         self._settings = settings = make_settings(self.options)
         name = f"mqlab-pika {self.config.worker}"
-        # where the transport's connections come from: one for everything, or (pool) one
-        # to send and one to consume on, answering calls on the channel they came in on
-        names = (f"{name} send", f"{name} consume") if settings.pooled else (name,)
-        links = [Link(self.urls, settings, n) for n in names]
+        # one connection for everything (oslo's "single" factory), or a pool: one to publish
+        # on and one to consume and answer on (its read_write factory; kombu's pool), each
+        # reconnecting on its own and reporting its losses under its own name
+        names = (f"{name} publish", f"{name} consume") if settings.pooled else (name,)
+        links = [Link(self, self.urls, settings, n) for n in names]
         for link in links:
-            link.on_down = self._on_down
-            link.on_lost = lambda why, n=link.name: self._on_lost(why, n)
             link.on_event = lambda kind, cause, n=link.name: self.notice(kind, cause, n)
+        # the reply queue lives on the consuming connection: its loss is the calls' loss
+        links[-1].on_down = self._on_down
         try:
             for link in links:
                 await link.start()
@@ -126,11 +122,6 @@ class PikaTransport(Transport):
         # connection: callers learn it now instead of at their timeout
         if self._settings is not None and self._settings.retry == 0:
             self._fail_calls(ConnectionLost(f"{reason} while waiting for a reply"))
-
-    def _on_lost(self, reason: str, connection: str) -> None:
-        # a reconnection is otherwise silent: casts in flight on the old connection
-        # are lost (retry = 0) or resent, and the step should say why
-        self.report(ConnectionLost(f"{reason}; reconnecting"), connection)
 
     def _fail_calls(self, exc: TransportError) -> None:
         self._calls.reject_all(exc)
@@ -309,7 +300,7 @@ class PikaTransport(Transport):
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         """Send a request and wait for its reply; fail fast if it is returned."""
-        _link, settings = self._require()
+        settings = self._require()[1]
         reply_to = self._reply_to or await self._reply_queue(self._require(consume=True)[0])
         route = amqp.rpc_route(target)
         exchange = amqp.fanout_exchange(target) if target.fanout else amqp.rpc_exchange(target)

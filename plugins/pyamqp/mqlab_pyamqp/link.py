@@ -1,12 +1,13 @@
 """One py-amqp connection owned by one thread, as seed 002's ``Pyamqp_Threads`` runs it.
 
 py-amqp is blocking and not thread-safe: a connection and its channels belong
-to the thread that opened them. So each :class:`Link` is a thread with its own
+to the thread that opened them. So each :class:`Worker` is a thread with its own
 connection. The event loop hands it work through a queue and awaits an asyncio
 future; between pieces of work the thread drains the connection's events
-(deliveries, confirms), so one thread both publishes and consumes. Nothing
-reconnects: a lost connection fails the work queued on it, as
-:class:`mqlab.errors.ConnectionLost`.
+(deliveries, confirms), so one thread both publishes and consumes. A lost
+connection fails the work queued on it, as :class:`mqlab.errors.ConnectionLost`;
+its :class:`Link` (the SDK's self-healing link) reports it, opens a new thread and
+connection, and restores what consumed on the old one.
 
 Every crossing between the thread and the loop costs CPU (a wake-up write, a
 thread switch, the GIL passed back): with the core's handler per delivery, it
@@ -37,6 +38,9 @@ from amqp import exceptions as amqp_exc
 
 from mqlab.errors import ConnectFailed, ConnectionLost, DriverError
 from mqlab.sdk import amqp as topology
+from mqlab.sdk import link
+from mqlab.sdk.urls import hide_secret
+from mqlab.transport import Transport
 
 #: seconds the thread waits for broker events before it looks at its work queue again
 #: (work wakes it at once; this only bounds how late it notices a stop)
@@ -48,7 +52,7 @@ BATCH = 256
 #: what py-amqp raises once the connection is gone
 GONE = (OSError, amqp_exc.ConnectionError, amqp_exc.RecoverableConnectionError)
 
-Work = Callable[[pyamqp.Connection], Any]
+Work = Callable[["Worker"], Any]
 #: a piece of work and the future its result settles, on its loop
 Item = tuple[Work, "asyncio.Future[Any]", asyncio.AbstractEventLoop]
 #: what the thread sends the loop: each future with its result or its exception
@@ -71,6 +75,13 @@ def connection_kwargs(url: str, timeout: float) -> dict[str, Any]:
     }
 
 
+def explain(url: str, exc: BaseException, timeout: float) -> str:
+    """Why connecting to ``url`` failed, in one clause without the password."""
+    if isinstance(exc, TimeoutError | OSError) and "timed out" in str(exc):
+        return f"no answer within {timeout:g}s"
+    return hide_secret(str(exc) or type(exc).__name__, url)
+
+
 def describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
@@ -84,16 +95,61 @@ def mapped(exc: BaseException) -> BaseException:
     return exc
 
 
-class Link(threading.Thread):
+class Link(link.Link["Worker"]):
+    """One connection in a thread of its own, replaced by a new one when it is lost."""
+
+    gone = (*GONE, ConnectionLost, TimeoutError)
+
+    def __init__(self, transport: Transport, url: str, name: str, timeout: float, confirm: bool):
+        super().__init__(transport, (url,), name, per_url=timeout)
+        self._confirm = confirm
+
+    async def open(self, url: str, timeout: float) -> Worker:
+        worker = Worker(url, self.name, timeout, self._gone)
+        await asyncio.wrap_future(worker.open(self._confirm))
+        return worker
+
+    def is_open(self, conn: Worker) -> bool:
+        return conn.is_alive() and not conn.stopping
+
+    async def shut(self, conn: Worker) -> None:
+        conn.stop()
+        await asyncio.get_running_loop().run_in_executor(None, conn.join, link.SHUT_WITHIN)
+
+    def explain(self, url: str, exc: BaseException, timeout: float) -> str:
+        return explain(url, exc, timeout)
+
+    def _gone(self, worker: Worker, failure: BaseException) -> None:
+        self.lost(describe(failure), worker)
+
+    def submit(self, work: Work) -> asyncio.Future[Any]:
+        """Run ``work(worker)`` on the current connection's thread; await its result."""
+        worker = self.connection
+        if worker is None:
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_exception(ConnectionLost(f"{self.name}: {self.down_reason}"))
+            return done
+        return worker.submit(work)
+
+
+class Worker(threading.Thread):
     """A thread owning one connection: runs submitted work, drains events in between."""
 
-    def __init__(self, url: str, name: str, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        name: str,
+        connect_timeout: float,
+        on_gone: Callable[[Worker, BaseException], None] | None = None,
+    ) -> None:
         super().__init__(name=name, daemon=True)
         self._kwargs = connection_kwargs(url, connect_timeout)
         self._kwargs["client_properties"] = {"connection_name": name}
         self._work: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._opened: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._on_gone = on_gone
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.conn: pyamqp.Connection | None = None
         #: the publishing channel and the exchanges declared on it (this thread's only)
         self.channel: Any = None
@@ -102,21 +158,26 @@ class Link(threading.Thread):
         self._after_drain: list[Callable[[], None]] = []
         self._waiting = select.poll()  # the connection's socket, once consuming
 
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
     def open(self, confirm: bool = False) -> concurrent.futures.Future[None]:
         """Start the thread; the future resolves once connected (or with the failure).
 
         ``confirm``: every publish on this connection waits for the broker's ack.
         """
         self._kwargs["confirm_publish"] = confirm
+        self._loop = asyncio.get_running_loop()
         self.start()
         return self._opened
 
     def submit(self, work: Work) -> asyncio.Future[Any]:
-        """Run ``work(connection)`` on this thread; await its result (call on the loop)."""
+        """Run ``work(self)`` on this thread; await its result (call on the loop)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Any] = loop.create_future()
         if self._stopping.is_set():
-            done.set_exception(ConnectionLost("the pyamqp link is closed"))
+            done.set_exception(ConnectionLost("the pyamqp connection is closed"))
         else:
             self._work.put((work, done, loop))
         return done
@@ -189,7 +250,7 @@ class Link(threading.Thread):
                 if done.cancelled():  # its caller gave up before it ran
                     continue
                 try:
-                    settled.append((done, work(conn), None))
+                    settled.append((done, work(self), None))
                 except GONE as e:
                     settled.append((done, None, e))
                     raise
@@ -203,17 +264,18 @@ class Link(threading.Thread):
 
     def _finish(self, conn: pyamqp.Connection, failure: BaseException | None) -> None:
         lost = ConnectionLost(
-            "the pyamqp link closed"
+            "the pyamqp connection closed"
             if failure is None
             else f"the connection to the broker was lost: {describe(failure)}"
         )
-        while True:
-            try:
-                item = self._work.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                _post(item[2], [(item[1], None, lost)])
+        self._stopping.set()  # from now on submit() fails at once
+        self._fail_queued(lost)
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                # what the loop queued before it saw the flag, failed on the loop's side
+                self._loop.call_soon_threadsafe(self._fail_queued, lost)
+                if failure is not None and self._on_gone is not None:
+                    self._loop.call_soon_threadsafe(self._on_gone, self, failure)
         with contextlib.suppress(Exception):
             if failure:
                 conn.collect()
@@ -221,6 +283,15 @@ class Link(threading.Thread):
                 if self._consuming:
                     receive_timeout(conn, 0.0)  # the close waits for the broker's close-ok
                 conn.close()
+
+    def _fail_queued(self, lost: ConnectionLost) -> None:
+        while True:
+            try:
+                item = self._work.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                _post(item[2], [(item[1], None, lost)])
 
 
 def _post(loop: asyncio.AbstractEventLoop, settled: Settled) -> None:

@@ -1,9 +1,11 @@
 """The ``pyamqp`` transport: py-amqp, the blocking library under kombu, in threads.
 
 As seed 002's ``Pyamqp_Threads``: ``threads`` connections, each owned by a
-thread of its own (:class:`mqlab_pyamqp.link.Link`). A client publishes
-through its threads round robin (with publisher confirms: a send returns once
-the broker has it); a server consumes its queues on every one of its threads,
+thread of its own (:class:`mqlab_pyamqp.link.Worker`), each healed by its
+:class:`mqlab_pyamqp.link.Link` (a lost one is reported, replaced, its consumers
+restored). A client publishes through its threads round robin (with publisher
+confirms: a send returns once the broker has it); a server consumes its queues on
+every one of its threads,
 so the broker spreads deliveries over them, and the operating system, not an
 event loop, switches between connections. The core's handler runs on the
 event loop: a thread hands the deliveries it read at once over together
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -25,9 +28,8 @@ from mqlab.sdk import amqp as topology
 from mqlab.sdk.connect import connect_first
 from mqlab.sdk.pending import PendingCalls
 from mqlab.sdk.threads import on_loop_each
-from mqlab.sdk.urls import hide_secret
-from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
-from mqlab_pyamqp.link import Channel, Link, delete_declared, mapped
+from mqlab.transport import Handler, Option, Target, Transport, TransportConfig
+from mqlab_pyamqp.link import Channel, Link, Worker, delete_declared, explain, mapped
 
 #: seconds to connect one URL
 CONNECT_TIMEOUT = 5.0
@@ -37,8 +39,10 @@ class PyamqpTransport(Transport):
     """py-amqp in ``threads`` threads, one connection each, bridged to asyncio."""
 
     wire = topology.WIRE
-    # no reconnection, no mandatory flag (a call to nobody times out, as kombu's)
-    features = Features(durable=True, fanout=True, server="rabbitmq", queue_types=True)
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"amqp": 5672}
+    # no resend (a send on a lost connection fails), no mandatory flag (a call to nobody
+    # times out, as kombu's)
+    features = topology.RABBITMQ
     option_specs: ClassVar[Mapping[str, Option]] = {
         "threads": Option(
             (int,), 2, "connections, one thread each (seed 002: 2 to 32)", minimum=1, maximum=256
@@ -79,33 +83,29 @@ class PyamqpTransport(Transport):
     async def start(self) -> None:
         """Find the first URL that answers; the threads connect on first use."""
         _, url = await connect_first(
-            self.urls, self._try, _explain, per_url=CONNECT_TIMEOUT, budget=2 * CONNECT_TIMEOUT
+            self.urls, self._try, explain, per_url=CONNECT_TIMEOUT, budget=2 * CONNECT_TIMEOUT
         )
         self._url = url
 
     async def _try(self, url: str, timeout: float) -> str:
-        link = Link(url, f"mqlab-pyamqp {self.config.worker} probe", timeout)
+        probe = Worker(url, f"mqlab-pyamqp {self.config.worker} probe", timeout)
         try:
-            await asyncio.wrap_future(link.open())
+            await asyncio.wrap_future(probe.open())
         finally:
-            link.stop()
+            probe.stop()
         return url
 
     async def _links(self, count: int, role: str, confirm: bool) -> list[Link]:
         links = [
-            Link(
-                self._url,
-                f"mqlab-pyamqp {self.config.worker} {role}{i}",
-                CONNECT_TIMEOUT,
-            )
+            Link(self, self._url, f"mqlab-pyamqp {self.config.worker} {role}{i}",
+                 CONNECT_TIMEOUT, confirm)
             for i in range(count)
-        ]
+        ]  # fmt: skip
         try:
             for link in links:
-                await asyncio.wrap_future(link.open(confirm=confirm))
+                await link.start()
         except Exception as exc:
-            for link in links:
-                link.stop()
+            await asyncio.gather(*(link.aclose() for link in links))
             raise ConnectionLost(f"cannot open a pyamqp connection: {exc}") from exc
         return links
 
@@ -115,29 +115,33 @@ class PyamqpTransport(Transport):
             return
         self._closed = True
         self._calls.close()
-        links = self._consumers + self._publishers
-        for link in links:
-            link.stop()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 4.0
-        for link in links:
-            await loop.run_in_executor(None, link.join, max(0.0, deadline - loop.time()))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(3.0):
+                await asyncio.gather(
+                    *(link.aclose() for link in self._consumers + self._publishers)
+                )
         if self._url and self._declared.deletions():
             # every consumer is gone now, or the queues would be in use and stay
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(max(0.1, deadline - loop.time())):
                     [cleaner] = await self._links(1, "clean-up", False)
                     try:
-                        await self._run_any(cleaner, lambda c: delete_declared(c, self._declared))
+                        await self._run_any(cleaner, self._delete_declared)
                     finally:
-                        cleaner.stop()
+                        await cleaner.aclose()
 
-    async def _run(self, link: Link, work: Callable[[pyamqp.Connection], Any]) -> Any:
+    def _delete_declared(self, worker: Worker) -> None:
+        assert worker.conn is not None
+        delete_declared(worker.conn, self._declared)
+
+    async def _run(self, link: Link, work: Callable[[Worker], Any]) -> Any:
         if self._closed:
             raise ConnectionLost("the pyamqp transport is closed")
         return await self._run_any(link, work)
 
-    async def _run_any(self, link: Link, work: Callable[[pyamqp.Connection], Any]) -> Any:
+    async def _run_any(self, link: Link, work: Callable[[Worker], Any]) -> Any:
         try:
             return await link.submit(work)
         except TransportError:
@@ -160,45 +164,45 @@ class PyamqpTransport(Transport):
         every = self.options["multi_ack"]
         handle = on_loop_each(handler)
 
-        def setup(link: Link) -> Callable[[pyamqp.Connection], None]:
-            def work(conn: pyamqp.Connection) -> None:
-                channel = conn.channel()
-                replies = conn.channel()
-                if prefetch:
-                    channel.basic_qos(0, prefetch, False)
-                topology.declare_blocking(Channel(channel), self._declared, exchanges, queues)
-                batch: list[pyamqp.Message] = []
+        def work(worker: Worker) -> None:
+            assert worker.conn is not None
+            conn = worker.conn
+            channel = conn.channel()
+            replies = conn.channel()
+            if prefetch:
+                channel.basic_qos(0, prefetch, False)
+            topology.declare_blocking(Channel(channel), self._declared, exchanges, queues)
+            batch: list[pyamqp.Message] = []
 
-                def hand_over() -> None:
-                    """The deliveries read, through the handler in one crossing; each is
-                    acked once its handler ran, as one at a time would ack it."""
-                    if not batch:
-                        return
-                    messages = batch.copy()
-                    batch.clear()
-                    answers, error = handle([bytes(m.body) for m in messages])
-                    unacked = 0
-                    for message, answer in zip(messages, answers, strict=False):
-                        _reply(replies, message, answer)
-                        unacked += 1
-                        if unacked >= every:
-                            # one channel's deliveries are handled in order: acking tag N
-                            # with multiple acks only messages whose handlers already ran
-                            channel.basic_ack(message.delivery_tag, multiple=every > 1)
-                            unacked = 0
-                    if unacked:
-                        channel.basic_ack(message.delivery_tag, multiple=True)
-                    if error is not None:
-                        raise error
+            def hand_over() -> None:
+                """The deliveries read, through the handler in one crossing; each is
+                acked once its handler ran, as one at a time would ack it."""
+                if not batch:
+                    return
+                messages = batch.copy()
+                batch.clear()
+                answers, error = handle([bytes(m.body) for m in messages])
+                unacked = 0
+                for message, answer in zip(messages, answers, strict=False):
+                    _reply(replies, message, answer)
+                    unacked += 1
+                    if unacked >= every:
+                        # one channel's deliveries are handled in order: acking tag N
+                        # with multiple acks only messages whose handlers already ran
+                        channel.basic_ack(message.delivery_tag, multiple=every > 1)
+                        unacked = 0
+                if unacked:
+                    channel.basic_ack(message.delivery_tag, multiple=True)
+                if error is not None:
+                    raise error
 
-                for decl in queues:
-                    channel.basic_consume(decl.name, callback=batch.append)
-                link.consuming(hand_over)
-
-            return work
+            for decl in queues:
+                channel.basic_consume(decl.name, callback=batch.append)
+            worker.consuming(hand_over)
 
         for link in links:
-            await self._run(link, setup(link))
+            await self._run(link, work)
+            link.add_hook(functools.partial(_again, work))
 
     async def serve_rpc(self, target: Target, handler: Handler) -> None:
         """Consume ``<topic>``, ``<topic>.<server>`` and the fanout copy on every thread."""
@@ -230,15 +234,16 @@ class PyamqpTransport(Transport):
     ) -> None:
         link = await self._publisher()
 
-        def publish(conn: pyamqp.Connection) -> None:
+        def publish(worker: Worker) -> None:
             # runs on the link's thread: its publishing channel and exchanges are its own
-            if link.channel is None or not link.channel.is_open:
-                link.channel = conn.channel()
-                link.exchanges.clear()
-            if exchange.name not in link.exchanges:
-                topology.declare_blocking(Channel(link.channel), self._declared, (exchange,))
-                link.exchanges.add(exchange.name)
-            link.channel.basic_publish(
+            assert worker.conn is not None
+            if worker.channel is None or not worker.channel.is_open:
+                worker.channel = worker.conn.channel()
+                worker.exchanges.clear()
+            if exchange.name not in worker.exchanges:
+                topology.declare_blocking(Channel(worker.channel), self._declared, (exchange,))
+                worker.exchanges.add(exchange.name)
+            worker.channel.basic_publish(
                 message, exchange=route.exchange, routing_key=route.routing_key
             )
 
@@ -264,13 +269,15 @@ class PyamqpTransport(Transport):
                 links = await self._links(1, "replies", False)
                 self._consumers.extend(links)
 
-                def setup(conn: pyamqp.Connection) -> None:
-                    channel = conn.channel()
+                def setup(worker: Worker) -> None:
+                    assert worker.conn is not None
+                    channel = worker.conn.channel()
                     topology.declare_blocking(Channel(channel), self._declared, queues=(decl,))
                     channel.basic_consume(decl.name, callback=got.append, no_ack=True)
-                    links[0].consuming(hand_over)
+                    worker.consuming(hand_over)
 
                 await self._run(links[0], setup)
+                links[0].add_hook(functools.partial(_again, setup))
                 self._reply_to = decl.name
             return self._reply_to
 
@@ -301,6 +308,11 @@ class PyamqpTransport(Transport):
         await self._send(topology.notification_exchange(target), route, message)
 
 
+async def _again(setup: Callable[[Worker], None], worker: Worker) -> None:
+    """A link's restore hook: what consumed on its lost connection, on the new one."""
+    await worker.submit(setup)
+
+
 def _reply(replies: Any, message: pyamqp.Message, reply: bytes | None) -> None:
     """Publish the handler's reply to ``message``, if it asked for one, on ``replies``."""
     reply_to = message.properties.get("reply_to")
@@ -315,9 +327,3 @@ def _reply(replies: Any, message: pyamqp.Message, reply: bytes | None) -> None:
 
 def _rpc_exchange(target: Target) -> topology.ExchangeDecl:
     return topology.fanout_exchange(target) if target.fanout else topology.rpc_exchange(target)
-
-
-def _explain(url: str, exc: BaseException, timeout: float) -> str:
-    if isinstance(exc, TimeoutError | OSError) and "timed out" in str(exc):
-        return f"no answer within {timeout:g}s"
-    return hide_secret(str(exc) or type(exc).__name__, url)

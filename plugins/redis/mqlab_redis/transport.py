@@ -27,18 +27,11 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from mqlab.errors import ConnectionLost, ErrorRule, Undeliverable, map_errors
-from mqlab.sdk.connect import connect_first, explain
+from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
 from mqlab.sdk.lifecycle import Tasks, connection_lost
 from mqlab.sdk.pending import PendingCalls
-from mqlab.transport import (
-    CONNECT_TIMEOUT,
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.sdk.targets import PerTarget
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_redis import keys
 from mqlab_redis.group import BLOCK_MS, GroupReader, Reading, done
 
@@ -55,6 +48,7 @@ RULES: list[ErrorRule] = [
 
 class RedisStreamsTransport(Transport):
     wire = "redis-streams"
+    url_schemes: ClassVar[Mapping[str, int | None]] = {"redis": 6379, "rediss": 6379}
     features = Features(
         at_most_once=True,  # ack = "on_read"
         mandatory=True,  # NOMKSTREAM: no stream, nobody serves
@@ -102,6 +96,11 @@ class RedisStreamsTransport(Transport):
         self._reply_task: asyncio.Task[None] | None = None  # one of _tasks
         self._tasks = Tasks(self)
         self._url = ""  # the URL connected to, for reports
+        # a cast's stream key, made once per target
+        self._rpc_key = PerTarget(keys.rpc)
+        self._maxlen = self.options["maxlen"]
+        #: the send pool's connections, one per command in flight: a send waits for one
+        self._slots = asyncio.Semaphore(self.options["connections"])
 
     # -- connection --------------------------------------------------------------
 
@@ -117,9 +116,12 @@ class RedisStreamsTransport(Transport):
     async def _open(self, url: str, timeout: float) -> tuple[aioredis.Redis, aioredis.Redis]:
         name = f"mqlab-{self.config.worker}"
         # redis-py multiplexes nothing: a command holds its connection until answered, and
-        # a blocked XREADGROUP for up to BLOCK_MS, so readers get a pool of their own
-        send_pool = aioredis.BlockingConnectionPool.from_url(
-            url, max_connections=self.options["connections"], timeout=None,
+        # a blocked XREADGROUP for up to BLOCK_MS, so readers get a pool of their own. The
+        # senders wait for one of `connections` at self._slots, not in a BlockingConnectionPool:
+        # its condition, timeout and lock cost more per command than the semaphore (one more
+        # connection for the commands outside it: a start's, a close's)
+        send_pool = aioredis.ConnectionPool.from_url(
+            url, max_connections=self.options["connections"] + 1,
             socket_connect_timeout=timeout, client_name=name,
         )  # fmt: skip
         read_pool = aioredis.ConnectionPool.from_url(
@@ -192,11 +194,17 @@ class RedisStreamsTransport(Transport):
 
     async def _send(self, key: str, fields: dict[bytes, bytes]) -> bool:
         """XADD unless the stream does not exist; False when nobody reads ``key``."""
-        maxlen = self.options["maxlen"]
-        with map_errors(RULES):
-            added = await done(
-                self._conn().xadd(key, fields, maxlen=maxlen, nomkstream=True)  # type: ignore[arg-type]
-            )
+        # redis-py's errors mapped as map_errors maps them, its context entered only when
+        # one is raised: on the hot path a try costs nothing, a context manager does
+        try:
+            # redis.asyncio's commands are coroutines, typed "awaitable or value": done()
+            # would cost a coroutine more per message
+            xadd: Any = self._conn().xadd
+            async with self._slots:
+                added = await xadd(key, fields, maxlen=self._maxlen, nomkstream=True)
+        except Exception:
+            with map_errors(RULES):
+                raise
         return added is not None
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
@@ -210,7 +218,7 @@ class RedisStreamsTransport(Transport):
             return await reply
 
     async def cast(self, target: Target, body: bytes) -> None:
-        if not await self._send(keys.rpc(target), {keys.BODY: body}):
+        if not await self._send(self._rpc_key(target), {keys.BODY: body}):
             raise Undeliverable(f"nobody serves {target.describe()} (no such stream)")
 
     async def notify(self, target: Target, body: bytes) -> None:
@@ -223,7 +231,8 @@ class RedisStreamsTransport(Transport):
             return
         # the stream exists from here on, so servers may XADD to it with NOMKSTREAM
         with map_errors(RULES):
-            first = await done(self._conn().xadd(self._replies, {b"hello": b""}))
+            async with self._slots:  # many first callers at once: a connection each
+                first = await done(self._conn().xadd(self._replies, {b"hello": b""}))
         self._reply_task = self._tasks.start(
             self._read_replies(first), f"mqlab-redis replies {self._replies}"
         )

@@ -68,6 +68,9 @@ class Directory:
         self._on_removed = on_removed
         self._entries: dict[Key, Entry] = {}
         self._inflight: dict[Key, asyncio.Task[Entry]] = {}
+        #: counts every change of the entries: what a client cached from one is current
+        #: while the generation it was taken at still is
+        self.generation = 0
 
     def fresh(self, key: Key) -> Entry | None:
         """The entry if it is within its ``ttl`` (refreshed ahead of it when due), else None."""
@@ -107,6 +110,7 @@ class Directory:
             self._inflight.pop(key, None)
         old = self._entries.get(key)
         entry = Entry.of(records, time.monotonic(), self.ttl)
+        self.generation += 1
         if records:
             self._entries[key] = entry
         else:
@@ -120,6 +124,7 @@ class Directory:
 
     def forget(self, key: Key) -> None:
         self._entries.pop(key, None)
+        self.generation += 1
 
     async def aclose(self) -> None:
         for task in list(self._inflight.values()):
@@ -128,3 +133,4 @@ class Directory:
             await asyncio.gather(*self._inflight.values(), return_exceptions=True)
         self._inflight.clear()
         self._entries.clear()
+        self.generation += 1

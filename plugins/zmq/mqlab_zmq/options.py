@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from mqlab.transport import Option, OptionConflict
 
@@ -89,3 +90,36 @@ def check_combinations(options: Mapping[str, Any]) -> None:
         raise OptionConflict(
             "redis_url", "expected redis://host:port/db, rediss://... or unix://..."
         )
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def across_hosts(options: Mapping[str, Any]) -> str | None:
+    """Why these options cannot put servers and clients on different machines; None if
+    they can. zmq has no broker: a client finds a server through the matchmaker and
+    connects to the address the server advertises, so both must reach across machines."""
+    opts = options
+    if opts["matchmaker"] == "static" and not opts["registry_dir"]:
+        return (
+            "the static matchmaker keeps its registry in a temporary directory of each "
+            'machine\'s own, so no client finds a server: set matchmaker = "redis" with a '
+            "redis_url every host reaches (or registry_dir on a file system they all share)"
+        )
+    if opts["matchmaker"] == "redis":
+        url = urlsplit(opts["redis_url"])
+        if url.scheme == "unix" or _loopback(url.hostname or "localhost"):
+            return (
+                "redis_url is on each machine's own loopback (or a local socket), so each host "
+                "has a matchmaker of its own: give a Redis every host reaches"
+            )
+    advertised = opts["host"] or opts["bind_address"]
+    if _loopback(advertised):
+        return (
+            f"servers advertise {advertised}, which no other machine reaches: set "
+            "bind_address (and host) to an address of the servers' host that the clients' "
+            "hosts reach"
+        )
+    return None

@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from types import MethodType
 
 import zmq
 import zmq.asyncio
+from zmq.backend import Socket as _BackendSocket
 
 from mqlab.errors import ConnectionLost, DriverError, TransportError, Undeliverable
 from mqlab.sdk.pending import PendingCalls
@@ -120,11 +122,16 @@ class CastPeer:
     saturated client's samples). Each waiting cast keeps its own ``send_timeout``.
     """
 
-    __slots__ = ("backlog", "flusher", "gone", "header", "plain", "record", "sock", "timeout")
+    __slots__ = (
+        "backlog", "flusher", "gone", "header", "plain", "record", "send_now", "sock", "timeout",
+    )  # fmt: skip
 
     def __init__(self, sock: zmq.asyncio.Socket, record: Record, timeout: float | None) -> None:
         self.sock = sock
         self.plain = raw(sock)
+        # pyzmq's backend send itself: the Socket class's own send only adds DRAFT
+        # routing ids and groups (unused here), at a Python call per message
+        self.send_now = MethodType(_BackendSocket.send, self.plain)
         self.record = record
         self.header = cast_header(record.instance.encode())
         self.timeout = timeout  # seconds a cast may wait for room; None: as long as it takes
@@ -148,7 +155,7 @@ class CastPeer:
         # while nobody waits, or it would overtake them and reorder the stream
         if not self.backlog:
             try:
-                self.plain.send(frame, _NOWAIT)
+                self.send_now(frame, _NOWAIT)
                 return None
             except zmq.Again:
                 pass

@@ -120,7 +120,7 @@ async def serve_casts(
     start = len(header)
 
     def each(frame: bytes) -> None:
-        if frame[:start] == header:
+        if frame.startswith(header):  # no slice made to compare it
             try:
                 handler(frame[start:])
             except Exception as exc:  # noqa: BLE001 - one bad message must not stop the server

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import itertools
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
@@ -21,17 +22,11 @@ from mqlab.errors import (
     DriverError,
     TransportError,
 )
-from mqlab.transport import (
-    Features,
-    Handler,
-    Option,
-    Target,
-    Transport,
-    TransportConfig,
-)
+from mqlab.sdk.lifecycle import Tasks
+from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
 from mqlab_zmq.directory import Directory, Entry
 from mqlab_zmq.matchmaker import Key, Matchmaker, Record, StaticMatchmaker
-from mqlab_zmq.options import OPTIONS, check_combinations
+from mqlab_zmq.options import OPTIONS, across_hosts, check_combinations
 from mqlab_zmq.peers import CastPeer
 from mqlab_zmq.redis_matchmaker import RedisMatchmaker
 from mqlab_zmq.routing import Picker, notify_key, rpc_key
@@ -85,11 +80,16 @@ class ZmqTransport(Transport):
         self._mm: Matchmaker | None = None
         self._dir: Directory | None = None
         self._served: list[_Served] = []
+        self._tasks = Tasks(self)
         self._sockets = Sockets(lambda: self._require()[0], self.options)
         self._picker = Picker(self._where)
         self._corr = itertools.count(1)
         self._handler_errors = 0
         self._closed = False
+        # id(target) -> (target, the directory's generation, its entry, its one peer): a
+        # client casts to the same Target objects again and again; while the lookup they
+        # came from is current and not due for refresh, a cast goes straight to its peer
+        self._cast_routes: dict[int, tuple[Target, int, Entry, CastPeer]] = {}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -97,6 +97,11 @@ class ZmqTransport(Transport):
     def check_combinations(cls, options: Mapping[str, Any]) -> None:
         """Values and combinations the schema cannot express (see :mod:`mqlab_zmq.options`)."""
         check_combinations(options)
+
+    @classmethod
+    def across_hosts(cls, options: Mapping[str, Any]) -> str | None:
+        """What must reach across machines: the matchmaker and the advertised address."""
+        return across_hosts(options)
 
     def _namespace(self) -> str:
         # the profile's broker URL only keeps separate setups apart; hashed, so a
@@ -145,6 +150,7 @@ class ZmqTransport(Transport):
             log.debug("zmq transport: error while closing", exc_info=True)
 
     async def _shutdown(self) -> None:
+        self._cast_routes.clear()  # a cast from here on is refused as closed (_require)
         mm, directory, ctx = self._mm, self._dir, self._ctx
         if mm is not None:
             for served in self._served:
@@ -189,7 +195,6 @@ class ZmqTransport(Transport):
         mm = self._require()[2]
         instance = uuid.uuid4().hex
         token = instance.encode()
-        loop = asyncio.get_running_loop()
         sockets: list[zmq.asyncio.Socket] = []
         try:
             call_ep = ""
@@ -203,12 +208,16 @@ class ZmqTransport(Transport):
                 self._sockets.close_socket(sock, 0)
             raise
         served = _Served(key, Record(instance, server, pool, call_ep, cast_ep), sockets)
+        # a serve loop that dies is reported (its messages are counted lost, not silent)
+        errors = self._on_handler_error
         if rpc:
             served.tasks.append(
-                loop.create_task(serve_calls(sockets[0], token, handler, self._on_handler_error))
+                self._tasks.start(
+                    serve_calls(sockets[0], token, handler, errors), f"zmq calls {key}"
+                )
             )
         served.tasks.append(
-            loop.create_task(serve_casts(sockets[-1], token, handler, self._on_handler_error))
+            self._tasks.start(serve_casts(sockets[-1], token, handler, errors), f"zmq casts {key}")
         )
         self._served.append(served)
         try:
@@ -277,12 +286,23 @@ class ZmqTransport(Transport):
         coroutine, unless its peer is at the high-water mark; anything else
         (a lookup to make, a fanout) is :meth:`cast`'s.
         """
+        known = self._cast_routes.get(id(target))
+        if known is not None and known[0] is target:
+            _, generation, entry, peer = known
+            current = self._dir is not None and generation == self._dir.generation
+            # time.monotonic, as Directory.fresh reads it: refreshed through it when due
+            if current and time.monotonic() < entry.refresh:
+                return peer.begin_send(body)
         directory = self._require()[1]
         key = rpc_key(target)
-        entry = directory.fresh(key)
-        if entry is None or target.fanout:
+        fresh = directory.fresh(key)
+        if fresh is None or target.fanout:
             return self.cast(target, body)
-        return self._cast_peer(key, entry, target).begin_send(body)
+        peer = self._cast_peer(key, fresh, target)
+        if len(fresh.by_server.get(target.server, ()) if target.server else fresh.records) == 1:
+            # one server to pick from: the same peer every time, until the entry changes
+            self._cast_routes[id(target)] = (target, directory.generation, fresh, peer)
+        return peer.begin_send(body)
 
     def _cast_peer(self, key: Key, entry: Entry, target: Target) -> CastPeer:
         """The PUSH to the server this cast goes to (round robin, or ``target.server``)."""

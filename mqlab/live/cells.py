@@ -1,0 +1,58 @@
+"""How a figure is written in a table cell: one spelling for every table of mqlab.
+
+A figure the record does not hold is "-", never 0; a percentile inside the failed
+fraction is a lower bound ("≥"); a count past ten million is in millions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.text import Text
+
+#: how a flag's code reads in a table
+FLAG_LABEL = {
+    "could_not_keep_up": "behind schedule",
+    "backlog_growing": "backlog growing",
+    "unaccounted": "still queued",
+    "held_by_fault": "held by a link fault",
+    # a repeats row has flag codes only: each step's verdict says it in words
+    "verdict": "events: see each step",
+    "unexplained": "unexplained loss: see each step",
+}
+#: flags whose message is the step's verdict in words: the note shows the words
+VERDICT_FLAGS = ("verdict", "unexplained")
+
+
+def num(v: float | int | None, fmt: str = "{:,}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def short(v: int) -> str:
+    """A count in at most 7 characters: exact below ten million, then in millions."""
+    return f"{v:,}" if v < 10_000_000 else f"{v / 1e6:,.2f}M"
+
+
+def ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def p99(v: float | None, lower_bound: bool) -> str:
+    """A percentile inside the failed fraction is only a lower bound: never a plain number."""
+    return f"≥{ms(v)}" if lower_bound and v is not None else ms(v)
+
+
+def flags(codes: Iterable[str]) -> Text | str:
+    labels = [FLAG_LABEL.get(c, c) for c in codes]
+    return Text("; ".join(labels), style="bold yellow") if labels else ""
+
+
+def failed(pct: float) -> str:
+    return f"{pct:.2g}%" if pct else "0"
+
+
+def pattern(name: str, queue_type: str | None) -> str:
+    """The pattern, with its queue type when it is not the default (classic)."""
+    return name if queue_type in (None, "classic") else f"{name} ({queue_type})"

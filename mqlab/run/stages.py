@@ -1,0 +1,277 @@
+"""A step after its window: each stage's section of the record, and the one assembly.
+
+The stages, in order: the drain (:mod:`mqlab.run.drain`, during the window's close), the
+collect stage (:func:`mqlab.run.stepresult.build`: the step's cell, figures and their
+flags), the hosts (:meth:`mqlab.worker.pool.WorkerPool.step_end`: a lost host's unknown
+receipts move from ``lost`` to ``unaccounted``), the losses explained
+(:class:`mqlab.faults.losses.StepLosses`: attribution and verdict), the CPUs each process
+had, the host's load, the background stress and, for ``mqlab ceiling``, the ceiling.
+Each returns a typed section; :meth:`Sections.assemble` makes the step's
+:class:`~mqlab.record.step.StepRecord` once, from them.
+
+:class:`StepState` is what the runner keeps while a step runs (its broker, window, CPU
+ticks, faults, background); nothing in it is written as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mqlab import redact, registry
+from mqlab.config.cores import Cores as Placement
+from mqlab.config.plan import Layout, Step
+from mqlab.record.figures import Drain, Figures
+from mqlab.record.sections import (
+    Background,
+    BrokerFacts,
+    Ceiling,
+    CoreProcess,
+    Cores,
+    HostsSection,
+    Losses,
+)
+from mqlab.record.sections import HostLoad as HostLoadFigures
+from mqlab.record.sections import Placement as NodePlacement
+from mqlab.record.step import StepRecord
+from mqlab.record.values import Flag
+from mqlab.record.wire import from_wire
+from mqlab.run import collect, stepresult
+from mqlab.run.brokerprocess import BrokerProcess
+from mqlab.run.cpu import broker_nodes, step_cpu
+from mqlab.run.drain import Drained
+from mqlab.run.hostload import HostLoad
+from mqlab.servers.brokerside import BrokerSide
+from mqlab.worker.pool import Worker, WorkerPool
+
+if TYPE_CHECKING:
+    from mqlab.faults.losses import StepLosses
+    from mqlab.faults.step import StepFaults
+    from mqlab.rabbitmq.sampler import NodeSample, OnTicks
+    from mqlab.run.background import BackgroundLoad
+    from mqlab.run.prefill import Prefill
+    from mqlab.run.rolling import RollingUpdate
+
+__all__ = ["Sections", "StepState", "after_window", "driver_options", "live_record"]
+
+
+@dataclass
+class StepState:
+    """The runner's working state for the running step (see the module doc)."""
+
+    side: BrokerSide
+    broker: BrokerProcess = field(init=False)
+    window: tuple[int, int] = (0, 0)  # the measurement window as it really was (monotonic ns)
+    ticks: int = 0  # CPU samples kept: one per second of the window, its last part-second one
+    drained: Drained = field(default_factory=Drained)
+    node_ticks: list[list[NodeSample]] = field(default_factory=list)
+    nodes: OnTicks | None = None  # the step's node sampler, on the CPU ticks
+    roll: RollingUpdate | None = None
+    faults: StepFaults | None = None
+    bg: BackgroundLoad | None = None
+    prefill: Prefill | None = None  # a pre-filled step's queues and release
+    losses: StepLosses | None = None
+    host_load: HostLoad = field(default_factory=HostLoad)
+    affinity: list[dict[str, Any]] = field(default_factory=list)
+    placement: tuple[str, str] = ("", "")
+    broker_facts: BrokerFacts = field(default_factory=BrokerFacts)
+    sent_by_client: dict[int, int] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # the driver's, as it runs
+
+    def __post_init__(self) -> None:
+        self.broker = BrokerProcess(self.side.pid())
+
+    def start_nodes(self) -> None:
+        """The step's broker's nodes sampled on the runner's CPU ticks, if it has nodes."""
+        sampler = self.side.nodes()
+        if sampler is not None:
+            from mqlab.rabbitmq.sampler import OnTicks
+
+            self.nodes = OnTicks(sampler, self.node_ticks)
+
+    async def stop_nodes(self) -> None:
+        if self.nodes is not None:
+            await self.nodes.close()
+            self.nodes = None
+
+
+def driver_options(step: Step) -> dict[str, Any]:
+    """The driver's options as it ran: the plugin's defaults filled, secrets masked."""
+    raw = step.driver.options_dict
+    try:
+        checked = registry.get(step.driver.plugin).check(raw)
+    except Exception:  # noqa: BLE001 - a plugin that will not load fails the step elsewhere
+        checked = dict(raw)
+    return {k: redact.option_value(k, v) for k, v in sorted(checked.items())}
+
+
+def outcome(
+    s: StepState,
+    step: Step,
+    lay: Layout,
+    workers: list[Worker],
+    tmp: str | None,
+    interrupted: bool,
+    first_s: int,
+    live: bool = False,
+) -> stepresult.Outcome:
+    """What the collect stage computes the step's figures from."""
+    figs_c, figs_s, unique, cross = collect.worker_figures(workers, tmp, live)
+    if not live:
+        s.sent_by_client = dict(figs_c.sent_by_client)
+    start_ns, end_ns = s.window
+    window_s = (end_ns - start_ns) / 1e9 if not live else 0.0
+    nodes = broker_nodes(s.node_ticks, s.side.node_label) if s.node_ticks else []
+    cpu = step_cpu(
+        workers, window_s, s.ticks, s.broker.cpu, s.broker.described(), nodes, live,
+        s.faults.proxies() if s.faults is not None else None,
+    )  # fmt: skip
+    roll, faults = s.roll, s.faults
+    return stepresult.Outcome(
+        step=step,
+        layout=lay,
+        clients=figs_c,
+        servers=figs_s,
+        first_s=first_s,
+        window_s=window_s,
+        window_start_ns=start_ns,
+        interrupted=interrupted,
+        unique=unique,
+        cross_duplicates=cross,
+        drained=s.drained,
+        workers_lost=tuple(
+            w.spec.worker
+            for w in workers
+            if w.final is None
+            and not live
+            and not (roll and w.spec.worker in roll.killed)
+            and not (faults and faults.killed(w.spec.worker))
+        ),
+        cpu=cpu,
+        **collect.rolling_fields(roll, step, window_s),
+        **(faults.fields(window_s) if faults is not None else {}),
+        options=s.options,
+        prefill=(s.prefill.at, s.prefill.queued) if s.prefill is not None else None,
+    )
+
+
+def live_record(
+    s: StepState, step: Step, lay: Layout, workers: list[Worker], first_s: int
+) -> StepRecord:
+    """The running step's record: its figures so far and what nobody injected so far."""
+    from mqlab.faults.losses import StepLosses
+
+    got = stepresult.build(outcome(s, step, lay, workers, None, False, first_s, live=True))
+    return StepRecord(
+        step=step.index,
+        repeat=step.repeat,
+        cell=got.cell,
+        drain=Drain(),
+        figures=got.figures,
+        broker=BrokerFacts(),
+        hosts=HostsSection(),
+        losses=Losses(spontaneous=StepLosses.live(workers, s.window[0])),
+        flags=got.flags,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Sections:
+    """Every stage's section of one step, before the ceiling (see the module doc)."""
+
+    collected: stepresult.Collected
+    drain: Drain
+    figures: Figures  # the collect stage's, with a lost host's unknown receipts moved
+    broker: BrokerFacts
+    hosts: HostsSection
+    losses: Losses
+    cores: Cores
+    host_load: HostLoadFigures
+    background: Background | None
+    flags: tuple[Flag, ...]
+
+    def assemble(self, step: Step, ceiling: Ceiling | None) -> StepRecord:
+        """The step's record: every section in its place, every stage's flags in order."""
+        return StepRecord(
+            step=step.index,
+            repeat=step.repeat,
+            cell=self.collected.cell,
+            drain=self.drain,
+            figures=self.figures,
+            broker=self.broker,
+            hosts=self.hosts,
+            losses=self.losses,
+            cores=self.cores,
+            host_load=self.host_load,
+            background=self.background,
+            ceiling=ceiling,
+            flags=self.flags,
+        )
+
+
+def _without_unknown(figures: Figures, hosts: HostsSection) -> Figures:
+    """A lost host's receipts after its last shipped state: neither delivered nor known
+    lost, so ``unaccounted``, not ``lost``."""
+    unknown = hosts.hosts.unknown if hosts.hosts is not None else None
+    if not unknown:
+        return figures
+    return dataclasses.replace(
+        figures,
+        lost=(figures.lost or 0) - unknown,
+        unaccounted=(figures.unaccounted or 0) + unknown,
+    )
+
+
+def _cores(placement: Placement | None, processes: Sequence[dict[str, Any]]) -> Cores:
+    return Cores(
+        asked=placement.asked() if placement is not None else None,
+        processes=tuple(from_wire(CoreProcess, p) for p in processes),
+    )
+
+
+async def after_window(
+    s: StepState,
+    step: Step,
+    lay: Layout,
+    workers: list[Worker],
+    tmp: str,
+    interrupted: bool,
+    pool: WorkerPool,
+    placement: Placement | None,
+    first_s: int,
+) -> Sections:
+    """Every stage after the drain, each its own section (see the module doc)."""
+    sc = step.scenario
+    collected = stepresult.build(outcome(s, step, lay, workers, tmp, interrupted, first_s))
+    # hosts: clocks, events, and a lost host's unknown receipts taken out of `lost` before
+    # the losses are explained, so the explanation counts the same figure
+    hosts, host_flags = await pool.step_end(collected.figures, sc.pattern, s.window[0]) or (
+        HostsSection(),
+        (),
+    )
+    figures = _without_unknown(collected.figures, hosts)
+    # every loss explained: events, the broker's side, attribution, verdict
+    assert s.losses is not None
+    try:
+        losses, loss_flags = s.losses.section(
+            figures, sc.servers, hosts.hosts, workers, tmp, lay.groups, s.sent_by_client,
+            s.window[0], first_s,
+        )  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - the step's measured figures stand
+        losses, loss_flags = Losses(explain_error=f"{type(exc).__name__}: {exc}"), ()
+    bg = s.bg.figures(s.window, first_s, interrupted) if s.bg is not None else None
+    placed = NodePlacement(clients=s.placement[0], servers=s.placement[1])
+    return Sections(
+        collected=collected,
+        drain=s.drained.section,
+        figures=figures,
+        broker=dataclasses.replace(s.broker_facts, placement=placed),
+        hosts=hosts,
+        losses=losses,
+        cores=_cores(placement, s.affinity),
+        host_load=s.host_load.figures(figures.cpu),
+        background=bg,
+        flags=(*collected.flags, *host_flags, *loss_flags),
+    )
