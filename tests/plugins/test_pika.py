@@ -94,6 +94,22 @@ async def eventually(check: Callable[[], Any], timeout: float = 8.0) -> Any:
         await asyncio.sleep(0.2)
 
 
+async def call_once_back(
+    client: PikaTransport, target: Target, what: str, *also: type[TransportError]
+) -> bytes:
+    """Call ``target`` until it answers again after its server's connection was killed
+    (a call meanwhile fails or times out: the server's auto-delete queues went with it;
+    ``also``: the other errors a call may meet then)."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            reply: bytes = await client.call(target, b"after", 1)
+            return reply
+        except (Undeliverable, CallTimeout, *also):
+            assert time.monotonic() < deadline, f"{what} never came back"
+            await asyncio.sleep(0.1)
+
+
 async def wait_for_count(counter: Callable[[], int], n: int, timeout: float = 5.0) -> int:
     deadline = time.monotonic() + timeout
     while counter() < n and time.monotonic() < deadline:
@@ -272,16 +288,7 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
         assert conn is not None, "the broker never listed the connection"
         await api_async(broker, "DELETE", f"connections/{urllib.parse.quote(conn['name'])}")
 
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                reply = await client.call(Target(ex, topic), b"after", 1)
-                break
-            except (Undeliverable, CallTimeout):
-                # the server is away: its auto-delete queues went with its connection
-                assert time.monotonic() < deadline, "the server never came back"
-                await asyncio.sleep(0.1)
-        assert reply == b"re:after"
+        assert await call_once_back(client, Target(ex, topic), "the server") == b"re:after"
     # the reconnection is not silent: one error names the lost connection, password masked
     [lost] = reported
     assert isinstance(lost, ConnectionLost), lost
@@ -350,15 +357,8 @@ async def test_pooled_connections_each_heal_on_their_own(broker: Any) -> None:
         publish = await eventually(lambda: connection_of(broker, f"{worker} publish"))
         assert consume is not None and publish is not None
         await api_async(broker, "DELETE", f"connections/{urllib.parse.quote(consume['name'])}")
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                reply = await both.call(Target(ex, topic), b"after", 1)
-                break
-            except (Undeliverable, CallTimeout, ConnectionLost):
-                assert time.monotonic() < deadline, "the consuming connection never came back"
-                await asyncio.sleep(0.1)
-        assert reply == b"re:after"
+        back = call_once_back(both, Target(ex, topic), "the consuming connection", ConnectionLost)
+        assert await back == b"re:after"
         again = await eventually(lambda: connection_of(broker, f"{worker} publish"))
         assert again is not None and again["name"] == publish["name"]  # the same connection
     assert [type(e) for e in reported] == [ConnectionLost], reported
