@@ -146,6 +146,15 @@ def _check_features(
         raise ProfileError(
             profile.path, f"scenario[{i}].{field}", _refusal(field, value, d, feature, fix)
         )
+    if sc.prefill and (
+        features.in_process or plugin.cls.server_for(plugin.check(d.options_dict)) != "rabbitmq"
+    ):
+        raise ProfileError(
+            profile.path, f"scenario[{i}].prefill",
+            f"driver {d.name!r} (plugin {d.plugin!r}) does not talk to RabbitMQ: a pre-filled "
+            "step's queues are declared through RabbitMQ's management API; "
+            f"{limit} or remove prefill",
+        )  # fmt: skip
 
 
 def _named(sc: Scenario) -> set[str]:

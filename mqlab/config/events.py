@@ -9,15 +9,17 @@
                             # when the step's first event naming it fires (later ones: the same)
 
 Each action belongs to one kind, fired by its own effector in :mod:`mqlab.faults`:
-``broker`` (a managed RabbitMQ node), ``link`` (the fault proxy between workers and
-nodes) and ``worker`` (a step's server workers). What the host or broker cannot do
-is refused by :func:`mqlab.faults.check` before anything starts.
+``broker`` (a node of a broker mqlab manages: a RabbitMQ cluster's, a replicated
+Kafka's or Artemis'; :class:`NodeActions` is what the effector asks of them), ``link``
+(the fault proxy between workers and nodes) and ``worker`` (a step's server workers).
+What the host or broker cannot do is refused by :func:`mqlab.faults.check` before
+anything starts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mqlab.config.fields import FieldReader as _Reader
@@ -39,6 +41,22 @@ ACTIONS = {
     "kill_server": "worker",
     "restart_server": "worker",
 }
+
+
+class NodeActions(Protocol):
+    """A managed broker's nodes by place (``k``: node K), as a broker event acts on them
+    (its step's broker side's ``node_control``). Each call blocks, returns what it did in
+    words, and raises BrokerError (one line) when it cannot."""
+
+    def stop(self, k: int) -> str: ...
+    def kill(self, k: int) -> str: ...
+    def start(self, k: int) -> str: ...
+    def restart(self, k: int) -> str: ...
+    def close_connections(self, k: int) -> str: ...
+    def memory_alarm(self, k: int, on: bool) -> str: ...
+    def stopped(self) -> list[int]: ...
+
+
 #: the keys each action takes beside ``at`` and ``action``
 _KEYS: dict[str, set[str]] = {
     "broker": {"node"},

@@ -180,7 +180,7 @@ def _run(
     env = environment.gather(registry.discover(), broker_info, {d.plugin for d in profile.drivers})
     env["codec_cost_us"] = codec_costs(profile)
     # every managed server, not only the first driver's (RabbitMQ and Artemis in one run)
-    env["servers"] = {kind: {"managed": True, **h.facts} for kind, h in handles.items()}
+    env["servers"] = environment.servers(handles)  # with what durable meant on each
     env["metrics"] = metrics_cli.recorded(metrics)  # where the endpoint was, the port it got
     results = ResultsFile(out, _profile_record(profile, urls), env, warn)
     if not results.write():

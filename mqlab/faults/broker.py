@@ -1,7 +1,10 @@
-"""The broker effector: node actions on a managed RabbitMQ, off the event loop.
+"""The broker effector: node actions on a managed broker's nodes, off the event loop.
 
-``node = "queues"`` is resolved when the event fires: the node that holds the
-step's first queue then (its leader, or master), as the management API says.
+The nodes are a managed RabbitMQ cluster's (:class:`mqlab.rabbitmq.faults.NodeControl`)
+or a replicated Kafka's or Artemis' (:class:`mqlab.servers.nodes.ProcessNodes`): the step's
+driver's own broker, through its broker side's ``node_control``. ``node = "queues"``
+(RabbitMQ only) is resolved when the event fires: the node that holds the step's first
+queue then (its leader, or master), as the management API says.
 """
 
 from __future__ import annotations
@@ -9,15 +12,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from mqlab.config.events import FaultEvent, node_index
+from mqlab.config.events import FaultEvent, NodeActions, node_index
 from mqlab.errors import BrokerError
-from mqlab.rabbitmq.faults import NodeControl
 
 
 class BrokerFaults:
     """Fires broker events on one managed cluster; puts it back as it was after the step."""
 
-    def __init__(self, control: NodeControl, queue_node: Callable[[], Awaitable[str]]) -> None:
+    def __init__(self, control: NodeActions, queue_node: Callable[[], Awaitable[str]]) -> None:
         self.control = control
         self.queue_node = queue_node  # "nodeK" holding the step's queues
         self._alarms: set[int] = set()

@@ -31,8 +31,8 @@ from mqlab.worker import protocol
 from mqlab.worker.pool import StepFailed
 
 if TYPE_CHECKING:
+    from mqlab.config.events import NodeActions
     from mqlab.live.snapshot import WorkerRow
-    from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.steps import BrokerSteps
     from mqlab.worker.pool import Worker, WorkerPool
 
@@ -60,7 +60,7 @@ class StepFaults:
         events: tuple[FaultEvent, ...],
         pool: WorkerPool,
         tmp: str,
-        nodes: NodeControl | None,
+        nodes: NodeActions | None,
         broker_steps: BrokerSteps | None,
     ) -> None:
         self.events = events

@@ -28,6 +28,7 @@ from mqlab.record.sections import Ceiling
 from mqlab.record.step import StepRecord
 from mqlab.run import background, leftovers, stages
 from mqlab.run.drain import drain, in_flight
+from mqlab.run.prefill import Prefill
 from mqlab.run.progress import Progress, worker_rows
 from mqlab.run.rolling import RollingUpdate
 from mqlab.run.stages import StepState
@@ -175,6 +176,8 @@ class Runner:
         )  # fmt: skip
         if s.faults is not None:
             s.faults.marker = lay.marker
+        if sc.prefill:
+            s.prefill = Prefill(step, lay, side)
         s.placement = placement
         s.losses = StepLosses(step, side.management, s.broker.ps.pid if s.broker.ps else None)
         workers: list[Worker] = []
@@ -190,6 +193,8 @@ class Runner:
             await self.pool.step_start()  # on other hosts: each one's clock
             for marker in markers:
                 await side.prepare(marker, step.queue_type, sc.mirror_replicas)
+            if s.prefill is not None:
+                await s.prefill.declare()
             servers = await self.pool.spawn(lay.servers, tmp)
             workers += servers
             await self.pool.await_ready(servers)
@@ -198,6 +203,8 @@ class Runner:
             clients = await self.pool.spawn(lay.clients, tmp)
             workers += clients
             await self.pool.await_ready(clients)
+            if s.prefill is not None:
+                s.prefill.servers, s.prefill.clients = servers, clients
             if bg is not None:
                 await bg.spawn_clients(self.pool, tmp)
             if step.rolling_to is not None:
@@ -278,6 +285,8 @@ class Runner:
             if s.faults is not None:
                 await s.faults.stop()  # none after the window; one under way finishes
             await s.stop_nodes()  # the window's last sample is one of them
+        if s.prefill is not None:  # a batch the window did not see sent: drained anyway
+            await s.prefill.release()
         # successors are clients too: the drain waits for them and counts what they sent
         clients.extend(w for w in workers if w.spec.clients and w not in clients)
 
@@ -337,6 +346,8 @@ class Runner:
                 if s.bg is not None:
                     await s.bg.send(protocol.Stop(), clients_only=True)
                 break
+            if s.prefill is not None:
+                await s.prefill.tick()
             if now >= next_cpu:
                 # each sample after the primer covers one second of the window, as
                 # docs/results.md says

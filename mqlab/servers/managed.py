@@ -6,10 +6,11 @@ measures); a plugin may ship the starter of a kind mqlab does not know
 (:mod:`mqlab.servers.declared`). With ``[broker] managed =
 true``, the run starts one private server of each kind the profile's drivers
 need, and only those (RabbitMQ here; NATS, Redis and Mosquitto in
-:mod:`mqlab.servers.daemons`), hands each driver the URLs of its server, and stops them
-at the end. :data:`STARTERS` maps a server name to its starter; a new kind
-(Redis, NATS, Mosquitto) is one class with ``installed``/``start``/``stop``
-and one row there.
+:mod:`mqlab.servers.daemons`; Kafka and Artemis, one node or replicated with ``[broker]
+nodes``, in :mod:`mqlab.servers.kafkaha` and :mod:`mqlab.servers.artemisha`), hands each
+driver the URLs of its server, and stops them at the end. :data:`STARTERS` maps a
+server name to its starter; a new kind (Redis, NATS, Mosquitto) is one class with
+``installed``/``start``/``stop`` and one row there.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from mqlab.errors import BrokerError
 from mqlab.rabbitmq.backlog import rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
 from mqlab.servers import declared
-from mqlab.servers.artemis import Artemis
+from mqlab.servers.artemisha import ReplicatedArtemis
 from mqlab.servers.brokerside import BrokerSide, NoBroker, ServerSide
-from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
+from mqlab.servers.daemons import ChildServers, Mosquitto, NatsServer, RedisServer
 from mqlab.servers.handle import ManagedServer, ServerHandle
-from mqlab.servers.kafka import KafkaServer
+from mqlab.servers.kafkaha import ReplicatedKafka
 from mqlab.servers.rabbitside import RabbitSide
 
 
@@ -51,7 +52,7 @@ class RabbitMQ:
 
         cluster = rabbitmq.start(state_dir, nodes=nodes)
         info = broker_version(cluster.url, cluster.management_url)
-        facts = info or {"product": "RabbitMQ", "version": cluster.version}
+        facts = {**(info or {"product": "RabbitMQ", "version": cluster.version}), "nodes": nodes}
         what = f"node {cluster.name}" if nodes == 1 else f"{nodes}-node cluster {cluster.name}"
         return ServerHandle(
             "rabbitmq", f"RabbitMQ {what}", tuple(cluster.urls), tuple(cluster.pids.values()),
@@ -85,8 +86,8 @@ STARTERS: dict[str, ManagedServer] = {
     "nats": NatsServer(),
     "redis": RedisServer(),
     "mosquitto": Mosquitto(),
-    "kafka": KafkaServer(),
-    "artemis": Artemis(),
+    "kafka": ReplicatedKafka(),
+    "artemis": ReplicatedArtemis(),
 }
 
 #: server name -> the starter a plugin ships (``mqlab.servers``), once asked for
@@ -254,7 +255,10 @@ def _side(
             return declared.Side(kind, handle.urls, handle.facts, handle.pids, adopted.server)
         return declared.Side(kind, urls, {}, (), adopted.server)
     if handle is not None:
-        return ServerSide(kind, handle.urls, handle.facts, handle.pids, managed=True)
+        # a replicated Kafka's or Artemis' nodes, for node fault events
+        own = STARTERS.get(kind)
+        nodes = own.nodes.get(handle.state_dir) if isinstance(own, ChildServers) else None
+        return ServerSide(kind, handle.urls, handle.facts, handle.pids, managed=True, nodes=nodes)
     info, pid = STARTERS[kind].probe(urls[0]) if kind in STARTERS else (None, None)
     return ServerSide(kind, urls, info or {}, (pid,) if pid is not None else ())
 
