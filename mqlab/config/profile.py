@@ -292,9 +292,9 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         placement = parse_cores(top.table.get("placement"), path)
         _without_hosts(path, scenarios)
     else:  # each host its own CPUs, checked there
+        _check_hosts(path, broker, hosts, scenarios)
         roles = {n: hosts.roles(n) for n in hosts.names}
         hosts = replace(hosts, placement=parse_host_cores(top.table.get("placement"), path, roles))
-        _check_hosts(path, broker, hosts, scenarios)
     pins_broker = placement is not None and placement.broker
     if (pins_broker or any(c.broker for c in (hosts.placement if hosts else {}).values())) and (
         not managed

@@ -172,10 +172,15 @@ class StepFaults:
             self._firing = asyncio.create_task(self._run(self.timeline, window_start))
 
     async def _run(self, timeline: Timeline, window_start: int) -> None:
-        if self.lossy:
+        counting = None
+        if self.lossy:  # the counters at the window's start, read beside its first events
             await asyncio.sleep(max(0.0, (window_start - time.monotonic_ns()) / 1e9))
-            await self.count()
-        await timeline.run(window_start)
+            counting = asyncio.ensure_future(self.count())
+        try:
+            await timeline.run(window_start)
+        finally:
+            if counting is not None:
+                await counting
 
     async def stop(self) -> None:
         """The window closed: no further event fires; one under way finishes."""

@@ -13,7 +13,14 @@ A host whose Dask worker dies (its supervisor task fails: ``allowed-failures = 0
 reports it at once, never runs it elsewhere) is an event of the step: its workers are
 gone, and its ledgers with them, but its supervisor shipped their state once a second:
 the last one counts as the host's receipts, what it may have received after that is
-unaccounted (not lost), and the step says which figures are incomplete.
+unaccounted (not lost), and the step says which figures are incomplete. The broker host
+(``[hosts] brokers``) runs a supervisor too, for its CPU and its loss: that one ends the run
+(:attr:`failure`), its node having gone with it.
+
+For faults, rolling updates and placement the pool also kills a worker on its host, starts a
+successor on a given host, reroutes a host's new workers through its fault proxies, pins each
+role to its CPUs there and reads them back, and runs a function in a load host's Dask worker
+(:meth:`on_host`, for :mod:`mqlab.faults.hostlinks`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ runs inside Dask's own thread (its p99.9 was four to six times worse there).
 
 Between the supervisor and the controller, two Dask queues per host (through the
 scheduler, on its TLS connections): ``down`` carries the controller's orders (spawn,
-a frame for a worker, reap, ship the ledgers, ping, stop) and ``up`` carries what
+with the URLs a fault proxy here gives, the network namespace of a lossy link and the CPUs
+each role is pinned to; a frame for a worker, kill one, read back the CPUs they had, reap,
+ship the ledgers, ping, stop) and ``up`` carries what
 the workers say, their CPU and the step's ledgers' state each second (so a host that
 dies leaves its receipts up to then with the controller), their exits and their ledgers. Every wait
 has a deadline: a supervisor that hears nothing from the controller for

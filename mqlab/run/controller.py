@@ -270,6 +270,7 @@ class Runner:
             # read while every process still runs: the CPUs each really had
             everyone = workers + (s.bg.workers if s.bg is not None else [])
             s.affinity = await self.pool.readback(everyone, self.broker_pids())
+            s.affinity += await s.side.cores()  # a broker host's node, read back there
             self.measured = True
         finally:
             if s.faults is not None:

@@ -19,6 +19,7 @@ What this module needs of the broker hosts is :class:`OnHost` (``mqlab.hosts.rea
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable, Mapping
@@ -170,6 +171,8 @@ class RemoteSide(RabbitSide):
         self.offset = self.on.offset(self.host)
         self.node_control = RemoteNodeControl(self)
         self._facts_here = {"managed": True, "host": self.host, **handle.facts}
+        pins = self.on.hosts.placement.get(self.host)
+        self.cpus: tuple[int, ...] = pins.broker if pins is not None else ()
 
     def facts(self) -> Mapping[str, Any]:
         return self._facts_here
@@ -177,8 +180,35 @@ class RemoteSide(RabbitSide):
     def nodes(self) -> RemoteSampler:
         return RemoteSampler(self)
 
-    async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None:
-        import asyncio
+    def _node_pids(self) -> list[int]:
+        said = self.on.run(self.host, remote.call, self.run_id, {"op": "pids"}, timeout=_ANSWER_S)
+        return [int(p) for p in _answer(said, self.host, "its node's PID")["pids"].values()]
 
+    async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None:
         self.offset = await asyncio.to_thread(self.on.offset, self.host)
+        if self.cpus:  # [placement] broker on its host: its node as it runs now (a restart)
+            pids = await asyncio.to_thread(self._node_pids)
+            await asyncio.to_thread(self.on.run, self.host, _pin, pids, self.cpus, timeout=30)
         await super().prepare(marker, queue_type, replicas)
+
+    async def cores(self) -> list[dict[str, Any]]:
+        if not self.cpus:
+            return []
+        pids = await asyncio.to_thread(self._node_pids)
+        had = await asyncio.to_thread(self.on.run, self.host, _readback, pids, timeout=30)
+        return [{**one, "host": self.host} for one in had]
+
+
+def _pin(pids: list[int], cpus: tuple[int, ...]) -> None:
+    """On the broker host: each node and its children on ``cpus``."""
+    from mqlab.worker import affinity
+
+    for pid in pids:
+        affinity.pin_tree(pid, tuple(cpus))
+
+
+def _readback(pids: list[int]) -> list[dict[str, Any]]:
+    """On the broker host: the CPUs each node's processes have."""
+    from mqlab.worker import affinity
+
+    return affinity.readback((), pids)
