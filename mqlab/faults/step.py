@@ -132,8 +132,9 @@ class StepFaults:
         self.workers = effectors["worker"] = WorkerFaults(self.pool, self.tmp, workers, go)
         if self.nodes is not None:
             effectors["broker"] = BrokerFaults(self.nodes, self.queue_node)
-        if self.links is not None or self.host_links is not None:
-            effectors["link"] = self.links or self.host_links  # type: ignore[assignment]
+        link: Effector | None = self.links if self.links is not None else self.host_links
+        if link is not None:
+            effectors["link"] = link
         self.timeline = Timeline(self.events, effectors)
         return self.timeline
 
