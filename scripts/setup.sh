@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mqlab set-up: installs what mqlab needs on a Debian/Ubuntu machine, then
-#   bash scripts/setup.sh run  [mqlab run options]  runs the main job (profiles/pika-vs-kombu.toml)
-#   bash scripts/setup.sh test                      runs ruff, mypy and the whole test suite
+#   bash scripts/setup.sh run [PROFILE] [mqlab run options]  runs PROFILE, by default the main
+#                                                            job (profiles/pika-vs-kombu.toml)
+#   bash scripts/setup.sh test [pytest arguments]            runs ruff, mypy and the test suite
 # System packages (RabbitMQ, Redis, a C toolchain for python-qpid-proton) are
 # installed with apt-get when run as root or with password-less sudo; otherwise
 # the script names what is missing and stops.
@@ -10,7 +11,7 @@ set -euo pipefail
 mode=${1:-run}
 shift || true
 case $mode in run | test) ;; *)
-  echo "usage: bash scripts/setup.sh run|test [mqlab run options]" >&2
+  echo "usage: bash scripts/setup.sh run [PROFILE] [mqlab run options] | test [pytest arguments]" >&2
   exit 2
   ;;
 esac
@@ -133,7 +134,12 @@ if command -v java >/dev/null; then
 fi
 
 if [[ $mode == run ]]; then
-  exec .venv/bin/mqlab run profiles/pika-vs-kombu.toml "$@"
+  profile=profiles/pika-vs-kombu.toml # the main job, unless a profile comes first
+  if [[ ${1:-} == *.toml ]]; then
+    profile=$1
+    shift
+  fi
+  exec .venv/bin/mqlab run "$profile" "$@"
 fi
 
 # -- the whole test suite ------------------------------------------------------

@@ -158,3 +158,22 @@ def test_failures_flags_and_unaccounted_are_shown_never_hidden() -> None:
     line = tables.plain_line(row, 1)
     assert "p99=≥2,000ms" in line and "unaccounted=40" in line and "behind schedule" in line
     assert "≥2,000" in _render(tables.step_table("t", [row], live=False))
+
+
+def test_show_verbose_prints_again_what_run_printed_after_its_comparison(tmp_path: Path) -> None:
+    from .helpers import mqlab, write_profile
+    from .test_faults_live import PROFILE  # zmq: a server killed at 3 s, restarted at 6 s
+
+    out = tmp_path / "r.json"
+    profile = write_profile(tmp_path / "p.toml", PROFILE)
+    run = mqlab("run", str(profile), "-o", str(out), "-q", "--duration", "7s")
+    assert run.returncode == 0, run.stderr
+    # the fault's tables: its phases, each event, what each loss is put down to
+    start = run.stdout.index("phase ")
+    details = run.stdout[start : run.stdout.index("codec cost per message")]
+    assert "faults: zmq cast" in details and "injected" in details
+    plain = mqlab("show", str(out))
+    verbose = mqlab("show", str(out), "-v")
+    assert plain.returncode == verbose.returncode == 0, plain.stderr + verbose.stderr
+    assert "faults: zmq cast" not in plain.stdout
+    assert details.strip() in verbose.stdout

@@ -311,13 +311,8 @@ def _run(
             if times:  # seed 002's real / user / sys per step
                 title = "time in the window: real, and the processes' own user and sys seconds"
                 console.print(seedtables.table(title, seedtables.TIMES_HEADER, times))
-            for s in steps:
-                if s.figures.phases:  # a rolling update or faults: phase by phase
-                    console.print(steptables.phase_table(s))
-                if s.figures.faults:  # each event: detection, recovery, the promise
-                    console.print(steptables.fault_table(s))
-                if s.losses.verdict:  # what nobody injected, what it lost, the verdict
-                    console.print(steptables.spontaneous_table(s))
+            for table in steptables.details(steps):  # phases, fault events, verdicts
+                console.print(table)
             if ceilings is not None:
                 show_ceilings(console, steps)
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())

@@ -18,6 +18,7 @@ from mqlab.record.values import Latency
 __all__ = [
     "background_table",
     "broker_flow_line",
+    "details",
     "fault_table",
     "phase_table",
     "spontaneous_table",
@@ -138,6 +139,21 @@ def _moment(m: Moment) -> str:
         f"{num(m.consumer_rate)}/s, broker CPU {num(m.broker_cpu_percent, '{:.0f}')} %, "
         f"host {num(m.host_cpu_percent, '{:.0f}')} % of {cores * 100 if cores else '?'} %"
     )
+
+
+def details(steps: Sequence[StepRecord]) -> list[Table]:
+    """Each step's own tables, in step order: its phases (a rolling update or faults), its
+    fault events (detection, recovery, the promise), and what nobody injected with its
+    verdict; none for a step that had none of them."""
+    out = []
+    for s in steps:
+        if s.figures.phases:
+            out.append(phase_table(s))
+        if s.figures.faults:
+            out.append(fault_table(s))
+        if s.losses.verdict:
+            out.append(spontaneous_table(s))
+    return out
 
 
 def background_table(steps: Sequence[StepRecord]) -> Table | None:

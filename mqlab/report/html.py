@@ -60,7 +60,19 @@ def _value(v: Any) -> str:
         return f"{v:g}"
     if isinstance(v, str | int):
         return str(v)
+    if isinstance(v, list | tuple):
+        return ", ".join(_value(x) for x in v)
+    if isinstance(v, Mapping):  # a reader reads facts, not JSON
+        return "; ".join(f"{k}: {_value(x)}" for k, x in v.items())
     return json.dumps(v)
+
+
+def _harness(harness: Any) -> str | None:
+    """``compiled (mypyc 2.4.1)`` or ``pure``: which code measured the figures."""
+    if not isinstance(harness, Mapping):
+        return None if harness is None else _value(harness)
+    compiler = harness.get("compiler")
+    return f"{harness.get('path', '?')}" + (f" ({compiler})" if compiler else "")
 
 
 def _rows_of(section: str, facts: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -74,7 +86,7 @@ def _environment(run: Run) -> str:
     rows += _rows_of("mqlab", {"version": env.get("mqlab"), "commit": env.get("mqlab_commit")})
     rows += _rows_of("Python", {
         "version": env.get("python"), "implementation": env.get("implementation"),
-        "uvloop": env.get("uvloop"),
+        "uvloop": env.get("uvloop"), "harness": _harness(env.get("harness")),
     })  # fmt: skip
     rows += _rows_of("machine", {
         "CPU": env.get("cpu_model"), "cores": env.get("cpu_count"),
@@ -100,7 +112,7 @@ def _environment(run: Run) -> str:
     rows += _rows_of("run settings", run.run_settings)
     shown = {"mqlab", "mqlab_commit", "python", "implementation", "uvloop", "cpu_model",
              "cpu_count", "memory_gb", "hostname", "platform", "broker", "plugins", "libraries",
-             "codec_cost_us", "servers"}  # fmt: skip
+             "codec_cost_us", "servers", "harness"}  # fmt: skip
     rows += _rows_of("other", {k: v for k, v in env.items() if k not in shown})
     body = "".join(
         f'<tr class="{"first" if i == 0 or rows[i - 1][0] != sec else ""}">'
