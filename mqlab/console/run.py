@@ -51,6 +51,7 @@ from mqlab.terminal import console as _console
 if TYPE_CHECKING:
     from mqlab.live.exporter import MetricsServer
     from mqlab.run.controller import Runner
+    from mqlab.servers.rabbithost import RemoteRabbitMQ
 
 
 def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
@@ -116,12 +117,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     except paths.OutputRefused as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     metrics: MetricsServer | None = None
+    on_hosts: contextlib.ExitStack = contextlib.ExitStack()
+    remote = None
     try:
         # before any server starts too: a taken metrics port costs nothing
         metrics = metrics_cli.start(
             args, profile.run.metrics_port, profile.run.name, str(lock.path), len(plan.steps)
         )
-        with managed.managed(kinds, state, say, nodes=profile.broker.nodes) as handles:
+        if kinds and profile.hosts is not None and profile.hosts.brokers:
+            remote = _broker_hosts(profile, on_hosts)
+        with managed.managed(
+            kinds, state, say, nodes=profile.broker.nodes, remote=remote
+        ) as handles:
             urls = managed.endpoints(profile, server_of, handles)
             problem = managed.unreachable(urls, server_of)
             if problem:
@@ -134,8 +141,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 else:
                     say(line)
             code = _run(
-                args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics
-            )
+                args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics,
+                remote,
+            )  # fmt: skip
             if metrics is not None and code != EXIT_INTERRUPTED:  # Ctrl-C means: stop now
                 metrics_cli.linger(metrics, args.metrics_linger, say)
             return code
@@ -143,9 +151,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         code = EXIT_BAD_INPUT if isinstance(exc, BrokerRefused) else EXIT_FAILED
         raise CliError(f"managed broker: {exc}", code) from None
     finally:
+        on_hosts.close()
         if metrics is not None:
             metrics.close()
         lock.release()
+
+
+def _broker_hosts(profile: Profile, stack: contextlib.ExitStack) -> RemoteRabbitMQ:
+    """The broker hosts reached (a line naming the host when one is not there): the starter
+    of the managed RabbitMQ node on them."""
+    from mqlab.hosts.cluster import HostsError
+    from mqlab.hosts.reach import BrokerHosts
+    from mqlab.servers.rabbithost import RemoteRabbitMQ
+
+    assert profile.hosts is not None
+    on = BrokerHosts(profile.hosts)
+    stack.callback(on.close)
+    try:
+        on.open()
+    except HostsError as exc:
+        raise CliError(str(exc), EXIT_FAILED) from None
+    return RemoteRabbitMQ(on)
 
 
 def _run(
@@ -159,6 +185,7 @@ def _run(
     err: Console,
     out: Path,
     metrics: MetricsServer | None = None,
+    remote: RemoteRabbitMQ | None = None,
 ) -> int:
     from mqlab.run import leftovers
     from mqlab.run.controller import Interrupted, Runner, StepFailed
@@ -168,7 +195,7 @@ def _run(
             err.print(f"mqlab: removed {path}, a step directory of a run that was killed")
     server_of = _servers_of(profile, plugins)
     # each driver's broker: every figure of a step comes from its own
-    brokers = managed.sides(urls, server_of, handles, profile.broker.management_url)
+    brokers = managed.sides(urls, server_of, handles, profile.broker.management_url, remote)
 
     def warn(line: str) -> None:
         with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)

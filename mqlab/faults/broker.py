@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from mqlab.config.events import FaultEvent, NodeActions, node_index
 from mqlab.errors import BrokerError
+from mqlab.faults.timeline import Fired
 
 
 class BrokerFaults:
@@ -31,20 +32,23 @@ class BrokerFaults:
             raise BrokerError(f"cannot tell which node holds the step's queues ({name or 'none'})")
         return k
 
-    async def fire(self, ev: FaultEvent) -> str:
+    async def fire(self, ev: FaultEvent) -> str | Fired:
         k = await self._place(ev)
         c = self.control
         if ev.action == "memory_alarm":
             (self._alarms.add if ev.on else self._alarms.discard)(k)
-            return await asyncio.to_thread(c.memory_alarm, k, ev.on)
-        act = {
-            "stop_node": c.stop,
-            "kill_node": c.kill,
-            "start_node": c.start,
-            "restart_node": c.restart,
-            "close_connections": c.close_connections,
-        }[ev.action]
-        return f"node{k}: " + await asyncio.to_thread(act, k)
+            detail = await asyncio.to_thread(c.memory_alarm, k, ev.on)
+        else:
+            act = {
+                "stop_node": c.stop,
+                "kill_node": c.kill,
+                "start_node": c.start,
+                "restart_node": c.restart,
+                "close_connections": c.close_connections,
+            }[ev.action]
+            detail = f"node{k}: " + await asyncio.to_thread(act, k)
+        # a node on a broker host: when the action began there, on this controller's clock
+        return Fired(detail, *c.last_at) if c.last_at is not None else detail
 
     async def restore(self) -> str:
         """Start the nodes the step left down and clear its alarms: the next step starts whole."""

@@ -276,10 +276,8 @@ class Runner:
             s.host_load.stop()
             # read while every process still runs: the CPUs each really had
             everyone = workers + (s.bg.workers if s.bg is not None else [])
-            s.affinity = affinity.readback(
-                ((w.spec.worker, w.spec.role, w.proc.pid if w.proc else None) for w in everyone),
-                self.broker_pids(),
-            )
+            s.affinity = await self.pool.readback(everyone, self.broker_pids())
+            s.affinity += await s.side.cores()  # a broker host's node, read back there
             self.measured = True
         finally:
             if s.faults is not None:
@@ -305,6 +303,8 @@ class Runner:
         if s.bg is not None:
             limit, timeout = self.plan.profile.run.drain, step.scenario.timeout
             await s.bg.drain(limit, timeout, depth, self._cut_short, held)
+        if self.pool.failure:
+            raise StepFailed(self.pool.failure)
         if s.faults is not None and s.drained.held_by:
             await s.faults.end_held()  # counted as held: the held link ends with the step
         if s.losses is not None:
@@ -331,6 +331,8 @@ class Runner:
         replacing: asyncio.Task[None] | None = None
         faults = s.faults.timeline if s.faults is not None else None
         while (now := time.monotonic_ns()) < window_end:
+            if self.pool.failure:  # a broker host lost: its node went with it
+                raise StepFailed(self.pool.failure)
             if roll is not None and (replacing is None or replacing.done()):
                 if replacing is not None:
                     replacing.result()  # a successor that failed to start fails the step

@@ -16,7 +16,9 @@ RabbitMQ step's its nodes'. The runner asks it, around each step:
   after the drain is lost, as for a broker without queues);
 - ``facts()``: product, version and whether mqlab manages it, for the environment;
 - ``prepare``/``inspect``/``finish``: what a broker does around a step (RabbitMQ: the
-  mirroring policy, where the queues live); nothing elsewhere.
+  mirroring policy, where the queues live); nothing elsewhere;
+- ``cores()``: the CPUs its processes had, when they run on another host (a broker host's
+  node, pinned there by ``[placement]``); read back here from ``pids()`` otherwise.
 
 ``management`` is RabbitMQ's management API (flow control, queue homes); None for any
 other broker. ``node_control`` is a managed broker's nodes by place, for node fault events
@@ -88,6 +90,8 @@ class BrokerSide(Protocol):
 
     async def finish(self, marker: str, queue_type: str) -> None: ...
 
+    async def cores(self) -> list[dict[str, Any]]: ...
+
 
 class NoBroker:
     """A brokerless or in-process driver's side: nothing to sample, nothing queued."""
@@ -124,6 +128,11 @@ class NoBroker:
 
     async def finish(self, marker: str, queue_type: str) -> None:
         return None
+
+    async def cores(self) -> list[dict[str, Any]]:
+        """The CPUs its processes had, read where they run when not here (a broker host's
+        node); here the runner reads them back from :meth:`pids`."""
+        return []
 
 
 class ServerSide(NoBroker):

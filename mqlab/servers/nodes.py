@@ -51,6 +51,9 @@ Terminate = Callable[["subprocess.Popen[bytes]"], bool]
 class ProcessNodes:
     """A managed server's nodes by place (see the module's doc)."""
 
+    #: the nodes run on this machine: an action's time is the timeline's own
+    last_at: tuple[int, int] | None = None
+
     def __init__(
         self,
         label: str,
