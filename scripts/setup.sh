@@ -159,7 +159,8 @@ set +e
 # the slowest tests are listed so the suite's time stays visible. Three pytest-xdist
 # workers, a test file each at a time, each with its own RabbitMQ node: most of a test's
 # time is a run's fixed duration, so three overlap well even on two cores (34 min serial,
-# 13 this way on the 2-core VM). MQLAB_TEST_WORKERS=0 runs it serially. Tests marked
+# about 15 this way on the 2-core VM, the serial tests included, as README.md says).
+# MQLAB_TEST_WORKERS=0 runs it serially. Tests marked
 # `serial` time a broker fault within a step through rabbitmqctl, whose own start took 8 s
 # beside the parallel pass: they run after it, alone. Arguments go to pytest (one pass).
 workers=${MQLAB_TEST_WORKERS:-3}

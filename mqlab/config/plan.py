@@ -8,6 +8,7 @@ cell's repeats run back to back, the drivers' order reversed each round.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,6 +174,11 @@ class WorkerSpec:
     dual_options: dict[str, Any] = field(default_factory=dict)
     #: on another host: its monotonic clock less the controller's (mqlab.worker.clock)
     clock_offset_ns: int = 0
+    #: transports (connections) the servers are shared among, round robin: ``servers[j::n]``
+    #: on the j-th (seed 002's connections in one consumer process)
+    connections: int = 1
+    #: a pre-filled step's servers: connected, but consuming only once told (``consume``)
+    hold: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         """The spec as the ``spec`` control frame carries it (msgpack: maps and lists)."""
@@ -293,21 +299,31 @@ def layout(
             **common,
         )
         return Layout((), (one,), groups, topics, base)
-    # one process per server, or ``consumers`` processes sharing them round robin
-    shares = (
-        [((s,), s.name) for s in servers]
-        if not sc.consumers
-        else [(tuple(servers[k :: sc.consumers]), f"k{k}") for k in range(sc.consumers)]
-    )
+    # one process per server, or ``consumers`` connections sharing them round robin, each
+    # in a process of its own or ``consumer_processes`` processes holding them round robin
+    shares: list[tuple[tuple[ServerRole, ...], str, int]]
+    if not sc.consumers:
+        shares = [((s,), s.name, 1) for s in servers]
+    else:
+        conns = [servers[k :: sc.consumers] for k in range(sc.consumers)]
+        procs = sc.consumer_processes or sc.consumers
+        shares = []
+        for p in range(procs):
+            mine = conns[p::procs]
+            # interleaved, so that the worker's servers[j::len(mine)] is its j-th connection's
+            ordered = tuple(s for row in itertools.zip_longest(*mine) for s in row if s is not None)
+            shares.append((ordered, f"k{p}", len(mine)))
     server_specs = tuple(
         WorkerSpec(
             worker=name,
             servers=mine,
             seed=step.index * 1000 + i,
             urls=worker_urls(urls, on_servers, i),
+            connections=n,
+            hold=sc.prefill,
             **common,
         )
-        for i, (mine, name) in enumerate(shares)
+        for i, (mine, name, n) in enumerate(shares)
     )
     client_specs = tuple(
         WorkerSpec(

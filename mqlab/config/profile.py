@@ -17,7 +17,7 @@ from typing import Any
 
 from mqlab import inputs
 from mqlab.config import limits
-from mqlab.config.cores import Cores, parse_cores
+from mqlab.config.cores import Cores, parse_cores, parse_host_cores
 from mqlab.config.events import parse_events
 from mqlab.config.fields import FieldReader
 from mqlab.config.hosts import Hosts, parse_hosts
@@ -292,42 +292,87 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         )
         for i, raw in enumerate(raw_scenarios)
     )
-    placement = parse_cores(top.table.get("placement"), path)
-    if placement is not None and placement.broker and not managed:
+    hosts = parse_hosts(top.table.get("hosts"), path)
+    placement = None
+    if hosts is None:
+        placement = parse_cores(top.table.get("placement"), path)
+        _without_hosts(path, scenarios)
+    else:  # each host its own CPUs, checked there
+        _check_hosts(path, broker, hosts, scenarios)
+        roles = {n: hosts.roles(n) for n in hosts.names}
+        hosts = replace(hosts, placement=parse_host_cores(top.table.get("placement"), path, roles))
+    pins_broker = placement is not None and placement.broker
+    if (pins_broker or any(c.broker for c in (hosts.placement if hosts else {}).values())) and (
+        not managed
+    ):
         raise ProfileError(
             path, "placement.broker",
             "pins the processes of a broker mqlab starts; set [broker] managed = true "
             "or remove placement.broker",
         )  # fmt: skip
-    hosts = parse_hosts(top.table.get("hosts"), path)
-    if hosts is not None:
-        _check_hosts(path, managed, placement is not None, scenarios)
     profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults, placement, hosts)
     check_plan(profile)
     return profile
 
 
-def _check_hosts(path: str, managed: bool, pinned: bool, scenarios: tuple[Scenario, ...]) -> None:
-    """What a run on other hosts does not do (yet), refused before anything starts."""
-    if managed:
+def _without_hosts(path: str, scenarios: tuple[Scenario, ...]) -> None:
+    """Names of hosts in a profile without ``[hosts]``: refused, they name nothing here."""
+    for i, sc in enumerate(scenarios):
+        for j, ev in enumerate(sc.events):
+            if ev.host:
+                raise ProfileError(
+                    path, f"scenario[{i}].event[{j}].host",
+                    "names a load host, and the profile has no [hosts]: remove host",
+                )  # fmt: skip
+        if sc.rolling is not None and sc.rolling.hosts:
+            raise ProfileError(
+                path, f"scenario[{i}].rolling.hosts",
+                "names load hosts, and the profile has no [hosts]: remove hosts",
+            )  # fmt: skip
+
+
+def _check_hosts(
+    path: str, broker: BrokerSettings, hosts: Hosts, scenarios: tuple[Scenario, ...]
+) -> None:
+    """What a run on other hosts cannot do, refused before anything starts."""
+    if broker.managed and not hosts.brokers:
         raise ProfileError(
             path, "broker.managed",
             "a managed broker listens on this host's loopback only, out of the hosts' reach; "
-            "with [hosts], give the broker's url",
+            "with [hosts], give the broker's url, or name its host in [hosts] brokers",
         )  # fmt: skip
-    if pinned:
+    if hosts.brokers and not broker.managed:
         raise ProfileError(
-            path, "placement",
-            "[placement] pins processes of this host; with [hosts] the workers run "
-            "elsewhere: remove one of the two",
+            path, "hosts.brokers",
+            "a broker host runs the broker mqlab starts there: set [broker] managed = true, "
+            "or remove brokers and give the broker's url",
+        )  # fmt: skip
+    if hosts.brokers and len(hosts.brokers) != broker.nodes:
+        raise ProfileError(
+            path, "hosts.brokers",
+            f"one broker host per node: {len(hosts.brokers)} host(s) for {broker.nodes} "
+            "node(s); name as many hosts as [broker] nodes",
+        )  # fmt: skip
+    if hosts.brokers and broker.nodes > 1:
+        raise ProfileError(
+            path, "broker.nodes",
+            "a cluster whose nodes run on several broker hosts is not run yet: one broker "
+            "host, nodes = 1",
         )  # fmt: skip
     for i, sc in enumerate(scenarios):
-        for key, present in (("event", sc.events), ("rolling", sc.rolling)):
-            if present:
+        for j, ev in enumerate(sc.events):
+            if ev.host and ev.host not in hosts.loads:
                 raise ProfileError(
-                    path, f"scenario[{i}].{key}",
-                    f"{key} is not run across hosts yet; remove [hosts] or {key}",
+                    path, f"scenario[{i}].event[{j}].host",
+                    f"{ev.host!r} is not a load host of [hosts] ({', '.join(hosts.loads)})",
                 )  # fmt: skip
+        if sc.rolling is not None:
+            for name in sc.rolling.hosts:
+                if name not in hosts.loads:
+                    raise ProfileError(
+                        path, f"scenario[{i}].rolling.hosts",
+                        f"{name!r} is not a load host of [hosts] ({', '.join(hosts.loads)})",
+                    )  # fmt: skip
 
 
 def check_plan(profile: Profile, origin: str = "") -> None:

@@ -135,21 +135,21 @@ def _show(args: argparse.Namespace, run: Run) -> int:
     status = f"{len(steps)} step(s), {run.status}"
     repeated = "across repeats: msg/s ± 95 % CI, latency from the merged histograms"
     ceilings = any(s.ceiling for s in steps)  # written by `mqlab ceiling`
-    top_title = "top throughput (each driver's best step per pattern: msg/s (load, scenario))"
+    top_title = (
+        "top throughput (each driver's best step per pattern, per topology and queue type "
+        "when there were several: msg/s (load, scenario))"
+    )
     times_title = "time in the window: real, and the processes' own user and sys seconds"
-    top, times = seedtables.top_rows(steps), seedtables.times_rows(steps)
+    (top_header, top), times = seedtables.top_table(steps), seedtables.times_rows(steps)
     if args.table:
         return _show_table(args, run)
     if args.top:
         if args.markdown:
             from mqlab.live import markdown
 
-            print(
-                f"{markdown.text(name)}: {top_title}\n\n"
-                f"{seedtables.markdown(seedtables.TOP_HEADER, top)}"
-            )
+            print(f"{markdown.text(name)}: {top_title}\n\n{seedtables.markdown(top_header, top)}")
         else:
-            _console().print(seedtables.table(top_title, seedtables.TOP_HEADER, top))
+            _console().print(seedtables.table(top_title, top_header, top))
         return 0
     if args.markdown:
         from mqlab.ceiling import hook

@@ -53,6 +53,7 @@ from mqlab.terminal import console as _console
 if TYPE_CHECKING:
     from mqlab.live.exporter import MetricsServer
     from mqlab.run.controller import Runner
+    from mqlab.servers.rabbithost import RemoteRabbitMQ
 
 
 def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
@@ -120,12 +121,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     except paths.OutputRefused as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     metrics: MetricsServer | None = None
+    on_hosts: contextlib.ExitStack = contextlib.ExitStack()
+    remote = None
     try:
         # before any server starts too: a taken metrics port costs nothing
         metrics = metrics_cli.start(
             args, profile.run.metrics_port, profile.run.name, str(lock.path), len(plan.steps)
         )
-        with managed.managed(kinds, state, say, nodes=profile.broker.nodes) as handles:
+        if kinds and profile.hosts is not None and profile.hosts.brokers:
+            remote = _broker_hosts(profile, on_hosts)
+        with managed.managed(
+            kinds, state, say, nodes=profile.broker.nodes, remote=remote
+        ) as handles:
             urls = managed.endpoints(profile, server_of, handles)
             problem = managed.unreachable(urls, server_of)
             if problem:
@@ -138,8 +145,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 else:
                     say(line)
             code = _run(
-                args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics
-            )
+                args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics,
+                remote,
+            )  # fmt: skip
             if metrics is not None and code != EXIT_INTERRUPTED:  # Ctrl-C means: stop now
                 metrics_cli.linger(metrics, args.metrics_linger, say)
             return code
@@ -147,9 +155,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         code = EXIT_BAD_INPUT if isinstance(exc, BrokerRefused) else EXIT_FAILED
         raise CliError(f"managed broker: {exc}", code) from None
     finally:
+        on_hosts.close()
         if metrics is not None:
             metrics.close()
         lock.release()
+
+
+def _broker_hosts(profile: Profile, stack: contextlib.ExitStack) -> RemoteRabbitMQ:
+    """The broker hosts reached (a line naming the host when one is not there): the starter
+    of the managed RabbitMQ node on them."""
+    from mqlab.hosts.cluster import HostsError
+    from mqlab.hosts.reach import BrokerHosts
+    from mqlab.servers.rabbithost import RemoteRabbitMQ
+
+    assert profile.hosts is not None
+    on = BrokerHosts(profile.hosts)
+    stack.callback(on.close)
+    try:
+        on.open()
+    except HostsError as exc:
+        raise CliError(str(exc), EXIT_FAILED) from None
+    return RemoteRabbitMQ(on)
 
 
 def _run(
@@ -163,6 +189,7 @@ def _run(
     err: Console,
     out: Path,
     metrics: MetricsServer | None = None,
+    remote: RemoteRabbitMQ | None = None,
 ) -> int:
     from mqlab.run import leftovers
     from mqlab.run.controller import Interrupted, Runner, StepFailed
@@ -172,7 +199,7 @@ def _run(
             err.print(f"mqlab: removed {path}, a step directory of a run that was killed")
     server_of = _servers_of(profile, plugins)
     # each driver's broker: every figure of a step comes from its own
-    brokers = managed.sides(urls, server_of, handles, profile.broker.management_url)
+    brokers = managed.sides(urls, server_of, handles, profile.broker.management_url, remote)
 
     def warn(line: str) -> None:
         with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
@@ -190,7 +217,7 @@ def _run(
     )
     env["codec_cost_us"] = codec_costs(profile)
     # every managed server, not only the first driver's (RabbitMQ and Artemis in one run)
-    env["servers"] = {kind: {"managed": True, **h.facts} for kind, h in handles.items()}
+    env["servers"] = environment.servers(handles)  # with what durable meant on each
     env["metrics"] = metrics_cli.recorded(metrics)  # where the endpoint was, the port it got
     results = ResultsFile(out, _profile_record(profile, urls), env, warn)
     if not results.write():

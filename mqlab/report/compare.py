@@ -203,8 +203,13 @@ def _entries(run: Run, ignore: frozenset[str]) -> dict[Key, Entry]:
 
 def match(a: Run, b: Run) -> list[Row]:
     """Rows in A's order, then the steps only B has."""
-    # a field one file does not record (an older schema) cannot tell the two runs apart
-    ignore = frozenset(identity.unrecorded(a.steps) | identity.unrecorded(b.steps))
+    # a field, or a scenario setting, one file does not record (an older mqlab's) cannot
+    # tell the two runs apart
+    ignore = frozenset(
+        identity.unrecorded(a.steps)
+        | identity.unrecorded(b.steps)
+        | identity.unshared_settings(a.steps, b.steps)
+    )
     ea, eb = _entries(a, ignore), _entries(b, ignore)
     rows = []
     for key, (label, figs, lost, trust) in ea.items():

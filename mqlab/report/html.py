@@ -244,16 +244,17 @@ def _aggregates(run: Run) -> str:
 
 def _seed_tables(run: Run) -> list[str]:
     """Seed 001's top throughput and seed 002's real / user / sys, when the results have them."""
-    top, times = seedtables.top_rows(run.steps), seedtables.times_rows(run.steps)
+    (header, top), times = seedtables.top_table(run.steps), seedtables.times_rows(run.steps)
     out = [
         "<h2>Top throughput per driver and pattern</h2>",
-        table(seedtables.TOP_HEADER, [[escape(c) for c in r] for r in top], left=1),
+        table(header, [[escape(c) for c in r] for r in top], left=len(header) - 3),
     ]
     if times:
         out += [
             "<h2>Time in the window: real, user, sys</h2>",
             '<p class="note">each process\'s own user and sys seconds over the window, '
-            "clients and servers summed; real is the window's wall-clock time.</p>",
+            "clients and servers summed; real is the window's wall-clock time (a drained "
+            "batch's: its drained_in_s, and msg/s its batch_rate).</p>",
             table(seedtables.TIMES_HEADER, [[escape(c) for c in r] for r in times], left=4),
         ]
     return out  # fmt: skip

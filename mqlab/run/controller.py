@@ -30,6 +30,7 @@ from mqlab.record.step import StepRecord
 from mqlab.record.trust import Waited
 from mqlab.run import background, leftovers, stages
 from mqlab.run.drain import drain, in_flight
+from mqlab.run.prefill import Prefill
 from mqlab.run.progress import Progress, worker_rows
 from mqlab.run.quiet import QuietGate
 from mqlab.run.rolling import RollingUpdate
@@ -190,6 +191,8 @@ class Runner:
         )  # fmt: skip
         if s.faults is not None:
             s.faults.marker = lay.marker
+        if sc.prefill:
+            s.prefill = Prefill(step, lay, side)
         s.placement = placement
         s.losses = StepLosses(step, side.management, s.broker.ps.pid if s.broker.ps else None)
         workers: list[Worker] = []
@@ -205,6 +208,8 @@ class Runner:
             await self.pool.step_start()  # on other hosts: each one's clock
             for marker in markers:
                 await side.prepare(marker, step.queue_type, sc.mirror_replicas)
+            if s.prefill is not None:
+                await s.prefill.declare()
             servers = await self.pool.spawn(lay.servers, tmp)
             workers += servers
             await self.pool.await_ready(servers)
@@ -213,6 +218,8 @@ class Runner:
             clients = await self.pool.spawn(lay.clients, tmp)
             workers += clients
             await self.pool.await_ready(clients)
+            if s.prefill is not None:
+                s.prefill.servers, s.prefill.clients = servers, clients
             if bg is not None:
                 await bg.spawn_clients(self.pool, tmp)
             if step.rolling_to is not None:
@@ -284,15 +291,15 @@ class Runner:
             s.host_load.stop()
             # read while every process still runs: the CPUs each really had
             everyone = workers + (s.bg.workers if s.bg is not None else [])
-            s.affinity = affinity.readback(
-                ((w.spec.worker, w.spec.role, w.proc.pid if w.proc else None) for w in everyone),
-                self.broker_pids(),
-            )
+            s.affinity = await self.pool.readback(everyone, self.broker_pids())
+            s.affinity += await s.side.cores()  # a broker host's node, read back there
             self.measured = True
         finally:
             if s.faults is not None:
                 await s.faults.stop()  # none after the window; one under way finishes
             await s.stop_nodes()  # the window's last sample is one of them
+        if s.prefill is not None:  # a batch the window did not see sent: drained anyway
+            await s.prefill.release()
         # successors are clients too: the drain waits for them and counts what they sent
         clients.extend(w for w in workers if w.spec.clients and w not in clients)
 
@@ -311,6 +318,8 @@ class Runner:
         if s.bg is not None:
             limit, timeout = self.plan.profile.run.drain, step.scenario.timeout
             await s.bg.drain(limit, timeout, depth, self._cut_short, held)
+        if self.pool.failure:
+            raise StepFailed(self.pool.failure)
         if s.faults is not None and s.drained.held_by:
             await s.faults.end_held()  # counted as held: the held link ends with the step
         if s.losses is not None:
@@ -337,6 +346,8 @@ class Runner:
         replacing: asyncio.Task[None] | None = None
         faults = s.faults.timeline if s.faults is not None else None
         while (now := time.monotonic_ns()) < window_end:
+            if self.pool.failure:  # a broker host lost: its node went with it
+                raise StepFailed(self.pool.failure)
             if roll is not None and (replacing is None or replacing.done()):
                 if replacing is not None:
                     replacing.result()  # a successor that failed to start fails the step
@@ -352,6 +363,8 @@ class Runner:
                 if s.bg is not None:
                     await s.bg.send(protocol.Stop(), clients_only=True)
                 break
+            if s.prefill is not None:
+                await s.prefill.tick()
             if now >= next_cpu:
                 # each sample after the primer covers one second of the window, as
                 # docs/results.md says

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from mqlab.faults.step import StepFaults
     from mqlab.rabbitmq.sampler import NodeSample, OnTicks
     from mqlab.run.background import BackgroundLoad
+    from mqlab.run.prefill import Prefill
     from mqlab.run.rolling import RollingUpdate
 
 __all__ = ["Sections", "StepState", "after_window", "driver_options", "live_record"]
@@ -72,6 +73,7 @@ class StepState:
     roll: RollingUpdate | None = None
     faults: StepFaults | None = None
     bg: BackgroundLoad | None = None
+    prefill: Prefill | None = None  # a pre-filled step's queues and release
     losses: StepLosses | None = None
     host_load: HostLoad = field(default_factory=HostLoad)
     affinity: list[dict[str, Any]] = field(default_factory=list)
@@ -154,6 +156,7 @@ def outcome(
         **collect.rolling_fields(roll, step, window_s),
         **(faults.fields(window_s) if faults is not None else {}),
         options=s.options,
+        prefill=(s.prefill.at, s.prefill.queued) if s.prefill is not None else None,
     )
 
 
