@@ -46,6 +46,9 @@ class RunSettings:
     duration: float
     warmup: float
     repeat: int = 1
+    #: repeats of one scenario and load run back to back, drivers A B, B A, ... (drift cancels);
+    #: False: the whole matrix once per repeat, in rounds
+    interleave: bool = True
     drain: float = 30.0  # longest wait for late messages after the window
     processes: int = 1  # client worker processes per step
     #: serve Prometheus metrics on this port while the run lasts (0: a free one); None: don't
@@ -131,7 +134,9 @@ class Profile:
 
 # -- parsing ---------------------------------------------------------------
 
-_RUN_KEYS = {"name", "duration", "warmup", "repeat", "drain", "processes", "metrics_port"}
+_RUN_KEYS = {
+    "name", "duration", "warmup", "repeat", "interleave", "drain", "processes", "metrics_port",
+}  # fmt: skip
 _BROKER_KEYS = {"url", "managed", "nodes", "clients", "servers", "management_url"}
 _QUEUE_TYPE_KEYS = ("rpc_queue_type", "notify_queue_type")
 #: keys of a [drivers.NAME] table that are not the plugin's options
@@ -197,6 +202,7 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         duration=run_r.duration("duration", 10.0),
         warmup=run_r.duration("warmup", 2.0),
         repeat=run_r.count("repeat", 1, 1, limits.MAX_REPEAT),
+        interleave=run_r.boolean("interleave", True),
         drain=run_r.duration("drain", 30.0, limits.MAX_WAIT_S),
         processes=run_r.count("processes", 1, 1, 10**9),  # limited in limits.check_plan
         metrics_port=run_r.count("metrics_port", 0, 0, 65535)

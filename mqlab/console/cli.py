@@ -21,7 +21,7 @@ from rich.text import Text
 from mqlab import __version__, redact, registry
 from mqlab.config.plan import make_plan
 from mqlab.config.profile import parse_duration
-from mqlab.console import broker, helptext, hosts, metrics
+from mqlab.console import broker, helptext, hosts, metrics, system
 from mqlab.console.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -32,8 +32,10 @@ from mqlab.console.common import (
 )
 from mqlab.console.run import cmd_ceiling, cmd_run, show_ceilings
 from mqlab.errors import MqlabError, PluginError
+from mqlab.live import pagetables
 from mqlab.report import commands as report
 from mqlab.results import paths
+from mqlab.run.quiet import DEFAULT_LIMIT_S, DEFAULT_PERCENT
 from mqlab.terminal import console as _console
 from mqlab.terminal import printable
 from mqlab.transport import PATTERNS
@@ -47,6 +49,16 @@ def _duration_arg(text: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _percent_arg(text: str) -> float:
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage above 0 and up to 100, got {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -99,8 +111,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from mqlab.results.read import ResultsError, load_run
 
-    if args.verbose and (args.top or args.markdown):
-        given = "--top" if args.top else "--markdown"
+    if args.verbose and (args.top or args.table or args.markdown):
+        given = "--top" if args.top else "--table" if args.table else "--markdown"
         raise CliError(f"--verbose adds terminal tables, not with {given}: leave one out",
                        EXIT_BAD_INPUT)  # fmt: skip
 
@@ -129,6 +141,8 @@ def _show(args: argparse.Namespace, run: Run) -> int:
     )
     times_title = "time in the window: real, and the processes' own user and sys seconds"
     (top_header, top), times = seedtables.top_table(steps), seedtables.times_rows(steps)
+    if args.table:
+        return _show_table(args, run)
     if args.top:
         if args.markdown:
             from mqlab.live import markdown
@@ -168,6 +182,26 @@ def _show(args: argparse.Namespace, run: Run) -> int:
         for table in ([stress] if stress is not None else []) + steptables.details(steps):
             console.print(table)
     console.print(f"measured with {comparison.environment_line(env)}")
+    return 0
+
+
+def _show_table(args: argparse.Namespace, run: Run) -> int:
+    """``show --table TABLE``: one of the tables of :mod:`mqlab.live.pagetables`."""
+    from mqlab.live import markdown, seedtables
+
+    built = pagetables.build(args.table, run.steps, run.environment)
+    if not any(rows for _, _, rows in built):
+        raise CliError(
+            f"{run.path}: no step of this run has what --table {args.table} shows "
+            f"({built[0][0]}): give a run of a profile that measures it", EXIT_BAD_INPUT,
+        )  # fmt: skip
+    for i, (title, head, rows) in enumerate(built):
+        if args.markdown:
+            said = f"{markdown.text(run.name)}: {title}" if i == 0 else title
+            body = seedtables.markdown(head, rows) if rows else "(none)"
+            print(("\n" if i else "") + f"{said}\n\n{body}")
+        else:
+            _console().print(seedtables.table(title, head, rows) if rows else f"{title}: none")
     return 0
 
 
@@ -215,6 +249,16 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         help="use this broker (comma-separated URLs for a cluster) instead of the "
         "profile's, and start no managed one (default: the profile's [broker])",
     )
+    p.add_argument(
+        "--wait-quiet", nargs="?", const=DEFAULT_PERCENT, type=_percent_arg, metavar="PERCENT",
+        help="before each step, wait until other processes take less than PERCENT of the "
+        f"machine (default {DEFAULT_PERCENT:g} when given bare), for at most --wait-quiet-max",
+    )  # fmt: skip
+    p.add_argument(
+        "--wait-quiet-max", type=_duration_arg, metavar="DURATION",
+        help=f"the longest --wait-quiet waits before one step (default {DEFAULT_LIMIT_S:g}s); "
+        "the step then runs and its record says the machine was not quiet",
+    )  # fmt: skip
     p.add_argument("--state-dir", help=argparse.SUPPRESS)
     metrics.add_arguments(p, _duration_arg)
 
@@ -286,11 +330,20 @@ def build_parser() -> helptext.Parser:
     )
     p.add_argument("results", metavar="RESULTS", help="a results file (JSON) mqlab run wrote")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables, to publish")
-    p.add_argument(
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument(
         "--top",
         action="store_true",
         help="only each driver's best msg/s per pattern (the top-throughput table "
         "of the 2016 OpenStack message-queue report)",
+    )
+    shape.add_argument(
+        "--table",
+        choices=sorted(pagetables.TABLES),
+        metavar="TABLE",
+        help="only one table in a profile's own shape, as docs/findings.md has it: "
+        + ", ".join(sorted(pagetables.TABLES))
+        + " (default: the comparison)",
     )
     p.add_argument(
         "-v",
@@ -302,6 +355,7 @@ def build_parser() -> helptext.Parser:
     p.set_defaults(func=cmd_show)
     report.add_commands(command)  # report, export, compare
     hosts.add_commands(command)  # hosts certs, check, up, down
+    system.add_commands(command, _duration_arg)
 
     p = command(
         "plugins",

@@ -30,6 +30,7 @@ METAVARS = {
     "DURATION": "a duration: 20s, 500ms, 2m or seconds",
     "N": "a whole number",
     "PERCENT": "a percentage",
+    "TABLE": "the name of one of mqlab show's tables",
     "COMMAND": "a subcommand",
     "ACTION": "what to do",
 }

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from mqlab import __version__, redact, registry
+from mqlab import __version__, machine, redact, registry
 from mqlab.config.plan import Plan, make_plan
 from mqlab.config.profile import Profile
 from mqlab.console import metrics as metrics_cli
+from mqlab.console import system
 from mqlab.console.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -45,6 +46,7 @@ from mqlab.results.calibration import codec_costs
 from mqlab.results.store import ResultsFile
 from mqlab.sdk.urls import mask
 from mqlab.servers import managed
+from mqlab.servers.brokerside import all_pids
 from mqlab.servers.handle import ServerHandle
 from mqlab.terminal import console as _console
 
@@ -80,6 +82,8 @@ def _servers_of(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> dict[s
 def cmd_run(args: argparse.Namespace) -> int:
     """The pipeline: profile, check, plan, servers, run, record."""
     profile = load(args.profile, args)
+    if getattr(args, "wait_quiet_max", None) is not None and args.wait_quiet is None:
+        raise CliError("--wait-quiet-max needs --wait-quiet[=PERCENT]", EXIT_BAD_INPUT)
     plugins = check(profile)
     if profile.hosts is not None:
         from mqlab.config.hosts import missing
@@ -201,10 +205,16 @@ def _run(
         with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
             err.print(redact.scrub(line))
 
+    # before the codec's cost is measured: that measuring would count as this run's own load
+    found = machine.facts(machine.measure_others(1.0, all_pids(brokers.values())))
+    for line in system.off_lines(found):
+        warn(line)
     if not args.quiet:
         err.print(f"{profile.run.name}: measuring codec costs…")
     broker_info = managed.environment_broker(brokers)
-    env = environment.gather(registry.discover(), broker_info, {d.plugin for d in profile.drivers})
+    env = environment.gather(
+        registry.discover(), broker_info, {d.plugin for d in profile.drivers}, found
+    )
     env["codec_cost_us"] = codec_costs(profile)
     # every managed server, not only the first driver's (RabbitMQ and Artemis in one run)
     env["servers"] = environment.servers(handles)  # with what durable meant on each
@@ -249,9 +259,17 @@ def _run(
             urls, {d.name: plugins[d.name].check(d.options_dict) for d in profile.drivers},
             server_of, profile.run.warmup, profile.run.duration, profile.placement,
         )  # fmt: skip
+    gate = None
+    if getattr(args, "wait_quiet", None) is not None:
+        from mqlab.run.quiet import DEFAULT_LIMIT_S, QuietGate
+
+        gate = QuietGate(
+            args.wait_quiet, args.wait_quiet_max or DEFAULT_LIMIT_S,
+            ours=lambda: all_pids(brokers.values()), log=None if interactive else warn,
+        )  # fmt: skip
     runner = Runner(
         plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
-        on_snapshot, on_step, brokers, after_step=ceilings,
+        on_snapshot, on_step, brokers, after_step=ceilings, quiet=gate,
     )  # fmt: skip
     # "done" only once the run has returned: whatever else ends it is no finished run
     status, message, code = "failed", "stopped by an error", EXIT_FAILED

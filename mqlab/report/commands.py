@@ -62,9 +62,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     console = safe_console(width=200)
     console.print(f"A: {a.path} ({a.name})\nB: {b.path} ({b.name})\n{env}", highlight=False)
     console.print(compare.table(a, b))
-    console.print(
-        f"≈ = within noise, ? = noise unknown. {compare.NOISE_RULE}", style="dim", highlight=False
-    )
+    console.print(f"{compare.LEGEND} {compare.NOISE_RULE}", style="dim", highlight=False)
     return 0
 
 

@@ -18,7 +18,7 @@ from mqlab import __version__
 from mqlab.live import comparison, seedtables
 from mqlab.record.step import StepRecord
 from mqlab.report import charts, steps, summary
-from mqlab.report.compare import Ratio
+from mqlab.report.compare import LEGEND, MARKS, NOISE_RULE, Ratio
 from mqlab.report.markup import Charts, bad, num, rich_table_html, table
 from mqlab.results import paths
 from mqlab.results.record import Run
@@ -112,7 +112,7 @@ def _environment(run: Run) -> str:
     rows += _rows_of("run settings", run.run_settings)
     shown = {"mqlab", "mqlab_commit", "python", "implementation", "uvloop", "cpu_model",
              "cpu_count", "memory_gb", "hostname", "platform", "broker", "plugins", "libraries",
-             "codec_cost_us", "servers", "harness"}  # fmt: skip
+             "codec_cost_us", "servers", "harness", "system"}  # fmt: skip
     rows += _rows_of("other", {k: v for k, v in env.items() if k not in shown})
     body = "".join(
         f'<tr class="{"first" if i == 0 or rows[i - 1][0] != sec else ""}">'
@@ -125,6 +125,23 @@ def _environment(run: Run) -> str:
         f"<p>{line}</p>"
         '<table class="environment"><tr><th class="l">what</th><th class="l">name</th>'
         f'<th class="l">value</th></tr>{body}</table>'
+    )
+
+
+def _machine(run: Run) -> str:
+    """`mqlab system`'s findings as the run began: each fact, those that move figures marked."""
+    facts = run.system
+    if facts is None:
+        return '<p class="note">the machine\'s state was not recorded (an older file).</p>'
+    rows = [
+        ('<span class="bad">!</span>' if f.off else "", escape(f.what), escape(f.state),
+         escape(f.advice))
+        for f in facts
+    ]  # fmt: skip
+    off = sum(f.off for f in facts)
+    said = f"{off} of {len(rows)} off: they move figures" if off else "nothing off"
+    return f"<h3>The machine as the run began (mqlab system): {said}</h3>" + table(
+        ("", "what", "state", "what to do"), rows, left=4
     )
 
 
@@ -143,7 +160,7 @@ def _comparison(run: Run) -> str:
 
 
 def _ratio_cell(r: Ratio) -> str:
-    mark = {"within noise": " ≈", "noise unknown": " ?"}.get(r.noise, "")
+    mark = f" {MARKS[r.noise]}" if r.noise else ""
     title = f' title="{escape(r.noise)}"' if r.noise else ""
     return f"<span{title}>{escape(r.text)}{mark}</span>"
 
@@ -190,8 +207,8 @@ def _summary(run: Run) -> str:
     return (
         table(head, rows, left=1).replace("<table>", '<table class="summary">', 1)
         + (
-            '<p class="note">ratios to the first driver; ≈ within noise, ? noise unknown '
-            "(the rule: see Comparison)</p>"
+            f'<p class="note">ratios to the first driver; {escape(LEGEND)} (the rule: '
+            f"{escape(NOISE_RULE)})</p>"
             if len(names) > 1
             else ""
         )
@@ -259,7 +276,7 @@ def render(run: Run) -> str:
             "<h2>Summary</h2>",
             _summary(run),
         ]
-    body += ["<h2>Environment</h2>", _environment(run)]
+    body += ["<h2>Environment</h2>", _environment(run), _machine(run)]
     if run.steps:
         body += [
             "<h2>Comparison</h2>",

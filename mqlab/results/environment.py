@@ -1,4 +1,5 @@
-"""The environment stated beside every result: versions, broker, machine."""
+"""The environment stated beside every result: versions, broker, machine, and what on the
+machine makes figures move (:mod:`mqlab.machine`, ``system``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 import platform
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from mqlab.errors import MqlabError
 
 # The broker's facts are RabbitMQ's specifics; they live in mqlab.rabbitmq.facts.
 from mqlab.rabbitmq.facts import amqp_server, broker_version
+from mqlab.record.trust import Fact
+from mqlab.record.wire import to_wire
 from mqlab.registry import Plugin
 
 __all__ = ["amqp_server", "broker_version", "cpu_model", "gather", "promises", "servers"]
@@ -143,8 +146,12 @@ def servers(handles: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def gather(
-    plugins: Mapping[str, Plugin], broker: dict[str, Any] | None, used: set[str]
+    plugins: Mapping[str, Plugin],
+    broker: dict[str, Any] | None,
+    used: set[str],
+    system: Iterable[Fact] = (),
 ) -> dict[str, Any]:
+    """``system``: the machine's facts as the run began (:func:`mqlab.machine.facts`)."""
     return {
         "mqlab": __version__,
         "mqlab_commit": mqlab_commit(),
@@ -165,4 +172,5 @@ def gather(
         "cpu_count": os.cpu_count(),
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
+        "system": [to_wire(f) for f in system],
     }

@@ -15,6 +15,7 @@ callback. What it asks of each step's broker is that driver's
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import shutil
 import time
@@ -26,13 +27,15 @@ from mqlab.live.snapshot import RunSnapshot
 from mqlab.record.figures import Figures
 from mqlab.record.sections import Ceiling
 from mqlab.record.step import StepRecord
+from mqlab.record.trust import Waited
 from mqlab.run import background, leftovers, stages
 from mqlab.run.drain import drain, in_flight
 from mqlab.run.prefill import Prefill
 from mqlab.run.progress import Progress, worker_rows
+from mqlab.run.quiet import QuietGate
 from mqlab.run.rolling import RollingUpdate
 from mqlab.run.stages import StepState
-from mqlab.servers.brokerside import BrokerSide, NoBroker, total
+from mqlab.servers.brokerside import BrokerSide, NoBroker, all_pids, total
 from mqlab.worker import affinity, protocol
 from mqlab.worker.pool import Interrupted, StepFailed, Worker, WorkerPool
 
@@ -62,6 +65,7 @@ class Runner:
         on_step: Callable[[StepRecord], None],
         brokers: Mapping[str, BrokerSide] | None = None,
         after_step: AfterStep | None = None,
+        quiet: QuietGate | None = None,
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -89,6 +93,8 @@ class Runner:
 
             self.pool = HostPool(self.force, plan.profile.hosts, run_id)
         self.s = StepState(NoBroker())  # the running step's state
+        #: ``--wait-quiet``: before each step, until other processes leave the machine quiet
+        self.quiet = quiet
 
     async def __aenter__(self) -> Runner:
         await self.pool.open()
@@ -102,8 +108,7 @@ class Runner:
 
     def broker_pids(self) -> tuple[int, ...]:
         """Every broker's processes now (a restarted node has a new PID): pinned, read back."""
-        unique = {id(s): s for s in self.brokers.values()}.values()
-        return tuple(dict.fromkeys(p for s in unique for p in s.pids()))
+        return all_pids(self.brokers.values())
 
     def _sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
         """One CPU sample per worker and the broker: the share since the previous call."""
@@ -120,6 +125,8 @@ class Runner:
         s.broker.sample(measuring)
         if s.nodes is not None:
             s.nodes.tick(measuring)
+        if measuring:
+            s.host_load.tick()
 
     # -- a step ------------------------------------------------------------
 
@@ -144,13 +151,21 @@ class Runner:
             if self.interrupt.is_set() or self.stop_after.is_set():
                 break
             self.measured = False
-            record = await self.run_step(step)
+            waited = None
+            if self.quiet is not None:
+                waited = await self.quiet.wait(
+                    step.label, functools.partial(self._show, step), self.interrupt.is_set
+                )
+                if self.interrupt.is_set():
+                    break
+            record = await self.run_step(step, waited)
             records.append(record)
             self.on_step(record)
             self.measured = False
         return records
 
-    async def run_step(self, step: Step) -> StepRecord:
+    async def run_step(self, step: Step, waited: Waited | None = None) -> StepRecord:
+        """One step; ``waited``: what the quiet gate waited for before it, for its record."""
         run = self.plan.profile.run
         broker = self.plan.profile.broker
         sc = step.scenario
@@ -158,7 +173,7 @@ class Runner:
         tmp = leftovers.step_dir()
         urls = self.urls
         side = self.side(step)
-        s = self.s = StepState(side, options=stages.driver_options(step))
+        s = self.s = StepState(side, options=stages.driver_options(step), waited=waited)
         if sc.events:
             from mqlab.faults.step import StepFaults
 

@@ -5,7 +5,8 @@ collect stage (:func:`mqlab.run.stepresult.build`: the step's cell, figures and 
 flags), the hosts (:meth:`mqlab.worker.pool.WorkerPool.step_end`: a lost host's unknown
 receipts move from ``lost`` to ``unaccounted``), the losses explained
 (:class:`mqlab.faults.losses.StepLosses`: attribution and verdict), the CPUs each process
-had, the host's load, the background stress and, for ``mqlab ceiling``, the ceiling.
+had, the host's load and how far to trust the step (:meth:`mqlab.run.hostload.HostLoad.trust`:
+contention and stability), the background stress and, for ``mqlab ceiling``, the ceiling.
 Each returns a typed section; :meth:`Sections.assemble` makes the step's
 :class:`~mqlab.record.step.StepRecord` once, from them.
 
@@ -36,6 +37,7 @@ from mqlab.record.sections import (
 from mqlab.record.sections import HostLoad as HostLoadFigures
 from mqlab.record.sections import Placement as NodePlacement
 from mqlab.record.step import StepRecord
+from mqlab.record.trust import Trust, Waited
 from mqlab.record.values import Flag
 from mqlab.record.wire import from_wire
 from mqlab.run import collect, stepresult
@@ -79,6 +81,7 @@ class StepState:
     broker_facts: BrokerFacts = field(default_factory=BrokerFacts)
     sent_by_client: dict[int, int] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # the driver's, as it runs
+    waited: Waited | None = None  # what the quiet gate waited for before the step
 
     def __post_init__(self) -> None:
         self.broker = BrokerProcess(self.side.pid())
@@ -189,6 +192,7 @@ class Sections:
     losses: Losses
     cores: Cores
     host_load: HostLoadFigures
+    trust: Trust
     background: Background | None
     flags: tuple[Flag, ...]
 
@@ -205,6 +209,7 @@ class Sections:
             losses=self.losses,
             cores=self.cores,
             host_load=self.host_load,
+            trust=self.trust,
             background=self.background,
             ceiling=ceiling,
             flags=self.flags,
@@ -229,6 +234,20 @@ def _cores(placement: Placement | None, processes: Sequence[dict[str, Any]]) -> 
         asked=placement.asked() if placement is not None else None,
         processes=tuple(from_wire(CoreProcess, p) for p in processes),
     )
+
+
+def _rates(figures: Figures, pattern: str) -> list[float]:
+    """The completions of each whole second of the window (replies for a call)."""
+    series, seconds = figures.series, figures.throughput.seconds
+    if series is None or not seconds:
+        return []
+    return series.in_window("round_trip" if pattern == "call" else "received", seconds)
+
+
+def _trust_flags(trust: Trust) -> tuple[Flag, ...]:
+    """``contended`` and ``unstable`` among the step's flags, each with its reasons."""
+    reasons = {"contended": trust.contended_by, "unstable": trust.unstable_by}
+    return tuple(Flag(code=c, message="; ".join(reasons[c])) for c in trust.flags)
 
 
 async def after_window(
@@ -263,6 +282,11 @@ async def after_window(
         losses, loss_flags = Losses(explain_error=f"{type(exc).__name__}: {exc}"), ()
     bg = s.bg.figures(s.window, first_s, interrupted) if s.bg is not None else None
     placed = NodePlacement(clients=s.placement[0], servers=s.placement[1])
+    cores = _cores(placement, s.affinity)
+    load = s.host_load.figures(figures.cpu)
+    # a fault or an update moves the rate on purpose: its spread says nothing of the machine
+    moved = bool(sc.events) or step.rolling_to is not None
+    trust = s.host_load.trust(load, cores, _rates(figures, sc.pattern), not moved, s.waited)
     return Sections(
         collected=collected,
         drain=s.drained.section,
@@ -270,8 +294,9 @@ async def after_window(
         broker=dataclasses.replace(s.broker_facts, placement=placed),
         hosts=hosts,
         losses=losses,
-        cores=_cores(placement, s.affinity),
-        host_load=s.host_load.figures(figures.cpu),
+        cores=cores,
+        host_load=load,
+        trust=trust,
         background=bg,
-        flags=(*collected.flags, *host_flags, *loss_flags),
+        flags=(*collected.flags, *host_flags, *loss_flags, *_trust_flags(trust)),
     )

@@ -37,7 +37,7 @@ replicated Kafka or Artemis gives it its nodes (:class:`mqlab.servers.nodes.Proc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mqlab.measure.account import Depth
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from mqlab.rabbitmq.steps import BrokerSteps
     from mqlab.servers.nodes import ProcessNodes
 
-__all__ = ["BrokerSide", "Depth", "NoBroker", "ServerSide", "total"]
+__all__ = ["BrokerSide", "Depth", "NoBroker", "ServerSide", "all_pids", "total"]
 
 
 def total(depths: tuple[Depth, ...]) -> tuple[int | None, float | None, str]:
@@ -61,6 +61,12 @@ def total(depths: tuple[Depth, ...]) -> tuple[int | None, float | None, str]:
         return None, None, "; ".join(dict.fromkeys(d.why for d in unknown if d.why))
     held = sum(d.messages or 0 for d in depths)
     return held, max((d.age_ns for d in depths), default=0) / 1e9, ""
+
+
+def all_pids(sides: Iterable[BrokerSide]) -> tuple[int, ...]:
+    """Every broker's processes now, each broker once (a restarted node has a new PID)."""
+    unique = {id(s): s for s in sides}.values()
+    return tuple(dict.fromkeys(p for s in unique for p in s.pids()))
 
 
 class BrokerSide(Protocol):
