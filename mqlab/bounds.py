@@ -24,3 +24,5 @@ MAX_STEPS = 10_000
 #: servers per target, targets, pools: each is a worker or a queue set up before the window
 MAX_SERVERS = 64
 MAX_TARGETS = 64
+#: targets when ``consumers`` connections share them (seed 002: 100 queues)
+MAX_SHARED_TARGETS = 256

@@ -1,4 +1,4 @@
-"""README screenshots from a real run: the live monitor in tmux, then the HTML report.
+"""The docs' screenshots from a real run: the live monitor in tmux, then the HTML report.
 
     .venv/bin/python scripts/screenshots.py [PROFILE] [mqlab run options]
 

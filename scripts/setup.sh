@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mqlab set-up: installs what mqlab needs on a Debian/Ubuntu machine, then
-#   bash scripts/setup.sh run  [mqlab run options]  runs the main job (profiles/pika-vs-kombu.toml)
-#   bash scripts/setup.sh test                      runs ruff, mypy and the whole test suite
+#   bash scripts/setup.sh run [PROFILE] [mqlab run options]  runs PROFILE, by default the main
+#                                                            job (profiles/pika-vs-kombu.toml)
+#   bash scripts/setup.sh test [pytest arguments]            runs ruff, mypy and the test suite
 # System packages (RabbitMQ, Redis, a C toolchain for python-qpid-proton) are
 # installed with apt-get when run as root or with password-less sudo; otherwise
 # the script names what is missing and stops.
@@ -10,7 +11,7 @@ set -euo pipefail
 mode=${1:-run}
 shift || true
 case $mode in run | test) ;; *)
-  echo "usage: bash scripts/setup.sh run|test [mqlab run options]" >&2
+  echo "usage: bash scripts/setup.sh run [PROFILE] [mqlab run options] | test [pytest arguments]" >&2
   exit 2
   ;;
 esac
@@ -133,7 +134,12 @@ if command -v java >/dev/null; then
 fi
 
 if [[ $mode == run ]]; then
-  exec .venv/bin/mqlab run profiles/pika-vs-kombu.toml "$@"
+  profile=profiles/pika-vs-kombu.toml # the main job, unless a profile comes first
+  if [[ ${1:-} == *.toml ]]; then
+    profile=$1
+    shift
+  fi
+  exec .venv/bin/mqlab run "$profile" "$@"
 fi
 
 # -- the whole test suite ------------------------------------------------------
@@ -153,7 +159,8 @@ set +e
 # the slowest tests are listed so the suite's time stays visible. Three pytest-xdist
 # workers, a test file each at a time, each with its own RabbitMQ node: most of a test's
 # time is a run's fixed duration, so three overlap well even on two cores (34 min serial,
-# 13 this way on the 2-core VM). MQLAB_TEST_WORKERS=0 runs it serially. Tests marked
+# about 15 this way on the 2-core VM, the serial tests included, as README.md says).
+# MQLAB_TEST_WORKERS=0 runs it serially. Tests marked
 # `serial` time a broker fault within a step through rabbitmqctl, whose own start took 8 s
 # beside the parallel pass: they run after it, alone. Arguments go to pytest (one pass).
 workers=${MQLAB_TEST_WORKERS:-3}

@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: set in every command the tests start, to this test process's pid: pytest-xdist runs other
 #: test files at once, and "processes the run left behind" must mean this test's run only
 CALLER = "MQLAB_TEST_CALLER"
+#: the flags that say how busy the machine was, and the line that opens its busy facts
+TRUST_FLAGS = ("contended", "unstable")
+MACHINE_FACTS = "mqlab: this machine may move the figures"
 
 
 def mqlab(
@@ -57,6 +60,24 @@ def write_profile(path: Path, text: str) -> Path:
 def results(path: Path) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return doc
+
+
+def step_flags(step: dict[str, Any]) -> list[str]:
+    """A stored step's flag codes less ``contended`` and ``unstable``: those say how busy the
+    machine was (the suite runs in parallel), not what the step did."""
+    return [f["code"] for f in step["flags"] if f["code"] not in TRUST_FLAGS]
+
+
+def besides_the_machine(stderr: str) -> list[str]:
+    """``stderr``'s lines less the facts ``mqlab run`` names first when the machine is busy
+    (:func:`mqlab.console.system.off_lines`)."""
+    out: list[str] = []
+    facts = False
+    for line in stderr.splitlines():
+        facts = line.startswith(MACHINE_FACTS) or (facts and line.startswith("mqlab:   "))
+        if not facts:
+            out.append(line)
+    return out
 
 
 def started_here(p: psutil.Process) -> bool:

@@ -7,6 +7,7 @@ schema-1 form is the same run with every schema-2 key taken away.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,11 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from mqlab.record import legacy
+from mqlab.record.repeats import aggregate
 from mqlab.record.step import StepRecord
-from mqlab.record.wire import from_wire
+from mqlab.record.trust import Trust
+from mqlab.record.values import Flag
+from mqlab.record.wire import SCHEMA, from_wire
 
 MASKED_URL = "amqp://guest:***@127.0.0.1:5672/"
 
@@ -151,3 +155,52 @@ def typed(step_doc: dict[str, Any], duration: float = 3.0) -> StepRecord:
     doc = {"profile": {"run": {"duration": duration}}, "steps": [copy.deepcopy(step_doc)]}
     legacy.normalise(doc)
     return from_wire(StepRecord, doc["steps"][0])
+
+
+def machine(contended: bool) -> tuple[dict[str, Any], ...]:
+    """The environment's ``system`` facts (``mqlab system``) of a busy or a quiet machine."""
+    share = "87 % of the machine over 1.0 s; run queue 6 on 2 CPUs" if contended else "3 %"
+    return (
+        {"what": "CPUs", "state": "2 online of 2", "off": False, "advice": ""},
+        {"what": "other processes", "state": share, "off": contended,
+         "advice": "at least 25 %: stop them, or run with --wait-quiet" if contended else ""},
+    )  # fmt: skip
+
+
+def trust(contended: bool) -> Trust:
+    """A step's trust section as a busy or a quiet machine leaves it."""
+    if not contended:
+        return Trust(cpus=2, contended=False, unstable=False, others_percent=3.0, run_queue=0.5)
+    return Trust(
+        cpus=2, contended=True, unstable=False, others_percent=87.0, run_queue=6.5,
+        contended_by=("other processes took 87 % of the machine", "run queue 6.5 on 2 CPUs"),
+    )  # fmt: skip
+
+
+def schema3_run(
+    steps: list[StepRecord], contended: bool | None = None, name: str = "stored"
+) -> dict[str, Any]:
+    """A results file of this schema holding ``steps`` (numbered in order), its aggregates
+    across repeats as the writer computes them; ``contended``: every step's trust section
+    and the machine's facts (None: a file from before issue 42, with neither)."""
+    numbered = []
+    for i, s in enumerate(steps):
+        s = dataclasses.replace(s, step=i)
+        if contended is not None:
+            s = dataclasses.replace(
+                s, trust=trust(contended),
+                flags=(*s.flags, *([Flag(code="contended", message="; ".join(
+                    trust(True).contended_by))] if contended else [])),
+            )  # fmt: skip
+        numbered.append(s)
+    env = environment()
+    if contended is not None:
+        env["system"] = list(machine(contended))
+    return {
+        "schema": SCHEMA, "status": "done",
+        "profile": {"run": {"name": name, "duration": 3.0, "warmup": 1.0, "repeat": 1},
+                    "broker": {"urls": [MASKED_URL]}},
+        "environment": env,
+        "steps": [s.to_wire() for s in numbered],
+        "aggregates": [a.to_wire() for a in aggregate(numbered)],
+    }  # fmt: skip

@@ -43,6 +43,7 @@ ORDER = (
     "mqlab.measure",
     "mqlab.config",
     "mqlab.record",
+    "mqlab.machine",
     "mqlab.rabbitmq",
     "mqlab.live",
     "mqlab.results",

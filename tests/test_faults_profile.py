@@ -100,13 +100,29 @@ REFUSED = {
         "scenario[0].event[0].action",
         "in-process",
     ),
-    "a node fault with a driver on Artemis": (
+    "a node fault with a driver on a broker mqlab runs unreplicated": (
         MANAGED
-        + '[drivers.artemis]\nplugin = "amqp1"\nbroker = "artemis"\n'
+        + '[drivers.nats]\nplugin = "nats"\n'
         + CAST
         + '[[scenario.event]]\nat = "5s"\naction = "kill_node"\nnode = "node1"\n',
         "scenario[0].event[0].action",
-        "needs a RabbitMQ node mqlab manages",
+        "needs every driver's broker to be one mqlab manages (rabbitmq, kafka, artemis)",
+    ),
+    "Artemis' backup is its last node": (
+        MANAGED
+        + '[drivers.artemis]\nplugin = "amqp1"\nbroker = "artemis"\n'
+        + CAST
+        + '[[scenario.event]]\nat = "5s"\naction = "kill_node"\nnode = "node3"\n',
+        "scenario[0].event[0].node",
+        "node3: the managed broker has 2 node(s)",
+    ),
+    "a RabbitMQ action on Kafka": (
+        MANAGED
+        + '[drivers.kafka]\nplugin = "kafka"\n'
+        + CAST
+        + '[[scenario.event]]\nat = "5s"\naction = "close_connections"\nnode = "node1"\n',
+        "scenario[0].event[0].action",
+        "close_connections is RabbitMQ's (its management API); kafka has it not",
     ),
     "delay without ms": (
         MANAGED + KOMBU + CAST + '[[scenario.event]]\nat = "5s"\naction = "delay"\n',

@@ -187,6 +187,7 @@ COMMANDS = {
     "hosts": ["certs", "dir"],
     "plugins": [],
     "broker": ["status"],
+    "system": [],
 }
 
 

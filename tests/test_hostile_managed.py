@@ -1,5 +1,6 @@
 """Managed brokers under careless and hostile use (issue 44, class 1): a start cut short by
-SIGTERM or Ctrl-C leaves no JVM; a failed start's log is still there; a cut jar in the cache
+SIGTERM or Ctrl-C leaves no JVM, one node's or a replicated mode's (issue 45); a failed
+start's log is still there, and a replicated start's other nodes are stopped; a cut jar in the cache
 is fetched again; a state dir's files mqlab did not make are kept; the managed RabbitMQ's
 epmd listens on loopback only; out-of-range broker options are bad input (exit 2)."""
 
@@ -20,7 +21,7 @@ import pytest
 
 from mqlab import maven
 from mqlab.errors import BrokerError
-from mqlab.servers import kafka, managed
+from mqlab.servers import kafka, kafkaha, managed
 
 from .helpers import CALLER, ROOT, mqlab, write_profile
 from .hostile import refused
@@ -53,15 +54,23 @@ def _in(state: Path, needle: str = "") -> list[psutil.Process]:
 
 
 @pytest.mark.parametrize(
-    ("kind", "sig"),
-    [("kafka", signal.SIGTERM), ("artemis", signal.SIGINT)],
-    ids=["kafka-SIGTERM", "artemis-ctrl-c"],
+    ("kind", "nodes", "sig"),
+    [
+        ("kafka", 1, signal.SIGTERM),
+        ("artemis", 1, signal.SIGINT),
+        ("kafka", 3, signal.SIGTERM),
+        ("artemis", 2, signal.SIGINT),
+    ],
+    ids=["kafka-SIGTERM", "artemis-ctrl-c", "kafka-3-nodes-SIGTERM", "artemis-pair-ctrl-c"],
 )
 def test_a_signal_while_the_broker_starts_leaves_no_jvm_running(
-    tmp_path: Path, kind: str, sig: signal.Signals
+    tmp_path: Path, kind: str, nodes: int, sig: signal.Signals
 ) -> None:
     state = tmp_path / "state"
-    profile = write_profile(tmp_path / "p.toml", KAFKA if kind == "kafka" else ARTEMIS)
+    text = (KAFKA if kind == "kafka" else ARTEMIS).replace(
+        "managed = true", f"managed = true\nnodes = {nodes}"
+    )
+    profile = write_profile(tmp_path / "p.toml", text)
     env = {**os.environ, CALLER: str(os.getpid())}
     argv = [sys.executable, "-m", "mqlab.console.cli", "run", str(profile), "-q"]
     argv += ["--state-dir", str(state), "-o", str(tmp_path / "r.json")]
@@ -91,22 +100,32 @@ def test_a_signal_while_the_broker_starts_leaves_no_jvm_running(
     assert not left, f"{kind}'s JVM outlived mqlab: {[p.pid for p in left]}"
 
 
+@pytest.mark.parametrize("nodes", [1, 3], ids=["one-node", "3-nodes"])
 def test_a_failed_start_names_a_log_that_is_still_there(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: int
 ) -> None:
     # no state dir given: the broker starts in a temporary one, removed after a run
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        ports = iter([taken.getsockname()[1], kafka.free_port()])
-        monkeypatch.setattr(kafka, "free_port", lambda: next(ports))
-        with pytest.raises(BrokerError) as caught, managed.managed(["kafka"]):
+        # (client port, controller port) per node: the one node's, or node 2's, taken
+        ports = [kafka.free_port() for _ in range(2 * nodes)]
+        ports[2 * min(nodes - 1, 1)] = taken.getsockname()[1]
+        given = iter(ports)
+        monkeypatch.setattr(kafka, "free_port", lambda: next(given))
+        monkeypatch.setattr(kafkaha, "free_port", lambda: next(given))
+        with pytest.raises(BrokerError) as caught, managed.managed(["kafka"], nodes=nodes):
             pass
     log = re.search(r"\(log ([^)]+)\)", str(caught.value))
     assert log, caught.value
     assert Path(log.group(1)).is_file(), f"the message names {log.group(1)}, which is gone"
     assert "Address already in use" in Path(log.group(1)).read_text(errors="replace")
-    shutil.rmtree(Path(log.group(1)).parent)
+    state = next(p for p in Path(log.group(1)).parents if p.name.startswith("mqlab-kafka-"))
+    left = _in(state)  # a replicated start's other nodes: stopped with it
+    for p in left:
+        p.kill()
+    assert not left, f"nodes outlived the failed start: {[p.pid for p in left]}"
+    shutil.rmtree(state)
 
 
 def test_a_jar_cut_short_in_the_cache_is_fetched_again(

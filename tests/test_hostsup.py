@@ -1,15 +1,11 @@
-"""`mqlab hosts up/check/down` over real SSH: sshd (Debian's openssh-server) in each load host's
-network namespace, with a throwaway host key and authorized key, each host's monotonic clock
-its own (``unshare --time``); the scheduler and the Dask workers started by Dask's SSH
-deployment, a step run across them, and nothing left running afterwards.
-
-Everything made here (namespaces, keys, sshd processes) is removed afterwards, by name prefix
-and by PID; traffic stays on the namespaces' own link.
+"""`mqlab hosts up/check/down` over real SSH: sshd in each load host's network namespace
+(:mod:`tests.sshbed`), each host's monotonic clock its own (``unshare --time``); the scheduler
+and the Dask workers started by Dask's SSH deployment, a step run across them, and nothing
+left running afterwards.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -18,120 +14,36 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 
-from mqlab import netns
 from mqlab.hosts import certs
 
-from .helpers import clock_offsets, mqlab, results, stop_tree, write_profile
+from .helpers import clock_offsets, mqlab, results, write_profile
+from .sshbed import Bed, dask_processes, down_afterwards, ssh_bed
 from .test_hosts import RUN as HOSTS_RUN
 
 #: each load host's clock, seconds ahead of this one's (w2 behind, within this machine's uptime)
 OFFSETS = {"w1": 2000, "w2": -min(500, int(time.monotonic() * 0.5))}
 
 
-@dataclass
-class Bed:
-    net: netns.Network
-    tmp: Path
-    certs: Path
-    sshd: dict[str, subprocess.Popen[bytes]]
-
-    def inventory(self, path: Path, extra: str = "", hosts: str = "", certs: Path | None = None,
-                  scheduler: str = "w1") -> Path:  # fmt: skip
-        """An inventory: the scheduler on ``scheduler``'s host, w1 serving, w2 calling."""
-        a = self.net.address
-        hosts = hosts or (
-            f'[[host]]\nname = "w1"\naddress = "{a("w1")}"\nroles = ["servers"]\n\n'
-            f'[[host]]\nname = "w2"\naddress = "{a("w2")}"\nroles = ["clients"]\n'
-        )
-        path.write_text(
-            f'certs = "{certs or self.certs}"\nuser = "root"\nkey = "{self.tmp / "id"}"\n'
-            f'known_hosts = "{self.tmp / "known_hosts"}"\nremote_dir = "{self.tmp / "remote"}"\n'
-            f'worker_ttl = "5s"\njoin_timeout = "15s"\n{extra}\n'
-            f'[scheduler]\naddress = "{a(scheduler)}"\nport = 8786\n\n{hosts}'
-        )
-        return path
-
-
-def _dask_processes() -> list[psutil.Process]:
-    """Every Dask process Dask's SSH deployment runs on this machine (the namespaces share its
-    process table)."""
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            if "distributed.cli.dask_spec" in " ".join(p.info["cmdline"] or []):
-                found.append(p)
-    return found
-
-
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
-    problem = netns.missing()
-    assert not problem, f"these tests build network namespaces and need {problem}"
-    tmp = tmp_path_factory.mktemp("sshbed")
-    certs.make(tmp / "certs")
-    for key in ("host_key", "id"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / key)],
-                       check=True)  # fmt: skip
-    (tmp / "authorized_keys").write_text((tmp / "id.pub").read_text())
-    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation
-    netns.sweep("mq46")  # what a killed earlier run of this test left
-    prefix = netns.prefix_for("mq46")
-    net = netns.Network.create(prefix, ["broker", "w1", "w2"])
-    host_key = (tmp / "host_key.pub").read_text().split()
-    (tmp / "known_hosts").write_text(
-        "".join(f"{net.address(h)} {host_key[0]} {host_key[1]}\n" for h in OFFSETS)
-    )
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    try:
-        for name, offset in OFFSETS.items():
-            config = tmp / f"sshd-{name}.conf"
-            config.write_text(
-                f"ListenAddress {net.address(name)}\nPort 22\nHostKey {tmp / 'host_key'}\n"
-                f"AuthorizedKeysFile {tmp / 'authorized_keys'}\nPidFile none\nUsePAM no\n"
-                "StrictModes no\nPermitRootLogin prohibit-password\n"
-                "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-                "Subsystem sftp internal-sftp\n"
-            )
-            with open(tmp / f"sshd-{name}.log", "wb") as log:
-                procs[name] = subprocess.Popen(
-                    [*net.exec_prefix(name), "unshare", "--time", "--monotonic", str(offset),
-                     "/usr/sbin/sshd", "-D", "-e", "-f", str(config)],
-                    stdout=log, stderr=log,
-                )  # fmt: skip
-        with open(tmp / "nats.log", "wb") as log:
-            procs["broker"] = subprocess.Popen(
-                [*net.exec_prefix("broker"), "nats-server", "-a", net.address("broker"),
+    with ssh_bed(tmp_path_factory.mktemp("sshbed"), "mq46", ["broker", "w1", "w2"], OFFSETS) as b:
+        with open(b.tmp / "nats.log", "wb") as log:
+            b.procs["broker"] = subprocess.Popen(
+                [*b.net.exec_prefix("broker"), "nats-server", "-a", b.net.address("broker"),
                  "-p", "4222"], stdout=log, stderr=log,
             )  # fmt: skip
-        deadline = time.monotonic() + 30
-        for name in OFFSETS:
-            log = tmp / f"sshd-{name}.log"
-            while "Server listening" not in log.read_text(errors="replace"):
-                assert procs[name].poll() is None, log.read_text(errors="replace")
-                assert time.monotonic() < deadline, f"sshd in {name} did not start"
-                time.sleep(0.1)
-        yield Bed(net, tmp, tmp / "certs", procs)
-    finally:
-        for proc in procs.values():
-            stop_tree(proc)
-        net.destroy()
-        assert not netns.namespaces(prefix), "a namespace was left behind"
+        yield b
 
 
-@contextlib.contextmanager
-def _down_afterwards(inv: Path) -> Iterator[None]:
-    """A failing test leaves nothing running either."""
-    try:
-        yield
-    finally:
-        if inv.with_name(f"{inv.stem}.up.json").exists():
-            mqlab("hosts", "down", str(inv), timeout=120)
+def _inventory(bed: Bed, path: Path, hosts: str = "", certs: Path | None = None) -> Path:
+    """The scheduler on w1's host, w1 serving, w2 calling (or ``hosts``)."""
+    hosts = hosts or bed.host("w1", ["servers"]) + bed.host("w2", ["clients"])
+    return bed.inventory(path, hosts, certs=certs)
 
 
 def _listening(bed: Bed, pids: set[int]) -> set[tuple[str, int]]:
@@ -159,8 +71,8 @@ RUN = HOSTS_RUN.split("[[scenario]]")[0] + '[[scenario]]\npattern = "cast"\nconc
 def test_hosts_up_runs_a_step_across_the_hosts_and_down_leaves_nothing(
     bed: Bed, tmp_path: Path
 ) -> None:
-    inv = bed.inventory(tmp_path / "hosts.toml")
-    before = {p.pid for p in _dask_processes()}
+    inv = _inventory(bed, tmp_path / "hosts.toml")
+    before = {p.pid for p in dask_processes()}
     up = mqlab("hosts", "up", str(inv), timeout=180)
     try:
         assert up.returncode == 0, up.stderr
@@ -230,7 +142,7 @@ def test_hosts_up_runs_a_step_across_the_hosts_and_down_leaves_nothing(
     assert lines["w2"].endswith(f"the Dask worker (pid {pids['w2']}) is not running")
     # every process it started is gone, and nothing else of Dask's is left
     assert not any(psutil.pid_exists(p) for p in pids.values()), down.stdout
-    assert {p.pid for p in _dask_processes()} <= before
+    assert {p.pid for p in dask_processes()} <= before
     assert not (tmp_path / "hosts.up.json").exists()
     again = mqlab("hosts", "down", str(inv))
     assert again.returncode == 0 and "nothing is up" in again.stdout
@@ -243,8 +155,8 @@ def test_an_ssh_host_that_cannot_be_reached_is_one_line_naming_it(bed: Bed, tmp_
         f'[[host]]\nname = "w1"\naddress = "{a("w1")}"\nroles = ["servers"]\n\n'
         f'[[host]]\nname = "far"\naddress = "{a("broker")}"\nroles = ["clients"]\n'
     )
-    inv = bed.inventory(tmp_path / "hosts.toml", hosts=hosts)
-    with _down_afterwards(inv):
+    inv = _inventory(bed, tmp_path / "hosts.toml", hosts=hosts)
+    with down_afterwards(inv):
         proc = mqlab("hosts", "up", str(inv), timeout=120)
     line = _one_line(proc)
     assert line.startswith(f"far (root@{a('broker')}:22): cannot connect over SSH:"), line
@@ -253,10 +165,10 @@ def test_an_ssh_host_that_cannot_be_reached_is_one_line_naming_it(bed: Bed, tmp_
 
 
 def test_a_host_whose_key_is_not_known_is_one_line_naming_it(bed: Bed, tmp_path: Path) -> None:
-    inv = bed.inventory(tmp_path / "hosts.toml")
+    inv = _inventory(bed, tmp_path / "hosts.toml")
     (tmp_path / "known").write_text("")  # nothing known: the hosts' keys cannot be checked
     inv.write_text(inv.read_text().replace(str(bed.tmp / "known_hosts"), str(tmp_path / "known")))
-    with _down_afterwards(inv):
+    with down_afterwards(inv):
         proc = mqlab("hosts", "up", str(inv), timeout=120)
     line = _one_line(proc)
     assert re.match(r"^(scheduler|w1|w2) \(root@[\d.]+:22\): cannot connect over SSH: ", line)
@@ -280,13 +192,13 @@ def test_a_host_with_another_mqlab_is_one_line_naming_it(bed: Bed, tmp_path: Pat
         f'[[host]]\nname = "w2"\naddress = "{a("w2")}"\nroles = ["clients"]\n'
         f'python = "{python}"\n'
     )
-    before = {p.pid for p in _dask_processes()}
-    inv = bed.inventory(tmp_path / "hosts.toml", hosts=hosts)
-    with _down_afterwards(inv):
+    before = {p.pid for p in dask_processes()}
+    inv = _inventory(bed, tmp_path / "hosts.toml", hosts=hosts)
+    with down_afterwards(inv):
         proc = mqlab("hosts", "up", str(inv), timeout=180)
     line = _one_line(proc)
     assert line.startswith(f"w2 ({python}) has mqlab 0.0.1, this controller "), line
-    assert {p.pid for p in _dask_processes()} <= before  # refused before anything started
+    assert {p.pid for p in dask_processes()} <= before  # refused before anything started
 
 
 def test_a_certificate_the_scheduler_refuses_is_one_line_naming_the_host(
@@ -300,15 +212,15 @@ def test_a_certificate_the_scheduler_refuses_is_one_line_naming_the_host(
         source = other if f.name.startswith("worker") else bed.certs
         (mixed / f.name).write_bytes((source / f.name).read_bytes())
         (mixed / f.name).chmod(f.stat().st_mode & 0o777)
-    before = {p.pid for p in _dask_processes()}
-    inv = bed.inventory(tmp_path / "hosts.toml", certs=mixed)
-    with _down_afterwards(inv):
+    before = {p.pid for p in dask_processes()}
+    inv = _inventory(bed, tmp_path / "hosts.toml", certs=mixed)
+    with down_afterwards(inv):
         proc = mqlab("hosts", "up", str(inv), timeout=180)
     line = _one_line(proc)
     assert line.startswith("Dask worker(s) w1, w2 not connected to tls://"), line
     assert f"refuse {mixed / 'worker.pem'}: it is not signed by" in line, line
     # the scheduler it had started is stopped, by its PID
-    assert {p.pid for p in _dask_processes()} <= before
+    assert {p.pid for p in dask_processes()} <= before
     assert not (tmp_path / "hosts.up.json").exists()
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from mqlab.config.plan import layout, make_plan
+from mqlab.config.plan import Plan, Step, layout, make_plan
 from mqlab.config.profile import parse_profile
 
 
@@ -29,27 +29,45 @@ drivers = ["b"]
     )
 
 
+def _order(plan: Plan) -> list[str]:
+    return [f"{s.label} #{s.repeat + 1}" for s in plan.steps]
+
+
 def test_matrix_expands_drivers_side_by_side_per_load_level() -> None:
     plan = make_plan(parse_profile(_profile()))
-    labels = [s.label for s in plan.steps]
     # (2 drivers x 2 levels + 1 driver x 1 level) x 2 repeats
     assert len(plan.steps) == 10
-    assert labels[:5] == [
-        "a call c=1", "b call c=1", "a call c=10", "b call c=10", "b notify 100/s",
+    # a cell's repeats back to back, the drivers' order reversed each round: A B, B A
+    assert _order(plan) == [
+        "a call c=1 #1", "b call c=1 #1", "b call c=1 #2", "a call c=1 #2",
+        "a call c=10 #1", "b call c=10 #1", "b call c=10 #2", "a call c=10 #2",
+        "b notify 100/s #1", "b notify 100/s #2",
     ]  # fmt: skip
     assert [s.index for s in plan.steps] == list(range(10))
     assert plan.eta() > 0
 
 
+def test_interleave_false_runs_the_whole_matrix_once_per_repeat() -> None:
+    rounds = make_plan(parse_profile({**_profile(), "run": {"repeat": 2, "interleave": False}}))
+    assert _order(rounds) == [
+        "a call c=1 #1", "b call c=1 #1", "a call c=10 #1", "b call c=10 #1", "b notify 100/s #1",
+        "a call c=1 #2", "b call c=1 #2", "a call c=10 #2", "b call c=10 #2", "b notify 100/s #2",
+    ]  # fmt: skip
+
+
+def _step(plan: Plan, label: str) -> Step:
+    return next(s for s in plan.steps if s.label == label)
+
+
 def test_layout_splits_clients_over_processes_and_assigns_pools() -> None:
     plan = make_plan(parse_profile(_profile()))
-    call10 = plan.steps[2]
+    call10 = _step(plan, "a call c=10")
     lay = layout(call10, ("amqp://x/",), {}, "r1", processes=3, in_process=False)
     assert [c.clients[0].concurrency for c in lay.clients] == [4, 3, 3]
     assert len({c.clients[0].client_id for c in lay.clients}) == 3
     assert len(lay.servers) == 1 and lay.groups == 1
 
-    notify = plan.steps[4]
+    notify = _step(plan, "b notify 100/s")
     lay = layout(notify, ("amqp://x/",), {}, "r1", processes=2, in_process=False)
     assert lay.groups == 2
     pools = [s.servers[0].pool for s in lay.servers]
@@ -59,7 +77,7 @@ def test_layout_splits_clients_over_processes_and_assigns_pools() -> None:
 
 def test_in_process_plugins_get_one_worker_with_every_role() -> None:
     plan = make_plan(parse_profile(_profile()))
-    lay = layout(plan.steps[4], ("x://",), {}, "r1", processes=2, in_process=True)
+    lay = layout(_step(plan, "b notify 100/s"), ("x://",), {}, "r1", 2, in_process=True)
     assert lay.servers == () and len(lay.clients) == 1
     assert len(lay.clients[0].servers) == 4 and len(lay.clients[0].clients) == 2
 

@@ -39,6 +39,7 @@ EVERY_FRAME = [
     protocol.Finish(),
     protocol.Retire(),
     protocol.CloseOld(),
+    protocol.Consume(),
     protocol.ClosedOld(),
     protocol.Final(FIGURES),
 ]
@@ -140,6 +141,6 @@ async def test_a_worker_sent_an_unknown_frame_exits_with_one_line(tmp_path: Path
     lines = err.decode().strip().splitlines()
     assert proc.returncode == 1
     assert lines == ["mqlab worker: control frame of unknown type 'spec-v2' (this mqlab knows "
-                     "close-old, closed-old, done, error, final, finish, go, hello, ready, retire, "
-                     "snap, snapshot, spec, stop): are the controller and its workers the same "
-                     "mqlab version?"]  # fmt: skip
+                     "close-old, closed-old, consume, done, error, final, finish, go, hello, "
+                     "ready, retire, snap, snapshot, spec, stop): are the controller and its "
+                     "workers the same mqlab version?"]  # fmt: skip

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -8,11 +9,13 @@ from rich.console import Console
 from mqlab.live import comparison, tables
 from mqlab.live.snapshot import RunSnapshot, StepRow
 from mqlab.record.step import StepRecord
-from mqlab.results.read import load
+from mqlab.report import summary
+from mqlab.results.read import load, load_run
 from mqlab.results.store import ResultsFile
+from mqlab.run import progress
 from mqlab.sdk.urls import mask
 
-from .results_fixtures import typed
+from .results_fixtures import schema3_run, trust, typed, write
 
 
 def _step(driver: str, mean: float, p99: float, lost: int = 0, **more: Any) -> StepRecord:
@@ -54,6 +57,37 @@ def test_comparison_shows_ratios_to_the_first_driver() -> None:
     assert "1.51x" in text  # 497.6 / 330.2
     assert "0.50x" in text  # p99 ratio
     assert " 3 " in text  # the lost messages are shown
+
+
+def test_each_group_keeps_the_profiles_driver_order_when_a_round_runs_reversed(
+    tmp_path: Path,
+) -> None:
+    # interleaved repeats: round 1 runs kombu then pika, round 2 pika then kombu; every
+    # group's ratios stay to kombu, the profile's first driver
+    steps = [
+        _step("kombu", 400, 10.0), _step("pika", 600, 5.0),
+        _step("pika", 620, 5.0, repeat=1), _step("kombu", 410, 10.0, repeat=1),
+    ]  # fmt: skip
+    rows = [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in comparison.comparison_markdown(steps).splitlines()[2:]
+    ]
+    assert [(r[2], r[11]) for r in rows] == [
+        ("kombu", "1.00x"), ("pika", "1.50x"), ("kombu", "1.00x"), ("pika", "1.51x"),
+    ]  # fmt: skip
+    # the report's summary: each cell's drivers in the same order, kombu the ratios' base
+    run = load_run(write(tmp_path / "r.json", schema3_run(steps)))
+    assert [list(c.steps) for c in summary.cells(run)] == [["kombu", "pika"]] * 2
+
+
+def test_the_live_tables_note_says_how_far_to_trust_a_finished_step() -> None:
+    step = dataclasses.replace(_step("pika", 500, 5.0), trust=trust(True))
+    row = progress.row(step, "done")
+    text = _render(tables.step_table("finished", [row], live=False))
+    assert "contended (others 87 %, run queue 6.5/2 CPUs)" in text
+    assert "[contended (others 87 %, run queue 6.5/2 CPUs)]" in tables.plain_line(row, 1)
+    quiet = progress.row(dataclasses.replace(step, trust=trust(False)), "done")
+    assert "contended" not in _render(tables.step_table("finished", [quiet], live=False))
 
 
 def test_one_driver_profiles_compare_their_scenarios() -> None:
@@ -158,3 +192,22 @@ def test_failures_flags_and_unaccounted_are_shown_never_hidden() -> None:
     line = tables.plain_line(row, 1)
     assert "p99=≥2,000ms" in line and "unaccounted=40" in line and "behind schedule" in line
     assert "≥2,000" in _render(tables.step_table("t", [row], live=False))
+
+
+def test_show_verbose_prints_again_what_run_printed_after_its_comparison(tmp_path: Path) -> None:
+    from .helpers import mqlab, write_profile
+    from .test_faults_live import PROFILE  # zmq: a server killed at 3 s, restarted at 6 s
+
+    out = tmp_path / "r.json"
+    profile = write_profile(tmp_path / "p.toml", PROFILE)
+    run = mqlab("run", str(profile), "-o", str(out), "-q", "--duration", "7s")
+    assert run.returncode == 0, run.stderr
+    # the fault's tables: its phases, each event, what each loss is put down to
+    start = run.stdout.index("phase ")
+    details = run.stdout[start : run.stdout.index("codec cost per message")]
+    assert "faults: zmq cast" in details and "injected" in details
+    plain = mqlab("show", str(out))
+    verbose = mqlab("show", str(out), "-v")
+    assert plain.returncode == verbose.returncode == 0, plain.stderr + verbose.stderr
+    assert "faults: zmq cast" not in plain.stdout
+    assert details.strip() in verbose.stdout

@@ -80,14 +80,53 @@ def test_top_rows_take_each_pattern_s_best_step_and_skip_interrupted_ones() -> N
     assert rows == [["d", "300 (c=50, call)", "-", "42 (c=5, notify)"]]
 
 
+def test_top_table_has_a_row_per_topology_and_queue_type_as_seed_001_s() -> None:
+    from tests.results_fixtures import typed
+
+    def step(where: tuple[str, str], queues: str, pattern: str, c: int, rate: float) -> StepRecord:
+        return typed({"step": 0, "driver": "kombu", "pattern": pattern, "concurrency": c,
+                      "scenario": "s", "status": "done", "throughput": {"mean": rate},
+                      "latency_ms": {}, "queue_type": queues,
+                      "placement": {"clients": where[0], "servers": where[1]}})  # fmt: skip
+
+    master, slaves = ("node1", "node1"), ("node2", "node3")
+    header, rows = seedtables.top_table([
+        step(master, "classic", "call", 50, 5100.0), step(master, "classic", "call", 250, 4000.0),
+        step(slaves, "classic", "call", 250, 6800.0), step(master, "mirrored", "cast", 100, 6600.0),
+        step(slaves, "mirrored", "cast", 50, 5600.0),
+    ])  # fmt: skip
+    assert header == ("driver", "topology", "queues", "CALL, msg/s", "CAST, msg/s", "NOTIFY, msg/s")
+    assert rows == [
+        ["kombu", "clients node1, servers node1", "classic", "5,100 (c=50, s)", "-", "-"],
+        ["kombu", "clients node2, servers node3", "classic", "6,800 (c=250, s)", "-", "-"],
+        ["kombu", "clients node1, servers node1", "mirrored", "-", "6,600 (c=100, s)", "-"],
+        ["kombu", "clients node2, servers node3", "mirrored", "-", "5,600 (c=50, s)", "-"],
+    ]
+
+
+def test_times_of_a_drained_batch_are_its_own() -> None:
+    from tests.results_fixtures import typed
+
+    times = {"real_s": 12.0, "user_s": 0.5, "sys_s": 0.1}
+    step = typed({"step": 0, "scenario": "q", "driver": "pika", "pattern": "cast",
+                  "concurrency": 25, "throughput": {"mean": 800.0}, "latency_ms": {},
+                  "drained_in_s": 0.8, "batch_rate": 12500.0,
+                  "cpu": {"servers_times": times}})  # fmt: skip
+    [row] = seedtables.times_rows([step])
+    assert row[4:6] == ["12,500", "0.80"]  # seed 002's Msg/s and Real: the drain's
+
+
 def test_every_table_s_footer_names_a_rebuild_as_one() -> None:
     from mqlab import registry
     from mqlab.live.comparison import environment_line
     from mqlab.results.environment import gather
 
-    env = gather(registry.discover(), None, {"kombu", "pika", "oslo"})
-    assert "rebuild_of" in env["plugins"]["kombu"] and "rebuild_of" in env["plugins"]["pika"]
+    env = gather(registry.discover(), None, {"kombu", "pika", "oslo", "amqp1", "zmq"})
+    for rebuilt in ("kombu", "pika", "amqp1", "zmq"):
+        assert "rebuild_of" in env["plugins"][rebuilt], rebuilt
     assert "rebuild_of" not in env["plugins"]["oslo"]  # oslo.messaging's own code
     line = environment_line(env)
     assert "plugin kombu is mqlab's rebuild of oslo.messaging's kombu (rabbit) driver" in line
     assert "plugin pika is mqlab's rebuild of oslo.messaging's pika driver" in line
+    assert "plugin amqp1 is mqlab's rebuild of oslo.messaging's AMQP 1.0 driver" in line
+    assert "plugin zmq is mqlab's rebuild of oslo.messaging's zmq driver" in line

@@ -27,6 +27,7 @@ from mqlab.config.plan import Step
 from mqlab.config.sizes import SizeSpec
 from mqlab.errors import PluginError
 from mqlab.live import markdown as md
+from mqlab.live.cells import trust_note
 from mqlab.record.figures import Figures
 from mqlab.record.sections import Ceiling
 from mqlab.record.step import StepRecord
@@ -234,7 +235,8 @@ def markdown(steps: Iterable[StepRecord]) -> str:
 
 def notes(steps: Iterable[StepRecord]) -> list[str]:
     """One line per thing the table cannot say: a loop that failed, a plugin that waited
-    for confirms, PerfTest missing."""
+    for confirms, PerfTest missing, a step measured on a contended machine or unstable
+    (its loop and PerfTest ran right after it, on the same machine)."""
     lines: list[str] = []
     seen: set[str] = set()
     for s in steps:
@@ -242,6 +244,8 @@ def notes(steps: Iterable[StepRecord]) -> list[str]:
         if c is None:
             continue
         where = f"step {s.step + 1} ({s.cell.driver})"
+        if trusted := trust_note(s.trust):
+            lines.append(f"{where}: {trusted}")
         if c.error:
             lines.append(f"{where}: reference loop: {c.error}")
         if c.confirms:

@@ -1,9 +1,10 @@
 """What a profile's events ask of this host and broker, refused before anything starts.
 
-Node actions need a managed RabbitMQ (mqlab starts, stops and kills its nodes by
-PID); ``loss`` needs root, ``ip`` and ``nft`` (:mod:`mqlab.netns`: the workers
-run in a network namespace whose link drops packets, which the fault proxy cannot
-imitate, seeing a byte stream, not packets); worker actions need
+Node actions need a broker mqlab manages (a RabbitMQ cluster, a replicated Kafka, an
+Artemis primary and backup: mqlab starts, stops and kills their nodes by PID); ``loss``
+needs root, ``ip`` and ``nft`` (:mod:`mqlab.netns`: the workers run in a network
+namespace whose link drops packets, which the fault proxy cannot imitate, seeing a byte
+stream, not packets); worker actions need
 server workers of their own. Each refusal is one line naming the field and what
 is missing.
 """
@@ -14,11 +15,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mqlab import netns
-from mqlab.config.events import node_index
+from mqlab.config.events import FaultEvent, node_index
 from mqlab.errors import ProfileError
 
 if TYPE_CHECKING:
-    from mqlab.config.profile import Profile
+    from mqlab.config.profile import DriverSpec, Profile
     from mqlab.registry import LoadedPlugin
 
 
@@ -40,21 +41,10 @@ def check_events(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> None:
                     f"{profile.run.duration:g} s window; lower at or raise run.duration",
                 )  # fmt: skip
             if ev.kind == "broker":
-                rabbit = any(
-                    _server(plugins[d.name], d.options_dict) == "rabbitmq" for d in drivers
-                )
-                if not (profile.broker.managed and rabbit):
-                    raise ProfileError(
-                        path, f"{where}.action", f"{ev.action} needs a RabbitMQ node mqlab "
-                        "manages: set [broker] managed = true (and a RabbitMQ driver)",
-                    )  # fmt: skip
-                if node_index(ev.node) > profile.broker.nodes:
-                    raise ProfileError(
-                        path, f"{where}.node", f"{ev.node}: the cluster has "
-                        f"{profile.broker.nodes} node(s); raise [broker] nodes",
-                    )  # fmt: skip
+                _check_node_event(profile, where, ev, drivers, plugins)
             elif ev.kind == "link":
-                lacking = netns.missing() if ev.action == "loss" else ""
+                # across hosts the load hosts drop the packets: each says what it lacks
+                lacking = netns.missing() if ev.action == "loss" and not profile.hosts else ""
                 if lacking:
                     raise ProfileError(
                         path, f"{where}.action", f"loss runs the workers in a network "
@@ -86,3 +76,42 @@ def check_events(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> None:
                     path, f"{where}", "a rolling update and fault events in one scenario "
                     "would blur each other's figures; give them separate scenarios",
                 )  # fmt: skip
+
+
+#: servers whose managed nodes a broker event can act on, and the actions only RabbitMQ has
+NODE_SERVERS = ("rabbitmq", "kafka", "artemis")
+_RABBITMQ_ONLY = ("close_connections", "memory_alarm")
+
+
+def _check_node_event(
+    profile: Profile,
+    where: str,
+    ev: FaultEvent,
+    drivers: list[DriverSpec],
+    plugins: Mapping[str, LoadedPlugin],
+) -> None:
+    """A node event acts on each step's own managed broker: refused for a driver whose broker
+    mqlab does not manage, or has not that node, or cannot do that action."""
+    path, nodes = profile.path, profile.broker.nodes
+    kinds = {str(_server(plugins[d.name], d.options_dict)) for d in drivers}
+    if not profile.broker.managed or not kinds <= set(NODE_SERVERS):
+        raise ProfileError(
+            path, f"{where}.action", f"{ev.action} needs every driver's broker to be one mqlab "
+            f"manages ({', '.join(NODE_SERVERS)}): set [broker] managed = true and limit the "
+            "scenario with drivers = [...]",
+        )  # fmt: skip
+    others = sorted(k for k in kinds if k != "rabbitmq")
+    if others and (ev.action in _RABBITMQ_ONLY or ev.node == "queues"):
+        what = ev.action if ev.action in _RABBITMQ_ONLY else 'node = "queues"'
+        raise ProfileError(
+            path, f"{where}.action", f"{what} is RabbitMQ's (its management API); "
+            f"{', '.join(others)} has it not: name a node, or limit the scenario with drivers",
+        )  # fmt: skip
+    # Artemis pairs a primary (node1) with a backup (node2), whatever nodes says above 2
+    has = min(nodes, 2) if kinds == {"artemis"} else nodes
+    if node_index(ev.node) > has:
+        raise ProfileError(
+            path, f"{where}.node", f"{ev.node}: the managed broker has {has} node(s); "
+            "raise [broker] nodes" + (" (Artemis: node1 the primary, node2 its backup)"
+                                      if "artemis" in kinds else ""),
+        )  # fmt: skip

@@ -80,12 +80,23 @@ def _check_across_hosts(profile: Profile, plugins: dict[str, LoadedPlugin]) -> N
     """With ``[hosts]`` on other machines, what only one machine reaches is refused: a server
     URL on loopback (each host would reach its own), and what a plugin says cannot span
     machines (``Transport.across_hosts``). Every message would be lost there otherwise."""
-    if profile.hosts is None or not profile.hosts.elsewhere:
+    if profile.hosts is None:
+        return
+    if profile.broker.managed:  # started on the broker hosts: RabbitMQ's nodes only
+        for d in profile.drivers:
+            kind = plugins[d.name].cls.server_for(plugins[d.name].check(d.options_dict))
+            if kind is not None and kind != "rabbitmq":
+                raise ProfileError(
+                    profile.path, f"drivers.{d.name}",
+                    f"its {kind} server would start on a broker host, where mqlab starts "
+                    "RabbitMQ nodes only; give that driver its server's url",
+                )  # fmt: skip
+    if not profile.hosts.elsewhere:
         return
     for d in profile.drivers:
         cls = plugins[d.name].cls
         options = plugins[d.name].check(d.options_dict)
-        if cls.server_for(options) is not None:
+        if cls.server_for(options) is not None and not profile.broker.managed:
             for url in profile.urls_of(d):
                 if loopback(host_port(url, 1)[0]):  # the host alone: no port needed
                     raise ProfileError(
@@ -146,6 +157,15 @@ def _check_features(
         raise ProfileError(
             profile.path, f"scenario[{i}].{field}", _refusal(field, value, d, feature, fix)
         )
+    if sc.prefill and (
+        features.in_process or plugin.cls.server_for(plugin.check(d.options_dict)) != "rabbitmq"
+    ):
+        raise ProfileError(
+            profile.path, f"scenario[{i}].prefill",
+            f"driver {d.name!r} (plugin {d.plugin!r}) does not talk to RabbitMQ: a pre-filled "
+            "step's queues are declared through RabbitMQ's management API; "
+            f"{limit} or remove prefill",
+        )  # fmt: skip
 
 
 def _named(sc: Scenario) -> set[str]:

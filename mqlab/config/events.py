@@ -7,17 +7,21 @@
     action = "kill_node"    # see ACTIONS
     node = "queues"         # node1..nodeN, or "queues": the node holding the step's queues
                             # when the step's first event naming it fires (later ones: the same)
+    host = "loadgen-b"      # link actions across hosts: that load host's link only
+                            # (default: every load host's)
 
 Each action belongs to one kind, fired by its own effector in :mod:`mqlab.faults`:
-``broker`` (a managed RabbitMQ node), ``link`` (the fault proxy between workers and
-nodes) and ``worker`` (a step's server workers). What the host or broker cannot do
-is refused by :func:`mqlab.faults.check` before anything starts.
+``broker`` (a node of a broker mqlab manages: a RabbitMQ cluster's, a replicated
+Kafka's or Artemis'; :class:`NodeActions` is what the effector asks of them), ``link``
+(the fault proxy between workers and nodes) and ``worker`` (a step's server workers).
+What the host or broker cannot do is refused by :func:`mqlab.faults.check` before
+anything starts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mqlab.config.fields import FieldReader as _Reader
@@ -39,14 +43,34 @@ ACTIONS = {
     "kill_server": "worker",
     "restart_server": "worker",
 }
+
+
+class NodeActions(Protocol):
+    """A managed broker's nodes by place (``k``: node K), as a broker event acts on them
+    (its step's broker side's ``node_control``). Each call blocks, returns what it did in
+    words, and raises BrokerError (one line) when it cannot."""
+
+    #: a node on another host (a broker host): when the last action began there, on the
+    #: controller's clock, and its bound (ns); None for nodes on this machine
+    last_at: tuple[int, int] | None
+
+    def stop(self, k: int) -> str: ...
+    def kill(self, k: int) -> str: ...
+    def start(self, k: int) -> str: ...
+    def restart(self, k: int) -> str: ...
+    def close_connections(self, k: int) -> str: ...
+    def memory_alarm(self, k: int, on: bool) -> str: ...
+    def stopped(self) -> list[int]: ...
+
+
 #: the keys each action takes beside ``at`` and ``action``
 _KEYS: dict[str, set[str]] = {
     "broker": {"node"},
     "memory_alarm": {"node", "on"},
-    "delay": {"node", "ms", "jitter_ms"},
-    "bandwidth": {"node", "kbps"},
-    "loss": {"node", "percent"},
-    "link": {"node"},
+    "loss": {"node", "percent", "host"},
+    "delay": {"node", "ms", "jitter_ms", "host"},
+    "bandwidth": {"node", "kbps", "host"},
+    "link": {"node", "host"},
     "worker": {"server"},
 }
 #: a step's events: few, each a real action on a broker, a link or a process
@@ -66,6 +90,7 @@ class FaultEvent:
     kbps: float = 0.0  # bandwidth
     percent: float = 0.0  # loss
     server: int = 1  # kill_server / restart_server: which server worker (1-based)
+    host: str = ""  # a link action across hosts: that load host's link ("": every one's)
 
     @property
     def kind(self) -> str:
@@ -82,7 +107,8 @@ class FaultEvent:
             "bandwidth": f"{self.kbps:g} kbit/s",
             "loss": f"{self.percent:g} %",
         }.get(self.action, "")
-        return " ".join(p for p in (self.action, self.node, extra) if p)
+        where = f"on {self.host}" if self.host else ""
+        return " ".join(p for p in (self.action, self.node, extra, where) if p)
 
 
 def parse_events(r: _Reader, key: str = "event") -> tuple[FaultEvent, ...]:
@@ -98,6 +124,7 @@ def parse_events(r: _Reader, key: str = "event") -> tuple[FaultEvent, ...]:
 
 
 def _event(r: _Reader, key: str, i: int, t: dict[str, Any]) -> FaultEvent:
+    from mqlab.config import limits
     from mqlab.config.fields import FieldReader as Reader
 
     er = Reader(r.path, f"{r.field(key)}[{i}]", t, set(t))
@@ -122,6 +149,9 @@ def _event(r: _Reader, key: str, i: int, t: dict[str, Any]) -> FaultEvent:
         kbps=float(er.levels("kbps", float, 1, 10**7)[0]) if "kbps" in t else 0.0,
         percent=float(er.levels("percent", float, 0, 100)[0]) if "percent" in t else 0.0,
         server=er.count("server", 1, 1, 64),
+        host=er.checked("host", t["host"], lambda n: limits.name(n, "Dask worker name"))
+        if "host" in t
+        else "",
     )
     if action == "delay" and "ms" not in t:
         raise er.fail("ms", "a delay needs ms (and optionally jitter_ms)")

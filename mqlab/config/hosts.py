@@ -7,6 +7,7 @@
     certs = "certs"                 # mqlab hosts certs DIR made it (beside the profile)
     servers = ["loadgen-a"]         # the Dask workers (by name) that run the server workers
     clients = ["loadgen-b"]         # ... and the client workers
+    brokers = ["rabbit-1"]          # beside the broker's nodes, one per node (optional)
     worker_ttl = "10s"              # a silent worker is dead after this (Dask: 5 minutes)
     no_workers_timeout = "10s"      # a task with no worker to run on fails after this
 
@@ -16,23 +17,31 @@ this machine). The address is a host and a port only: a user, password, path or
 query is refused without being repeated. A relative ``certs`` is the profile's
 directory's. Any client holding a certificate from the CA can run code on
 every worker: keep the CA's key off the workers.
+
+A broker host (``brokers``) runs no load: mqlab starts the managed broker's node there
+(one per named worker, in node order), samples its CPU there and performs its node
+events there; its CPU is the broker's alone, so a name is a broker host or a load host,
+never both.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import ipaddress
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from mqlab.config import limits
+from mqlab.config.cores import Cores
 from mqlab.config.fields import FieldReader
 
 __all__ = ["Hosts", "loopback", "missing", "parse_hosts"]
 
 _KEYS = {
-    "scheduler", "certs", "servers", "clients", "insecure", "worker_ttl", "no_workers_timeout",
+    "scheduler", "certs", "servers", "clients", "brokers", "insecure", "worker_ttl",
+    "no_workers_timeout",
 }  # fmt: skip
 #: Dask's own defaults are 5 minutes (worker-ttl) and forever (no-workers-timeout): a run
 #: would wait that long for a host that is gone
@@ -49,6 +58,9 @@ class Hosts:
     insecure: bool = False
     worker_ttl: float = DEFAULT_TTL
     no_workers_timeout: float = DEFAULT_NO_WORKERS
+    brokers: tuple[str, ...] = ()  # beside the broker's nodes, node 1's first
+    #: ``[placement]`` across hosts: each host's CPU sets, by host name (none: not pinned)
+    placement: Mapping[str, Cores] = field(default_factory=dict)
 
     @property
     def elsewhere(self) -> bool:
@@ -58,8 +70,17 @@ class Hosts:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """Every Dask worker the profile names, once, servers' first."""
+        """Every Dask worker the profile names, once, servers' first, brokers' last."""
+        return tuple(dict.fromkeys((*self.servers, *self.clients, *self.brokers)))
+
+    @property
+    def loads(self) -> tuple[str, ...]:
+        """The hosts that run the load (servers' and clients'), once each."""
         return tuple(dict.fromkeys((*self.servers, *self.clients)))
+
+    def roles(self, name: str) -> tuple[str, ...]:
+        """What the host ``name`` runs: ``servers``, ``clients``, ``brokers``."""
+        return tuple(r for r in ("servers", "clients", "brokers") if name in getattr(self, r))
 
 
 def missing() -> str:
@@ -131,6 +152,15 @@ def parse_hosts(table: object, path: str) -> Hosts | None:
     if certs:  # relative to the profile, as a user reads it, wherever mqlab runs from
         certs = str(Path(path).parent / Path(certs).expanduser())
     servers, clients = _names(r, "servers"), _names(r, "clients")
+    brokers = _names(r, "brokers") if "brokers" in r.table else ()
+    both = sorted(set(brokers) & {*servers, *clients})
+    if both:
+        raise r.fail(
+            "brokers", f"{both[0]} is a broker host and a load host: a broker host runs the "
+            "broker alone (its CPU is the broker's); name another host for the load",
+        )  # fmt: skip
+    if len(set(brokers)) != len(brokers):
+        raise r.fail("brokers", "a host is named twice: one broker node per host")
     return Hosts(
         scheduler=scheduler,
         certs=certs,
@@ -139,4 +169,5 @@ def parse_hosts(table: object, path: str) -> Hosts | None:
         insecure=insecure,
         worker_ttl=r.duration("worker_ttl", DEFAULT_TTL, 3600),
         no_workers_timeout=r.duration("no_workers_timeout", DEFAULT_NO_WORKERS, 3600),
+        brokers=brokers,
     )

@@ -19,8 +19,11 @@ run, and how to reach them over SSH. TOML, like a profile::
     [[host]]
     name = "loadgen-a"              # the Dask worker's name, as a profile's [hosts] says it
     address = "10.0.0.6"
-    roles = ["servers"]             # "servers", "clients" (or both)
+    roles = ["servers"]             # "servers", "clients" (or both), or "brokers"
     # user, key, ssh_port, python: this host's own, if it differs
+
+A host whose role is ``brokers`` runs beside a broker node (a managed RabbitMQ node is
+started there) and nothing else: it takes no other role.
 
 Every refusal is one line naming the file and the field, as a profile's are.
 """
@@ -44,6 +47,8 @@ __all__ = ["DASHBOARD_PORT", "Inventory", "SshHost", "load_inventory", "parse_in
 #: the scheduler's dashboard, when on: this port of the scheduler host's loopback
 DASHBOARD_PORT = 8787
 ROLES = ("servers", "clients")
+#: every role a host may have: the load's, or beside a broker node
+ALL_ROLES = (*ROLES, "brokers")
 #: names and addresses go into the remote shell's command line: nothing a shell reads
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
@@ -98,10 +103,11 @@ class Inventory:
 
     def hosts_table(self) -> str:
         """The profile's ``[hosts]`` table for these hosts."""
-        names = {r: ", ".join(f'"{n}"' for n in self.named(r)) for r in ROLES}
+        names = {r: ", ".join(f'"{n}"' for n in self.named(r)) for r in ALL_ROLES}
+        brokers = f"brokers = [{names['brokers']}]\n" if names["brokers"] else ""
         return (
             f'[hosts]\nscheduler = "{self.scheduler_url}"\ncerts = "{self.certs}"\n'
-            f"servers = [{names['servers']}]\nclients = [{names['clients']}]\n"
+            f"servers = [{names['servers']}]\nclients = [{names['clients']}]\n{brokers}"
             f'worker_ttl = "{self.worker_ttl:g}s"\n'
         )
 
@@ -160,8 +166,11 @@ def parse_inventory(data: dict[str, Any], path: str) -> Inventory:
         if name in (x.name for x in hosts):
             raise h.fail("name", f"{name!r} is named twice")
         roles = h.get("roles", (list,), list(ROLES), 'a list of roles, such as ["servers"]')
-        if not roles or any(r not in ROLES for r in roles):
-            raise h.fail("roles", f"expected a list of {' and '.join(ROLES)}, got {roles!r}")
+        if not roles or any(r not in ALL_ROLES for r in roles):
+            want = f'{" and ".join(ROLES)}, or ["brokers"]'
+            raise h.fail("roles", f"expected a list of {want}, got {roles!r}")
+        if "brokers" in roles and len(roles) > 1:
+            raise h.fail("roles", "a broker host runs the broker alone: no other role beside it")
         one = _ssh(h, base, name, _address(h))
         hosts.append(dataclasses.replace(one, roles=tuple(roles)))
     for role in ROLES:

@@ -41,8 +41,7 @@ MAX_DRIVERS = 50
 MAX_CONCURRENCY_PER_PROCESS = 10_000
 #: client worker processes per CPU core of this machine
 MAX_PROCESSES_PER_CORE = 8
-#: targets when ``consumers`` server processes share them (seed 002: 100 queues)
-MAX_SHARED_TARGETS = 256
+MAX_SHARED_TARGETS = bounds.MAX_SHARED_TARGETS
 #: a fixed batch's messages (each is a bit in the servers' ledgers)
 MAX_BATCH = 10_000_000
 MAX_NAME_CHARS = 64

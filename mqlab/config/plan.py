@@ -1,12 +1,14 @@
 """Plan: a profile expanded into steps, and each step into worker specs.
 
 A step is one measured cell: driver x scenario x load level (x repeat). Drivers
-are interleaved inside each load level so the comparison sits side by side.
+are interleaved inside each load level so the comparison sits side by side, and a
+cell's repeats run back to back, the drivers' order reversed each round.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,26 +84,42 @@ class Plan:
 
 
 def make_plan(profile: Profile) -> Plan:
-    steps: list[Step] = []
+    """The steps in the order they run. With ``repeat = N`` (and ``interleave``, the default)
+    the repeats of one scenario and load level run back to back, the drivers' order reversed
+    each round (A B, B A, A B, ...): a machine that drifts (another job starting, a broker
+    filling) moves every driver's figures alike instead of one round's. Without
+    ``interleave`` the whole matrix runs once per repeat."""
+    run = profile.run
     by_name = {d.name: d for d in profile.drivers}
-    for rep in range(profile.run.repeat):
+    slots: list[tuple[int, int, Scenario, str, float]] = []  # (repeat, scenario, ...)
+    if run.interleave:
         for si, sc in enumerate(profile.scenarios):
-            # (servers' driver, clients' driver or None, rolling's new driver or None)
-            cells: list[tuple[DriverSpec, DriverSpec | None, DriverSpec | None]]
-            if sc.rolling is not None:
-                cells = [(by_name[sc.rolling.old], None, by_name[sc.rolling.new])]
-            elif sc.roles:
-                cells = [(by_name[r.servers], by_name[r.clients], None) for r in sc.roles]
-            else:
-                cells = [
-                    (d, None, None)
-                    for d in profile.drivers
-                    if not sc.drivers or d.name in sc.drivers
-                ]
             for load, level in sc.loads:
-                for d, clients, new in cells:
-                    steps.append(Step(len(steps), d, sc, si, load, level, rep, clients, new))
+                slots += [(rep, si, sc, load, level) for rep in range(run.repeat)]
+    else:
+        for rep in range(run.repeat):
+            for si, sc in enumerate(profile.scenarios):
+                slots += [(rep, si, sc, load, level) for load, level in sc.loads]
+    steps: list[Step] = []
+    for rep, si, sc, load, level in slots:
+        cells = _cells(profile, sc, by_name)
+        if run.interleave and rep % 2:
+            cells.reverse()
+        for d, clients, new in cells:
+            steps.append(Step(len(steps), d, sc, si, load, level, rep, clients, new))
     return Plan(profile, tuple(steps))
+
+
+def _cells(
+    profile: Profile, sc: Scenario, by_name: dict[str, DriverSpec]
+) -> list[tuple[DriverSpec, DriverSpec | None, DriverSpec | None]]:
+    """A scenario's cells at one load level: (servers' driver, clients' driver or None,
+    rolling's new driver or None), in the profile's order."""
+    if sc.rolling is not None:
+        return [(by_name[sc.rolling.old], None, by_name[sc.rolling.new])]
+    if sc.roles:
+        return [(by_name[r.servers], by_name[r.clients], None) for r in sc.roles]
+    return [(d, None, None) for d in profile.drivers if not sc.drivers or d.name in sc.drivers]
 
 
 # -- worker layout -----------------------------------------------------------
@@ -156,6 +174,11 @@ class WorkerSpec:
     dual_options: dict[str, Any] = field(default_factory=dict)
     #: on another host: its monotonic clock less the controller's (mqlab.worker.clock)
     clock_offset_ns: int = 0
+    #: transports (connections) the servers are shared among, round robin: ``servers[j::n]``
+    #: on the j-th (seed 002's connections in one consumer process)
+    connections: int = 1
+    #: a pre-filled step's servers: connected, but consuming only once told (``consume``)
+    hold: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         """The spec as the ``spec`` control frame carries it (msgpack: maps and lists)."""
@@ -276,21 +299,31 @@ def layout(
             **common,
         )
         return Layout((), (one,), groups, topics, base)
-    # one process per server, or ``consumers`` processes sharing them round robin
-    shares = (
-        [((s,), s.name) for s in servers]
-        if not sc.consumers
-        else [(tuple(servers[k :: sc.consumers]), f"k{k}") for k in range(sc.consumers)]
-    )
+    # one process per server, or ``consumers`` connections sharing them round robin, each
+    # in a process of its own or ``consumer_processes`` processes holding them round robin
+    shares: list[tuple[tuple[ServerRole, ...], str, int]]
+    if not sc.consumers:
+        shares = [((s,), s.name, 1) for s in servers]
+    else:
+        conns = [servers[k :: sc.consumers] for k in range(sc.consumers)]
+        procs = sc.consumer_processes or sc.consumers
+        shares = []
+        for p in range(procs):
+            mine = conns[p::procs]
+            # interleaved, so that the worker's servers[j::len(mine)] is its j-th connection's
+            ordered = tuple(s for row in itertools.zip_longest(*mine) for s in row if s is not None)
+            shares.append((ordered, f"k{p}", len(mine)))
     server_specs = tuple(
         WorkerSpec(
             worker=name,
             servers=mine,
             seed=step.index * 1000 + i,
             urls=worker_urls(urls, on_servers, i),
+            connections=n,
+            hold=sc.prefill,
             **common,
         )
-        for i, (mine, name) in enumerate(shares)
+        for i, (mine, name, n) in enumerate(shares)
     )
     client_specs = tuple(
         WorkerSpec(

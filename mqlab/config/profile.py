@@ -17,7 +17,7 @@ from typing import Any
 
 from mqlab import inputs
 from mqlab.config import limits
-from mqlab.config.cores import Cores, parse_cores
+from mqlab.config.cores import Cores, parse_cores, parse_host_cores
 from mqlab.config.events import parse_events
 from mqlab.config.fields import FieldReader
 from mqlab.config.hosts import Hosts, parse_hosts
@@ -46,6 +46,9 @@ class RunSettings:
     duration: float
     warmup: float
     repeat: int = 1
+    #: repeats of one scenario and load run back to back, drivers A B, B A, ... (drift cancels);
+    #: False: the whole matrix once per repeat, in rounds
+    interleave: bool = True
     drain: float = 30.0  # longest wait for late messages after the window
     processes: int = 1  # client worker processes per step
     #: serve Prometheus metrics on this port while the run lasts (0: a free one); None: don't
@@ -131,7 +134,9 @@ class Profile:
 
 # -- parsing ---------------------------------------------------------------
 
-_RUN_KEYS = {"name", "duration", "warmup", "repeat", "drain", "processes", "metrics_port"}
+_RUN_KEYS = {
+    "name", "duration", "warmup", "repeat", "interleave", "drain", "processes", "metrics_port",
+}  # fmt: skip
 _BROKER_KEYS = {"url", "managed", "nodes", "clients", "servers", "management_url"}
 _QUEUE_TYPE_KEYS = ("rpc_queue_type", "notify_queue_type")
 #: keys of a [drivers.NAME] table that are not the plugin's options
@@ -197,6 +202,7 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         duration=run_r.duration("duration", 10.0),
         warmup=run_r.duration("warmup", 2.0),
         repeat=run_r.count("repeat", 1, 1, limits.MAX_REPEAT),
+        interleave=run_r.boolean("interleave", True),
         drain=run_r.duration("drain", 30.0, limits.MAX_WAIT_S),
         processes=run_r.count("processes", 1, 1, 10**9),  # limited in limits.check_plan
         metrics_port=run_r.count("metrics_port", 0, 0, 65535)
@@ -286,42 +292,87 @@ def parse_profile(data: Mapping[str, Any], path: str = "<profile>") -> Profile:
         )
         for i, raw in enumerate(raw_scenarios)
     )
-    placement = parse_cores(top.table.get("placement"), path)
-    if placement is not None and placement.broker and not managed:
+    hosts = parse_hosts(top.table.get("hosts"), path)
+    placement = None
+    if hosts is None:
+        placement = parse_cores(top.table.get("placement"), path)
+        _without_hosts(path, scenarios)
+    else:  # each host its own CPUs, checked there
+        _check_hosts(path, broker, hosts, scenarios)
+        roles = {n: hosts.roles(n) for n in hosts.names}
+        hosts = replace(hosts, placement=parse_host_cores(top.table.get("placement"), path, roles))
+    pins_broker = placement is not None and placement.broker
+    if (pins_broker or any(c.broker for c in (hosts.placement if hosts else {}).values())) and (
+        not managed
+    ):
         raise ProfileError(
             path, "placement.broker",
             "pins the processes of a broker mqlab starts; set [broker] managed = true "
             "or remove placement.broker",
         )  # fmt: skip
-    hosts = parse_hosts(top.table.get("hosts"), path)
-    if hosts is not None:
-        _check_hosts(path, managed, placement is not None, scenarios)
     profile = Profile(path, run, broker, tuple(drivers), scenarios, defaults, placement, hosts)
     check_plan(profile)
     return profile
 
 
-def _check_hosts(path: str, managed: bool, pinned: bool, scenarios: tuple[Scenario, ...]) -> None:
-    """What a run on other hosts does not do (yet), refused before anything starts."""
-    if managed:
+def _without_hosts(path: str, scenarios: tuple[Scenario, ...]) -> None:
+    """Names of hosts in a profile without ``[hosts]``: refused, they name nothing here."""
+    for i, sc in enumerate(scenarios):
+        for j, ev in enumerate(sc.events):
+            if ev.host:
+                raise ProfileError(
+                    path, f"scenario[{i}].event[{j}].host",
+                    "names a load host, and the profile has no [hosts]: remove host",
+                )  # fmt: skip
+        if sc.rolling is not None and sc.rolling.hosts:
+            raise ProfileError(
+                path, f"scenario[{i}].rolling.hosts",
+                "names load hosts, and the profile has no [hosts]: remove hosts",
+            )  # fmt: skip
+
+
+def _check_hosts(
+    path: str, broker: BrokerSettings, hosts: Hosts, scenarios: tuple[Scenario, ...]
+) -> None:
+    """What a run on other hosts cannot do, refused before anything starts."""
+    if broker.managed and not hosts.brokers:
         raise ProfileError(
             path, "broker.managed",
             "a managed broker listens on this host's loopback only, out of the hosts' reach; "
-            "with [hosts], give the broker's url",
+            "with [hosts], give the broker's url, or name its host in [hosts] brokers",
         )  # fmt: skip
-    if pinned:
+    if hosts.brokers and not broker.managed:
         raise ProfileError(
-            path, "placement",
-            "[placement] pins processes of this host; with [hosts] the workers run "
-            "elsewhere: remove one of the two",
+            path, "hosts.brokers",
+            "a broker host runs the broker mqlab starts there: set [broker] managed = true, "
+            "or remove brokers and give the broker's url",
+        )  # fmt: skip
+    if hosts.brokers and len(hosts.brokers) != broker.nodes:
+        raise ProfileError(
+            path, "hosts.brokers",
+            f"one broker host per node: {len(hosts.brokers)} host(s) for {broker.nodes} "
+            "node(s); name as many hosts as [broker] nodes",
+        )  # fmt: skip
+    if hosts.brokers and broker.nodes > 1:
+        raise ProfileError(
+            path, "broker.nodes",
+            "a cluster whose nodes run on several broker hosts is not run yet: one broker "
+            "host, nodes = 1",
         )  # fmt: skip
     for i, sc in enumerate(scenarios):
-        for key, present in (("event", sc.events), ("rolling", sc.rolling)):
-            if present:
+        for j, ev in enumerate(sc.events):
+            if ev.host and ev.host not in hosts.loads:
                 raise ProfileError(
-                    path, f"scenario[{i}].{key}",
-                    f"{key} is not run across hosts yet; remove [hosts] or {key}",
+                    path, f"scenario[{i}].event[{j}].host",
+                    f"{ev.host!r} is not a load host of [hosts] ({', '.join(hosts.loads)})",
                 )  # fmt: skip
+        if sc.rolling is not None:
+            for name in sc.rolling.hosts:
+                if name not in hosts.loads:
+                    raise ProfileError(
+                        path, f"scenario[{i}].rolling.hosts",
+                        f"{name!r} is not a load host of [hosts] ({', '.join(hosts.loads)})",
+                    )  # fmt: skip
 
 
 def check_plan(profile: Profile, origin: str = "") -> None:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 ORDERS = ("servers-first", "clients-first", "interleaved")
 STOPS = ("graceful", "abrupt")
 _ROLES_KEYS = {"servers", "clients"}
-_ROLLING_KEYS = {"from", "to", "interval", "order", "stop"}
+_ROLLING_KEYS = {"from", "to", "interval", "order", "stop", "hosts"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,9 @@ class Rolling:
     interval: float
     order: str  # servers-first | clients-first | interleaved
     stop: str  # graceful | abrupt
+    #: across hosts: the hosts the new driver's workers start on, in turn (none: each on
+    #: the host its predecessor ran on)
+    hosts: tuple[str, ...] = ()
 
 
 def _driver(r: _Reader, key: str, table: dict[str, Any], sub: str, drivers: set[str]) -> str:
@@ -103,7 +106,10 @@ def parse_rolling(r: _Reader, drivers: set[str], servers: int) -> Rolling | None
         raise r.fail("rolling", f"stop: expected one of {', '.join(STOPS)}, got {stop!r}")
     if servers < 1:
         raise r.fail("rolling", "a rolling update replaces servers: set servers >= 1")
-    return Rolling(old, new, interval, order, stop)
+    hosts = t.get("hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
+        raise r.fail("rolling", 'hosts: expected a list of [hosts] names, such as ["w3"]')
+    return Rolling(old, new, interval, order, stop, tuple(hosts))
 
 
 def schedule(order: str, servers: list[str], clients: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 from mqlab.codec import SERIALIZERS
 from mqlab.config import limits
 from mqlab.config.background import Background, parse_background
+from mqlab.config.consumers import parse_draining
 from mqlab.config.events import FaultEvent, parse_events
 from mqlab.config.fields import FieldReader
 from mqlab.config.limits import MAX_NODES
@@ -26,7 +27,7 @@ SCENARIO_KEYS = {
     "pattern", "concurrency", "rate", "exchange", "topic", "durable", "timeout", "servers",
     "pools", "fanout", "targeted", "targets", "drivers", "name", "rpc_queue_type",
     "notify_queue_type", "mirror_replicas", "clients_on", "servers_on", "roles", "rolling",
-    "event", "background", "consumers", "batch",
+    "event", "background", "consumers", "batch", "consumer_processes", "prefill",
 } | DEFAULT_KEYS  # fmt: skip
 
 
@@ -55,12 +56,11 @@ class Scenario:
     mirror_replicas: int | None = None
     clients_on: str = ""  # placement; empty: [broker] clients
     servers_on: str = ""  # placement; empty: [broker] servers
-    #: server worker processes sharing the step's servers x targets queues round robin
-    #: (seed 002's N consumers over M queues); 0: one process per server, as usual
+    #: seed 002's many queues (mqlab.config.consumers.Draining says what each means)
     consumers: int = 0
-    #: a closed loop's fixed batch: messages sent in all, as fast as the driver takes them,
-    #: then none (0: senders send until the window ends)
     batch: int = 0
+    consumer_processes: int = 0
+    prefill: bool = False
 
     @property
     def type_key(self) -> str:
@@ -154,24 +154,9 @@ def parse_scenario(
             f"pools = {pools} needs at least {pools} servers per target (servers = {servers}); "
             "raise servers or lower pools",
         )
-    consumers = r.count("consumers", 0, 0, limits.MAX_SHARED_TARGETS)
-    batch = r.count("batch", 0, 0, limits.MAX_BATCH)
-    if batch and not concurrency:
-        raise r.fail("batch", "a fixed batch is sent by a closed loop: give concurrency, not rate")
-    targets = r.count("targets", 1, 1, limits.MAX_SHARED_TARGETS)
-    if targets > limits.MAX_TARGETS and not consumers:
-        raise r.fail(
-            "targets",
-            f"{targets} targets would be {targets} server processes (the limit is "
-            f"{limits.MAX_TARGETS}); add consumers = N to share them among N processes",
-        )
-    if consumers > servers * targets:
-        raise r.fail(
-            "consumers",
-            f"{consumers} consumer processes for {servers * targets} queues (servers x "
-            "targets): each needs at least one; lower consumers",
-        )
     targeted = r.boolean("targeted", False)
+    draining = parse_draining(r, pattern, bool(concurrency), servers, fanout, targeted)
+    consumers = draining.consumers
     if targeted and not servers:
         raise r.fail("targeted", "targeted sends need servers to target; set servers >= 1")
     roles = parse_roles(r, drivers)
@@ -191,6 +176,8 @@ def parse_scenario(
         raise r.fail(
             "background", f"a background runs beside a one-driver step; remove {key} or background"
         )
+    if draining.prefill and (roles or rolling or background is not None):
+        raise r.fail("prefill", "a pre-filled batch is drained by one driver alone")
     default_exchange = "notifications" if pattern == "notify" else "openstack"
     default_topic = "notifications" if pattern == "notify" else "mqlab"
     return Scenario(
@@ -205,7 +192,7 @@ def parse_scenario(
         pools=pools,
         fanout=fanout,
         targeted=targeted,
-        targets=targets,
+        targets=draining.targets,
         serializer=codec["serializer"],
         envelope=codec["envelope"],
         message_size=codec["message_size"],
@@ -220,7 +207,9 @@ def parse_scenario(
         clients_on=placement(r, "clients_on", "", nodes) if "clients_on" in r.table else "",
         servers_on=placement(r, "servers_on", "", nodes) if "servers_on" in r.table else "",
         consumers=consumers,
-        batch=batch,
+        batch=draining.batch,
+        consumer_processes=draining.consumer_processes,
+        prefill=draining.prefill,
         roles=roles,
         rolling=rolling,
         events=tuple(sorted((*parse_events(r), *everywhere), key=lambda e: e.at)),

@@ -12,10 +12,8 @@ import argparse
 import contextlib
 import signal
 import sys
-import time
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -23,7 +21,7 @@ from rich.text import Text
 from mqlab import __version__, redact, registry
 from mqlab.config.plan import make_plan
 from mqlab.config.profile import parse_duration
-from mqlab.console import hosts, metrics, selftest
+from mqlab.console import broker, helptext, hosts, metrics, selftest, system
 from mqlab.console.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -33,9 +31,11 @@ from mqlab.console.common import (
     load,
 )
 from mqlab.console.run import cmd_ceiling, cmd_run, show_ceilings
-from mqlab.errors import BrokerError, BrokerRefused, MqlabError, PluginError
+from mqlab.errors import MqlabError, PluginError
+from mqlab.live import pagetables
 from mqlab.report import commands as report
-from mqlab.sdk.urls import mask
+from mqlab.results import paths
+from mqlab.run.quiet import DEFAULT_LIMIT_S, DEFAULT_PERCENT
 from mqlab.terminal import console as _console
 from mqlab.terminal import printable
 from mqlab.transport import PATTERNS
@@ -44,27 +44,21 @@ if TYPE_CHECKING:
     from mqlab.results.record import Run
 
 
-class _Parser(argparse.ArgumentParser):
-    """Bad command-line values end in one line, like every other refusal."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        #: mqlab's own parser: each subcommand's parser by name, as build_parser adds it
-        self.commands: dict[str, argparse.ArgumentParser] = {}
-
-    def error(self, message: str) -> NoReturn:
-        where = self.prog.removeprefix("mqlab").strip()  # "run", or "" for mqlab itself
-        self.exit(
-            EXIT_BAD_INPUT,
-            f"mqlab: {where + ': ' if where else ''}{message} (see {self.prog} --help)\n",
-        )
-
-
 def _duration_arg(text: str) -> float:
     try:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _percent_arg(text: str) -> float:
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage above 0 and up to 100, got {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -117,6 +111,11 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from mqlab.results.read import ResultsError, load_run
 
+    if args.verbose and (args.top or args.table or args.markdown):
+        given = "--top" if args.top else "--table" if args.table else "--markdown"
+        raise CliError(f"--verbose adds terminal tables, not with {given}: leave one out",
+                       EXIT_BAD_INPUT)  # fmt: skip
+
     try:
         # a results file is user input too: checked field by field (mqlab.results.read), and
         # its text is shown, never interpreted
@@ -136,19 +135,21 @@ def _show(args: argparse.Namespace, run: Run) -> int:
     status = f"{len(steps)} step(s), {run.status}"
     repeated = "across repeats: msg/s ± 95 % CI, latency from the merged histograms"
     ceilings = any(s.ceiling for s in steps)  # written by `mqlab ceiling`
-    top_title = "top throughput (each driver's best step per pattern: msg/s (load, scenario))"
+    top_title = (
+        "top throughput (each driver's best step per pattern, per topology and queue type "
+        "when there were several: msg/s (load, scenario))"
+    )
     times_title = "time in the window: real, and the processes' own user and sys seconds"
-    top, times = seedtables.top_rows(steps), seedtables.times_rows(steps)
+    (top_header, top), times = seedtables.top_table(steps), seedtables.times_rows(steps)
+    if args.table:
+        return _show_table(args, run)
     if args.top:
         if args.markdown:
             from mqlab.live import markdown
 
-            print(
-                f"{markdown.text(name)}: {top_title}\n\n"
-                f"{seedtables.markdown(seedtables.TOP_HEADER, top)}"
-            )
+            print(f"{markdown.text(name)}: {top_title}\n\n{seedtables.markdown(top_header, top)}")
         else:
-            _console().print(seedtables.table(top_title, seedtables.TOP_HEADER, top))
+            _console().print(seedtables.table(top_title, top_header, top))
         return 0
     if args.markdown:
         from mqlab.ceiling import hook
@@ -174,58 +175,33 @@ def _show(args: argparse.Namespace, run: Run) -> int:
         console.print(seedtables.table(times_title, seedtables.TIMES_HEADER, times))
     if aggregates:
         console.print(comparison.comparison(aggregates, title=repeated))
+    if args.verbose:  # what `mqlab run` printed after its comparison
+        from mqlab.live import steptables
+
+        stress = steptables.background_table(steps)
+        for table in ([stress] if stress is not None else []) + steptables.details(steps):
+            console.print(table)
     console.print(f"measured with {comparison.environment_line(env)}")
     return 0
 
 
-# -- broker --------------------------------------------------------------------
+def _show_table(args: argparse.Namespace, run: Run) -> int:
+    """``show --table TABLE``: one of the tables of :mod:`mqlab.live.pagetables`."""
+    from mqlab.live import markdown, seedtables
 
-
-def cmd_broker(args: argparse.Namespace) -> int:
-    from mqlab import rabbitmq
-
-    state = Path(args.state_dir) if args.state_dir else None
-    try:
-        if args.action == "start":
-            problem = rabbitmq.installed()
-            if problem:
-                raise CliError(problem, EXIT_FAILED)
-            t = time.monotonic()
-            try:
-                cluster = rabbitmq.start(state, port=args.port, nodes=args.nodes)
-            except KeyboardInterrupt:
-                # start() stops what it launched on any exception, a SIGTERM included (main)
-                raise CliError(
-                    "interrupted while the broker was starting; the nodes it was starting are "
-                    "stopped (`mqlab broker status` shows what is left)", EXIT_INTERRUPTED,
-                ) from None  # fmt: skip
-            what = "node" if len(cluster.nodes) == 1 else f"{len(cluster.nodes)}-node cluster"
-            print(
-                f"RabbitMQ {cluster.version} {what} ready in {time.monotonic() - t:.1f}s; "
-                "stop it with `mqlab broker stop`"
-            )
-            for i, node in enumerate(cluster.nodes, start=1):
-                print(
-                    f"  node{i} {node.name}: {mask(node.url)} (management "
-                    f"{node.management_url}, metrics {node.prometheus_url or '-'}, "
-                    f"distribution {node.dist_port}, pid {node.pid})"
-                )
-        elif args.action == "stop":
-            stopped = rabbitmq.stop(state)
-            print(
-                "stopped " + ", ".join(n.name for n in stopped) if stopped else "no broker running"
-            )
+    built = pagetables.build(args.table, run.steps, run.environment)
+    if not any(rows for _, _, rows in built):
+        raise CliError(
+            f"{run.path}: no step of this run has what --table {args.table} shows "
+            f"({built[0][0]}): give a run of a profile that measures it", EXIT_BAD_INPUT,
+        )  # fmt: skip
+    for i, (title, head, rows) in enumerate(built):
+        if args.markdown:
+            said = f"{markdown.text(run.name)}: {title}" if i == 0 else title
+            body = seedtables.markdown(head, rows) if rows else "(none)"
+            print(("\n" if i else "") + f"{said}\n\n{body}")
         else:
-            members = rabbitmq.members(state)
-            if not members:
-                print("no broker recorded (start one with `mqlab broker start`)")
-            for m in members:
-                n = m.node
-                print(f"node{m.index} {n.name}: {m.state}, {mask(n.url)}, management "
-                      f"{n.management_port}, distribution {n.dist_port}, pid {n.pid}")  # fmt: skip
-    except BrokerError as exc:
-        code = EXIT_BAD_INPUT if isinstance(exc, BrokerRefused) else EXIT_FAILED
-        raise CliError(str(exc), code) from None
+            _console().print(seedtables.table(title, head, rows) if rows else f"{title}: none")
     return 0
 
 
@@ -233,103 +209,166 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("profile", help="the profile (TOML), e.g. profiles/quickstart.toml")
-    p.add_argument("--duration", type=_duration_arg, help="measurement window per step (e.g. 20s)")
-    p.add_argument("--warmup", type=_duration_arg, help="warm-up per step, excluded from figures")
-    p.add_argument("--output", "-o", help="results file (default results/<profile>-<UTC>.json)")
-    p.add_argument("--quiet", "-q", action="store_true", help="print only the final table")
-    p.add_argument("--processes", type=_positive_int,
-                   help="spread each step's clients over N worker processes")  # fmt: skip
-    p.add_argument("--broker", metavar="URL",
-                   help="use this broker (comma-separated URLs for a cluster) instead of the "
-                   "profile's, and do not start a managed one")  # fmt: skip
+    p.add_argument(
+        "profile",
+        metavar="PROFILE",
+        help="the profile (TOML) to run, e.g. profiles/quickstart.toml",
+    )
+    p.add_argument(
+        "--duration",
+        type=_duration_arg,
+        metavar="DURATION",
+        help="measurement window of each step (default: the profile's [run] duration, else 10s)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=_duration_arg,
+        metavar="DURATION",
+        help="sending before each window, left out of every figure (default: the "
+        "profile's [run] warmup, else 2s)",
+    )
+    p.add_argument(
+        "-o", "--output", metavar="FILE", help=f"the results file (default: {paths.DEFAULT_NAME})"
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no live view and no progress lines: print only the tables at the end",
+    )
+    p.add_argument(
+        "--processes",
+        type=_positive_int,
+        metavar="N",
+        help="spread each step's clients over N worker processes (default: the "
+        "profile's [run] processes, else 1)",
+    )
+    p.add_argument(
+        "--broker",
+        metavar="URL",
+        help="use this broker (comma-separated URLs for a cluster) instead of the "
+        "profile's, and start no managed one (default: the profile's [broker])",
+    )
+    p.add_argument(
+        "--wait-quiet", nargs="?", const=DEFAULT_PERCENT, type=_percent_arg, metavar="PERCENT",
+        help="before each step, wait until other processes take less than PERCENT of the "
+        f"machine (default {DEFAULT_PERCENT:g} when given bare), for at most --wait-quiet-max",
+    )  # fmt: skip
+    p.add_argument(
+        "--wait-quiet-max", type=_duration_arg, metavar="DURATION",
+        help=f"the longest --wait-quiet waits before one step (default {DEFAULT_LIMIT_S:g}s); "
+        "the step then runs and its record says the machine was not quiet",
+    )  # fmt: skip
     p.add_argument("--state-dir", help=argparse.SUPPRESS)
     metrics.add_arguments(p, _duration_arg)
 
 
-def build_parser() -> _Parser:
-    parser = _Parser(
+def build_parser() -> helptext.Parser:
+    parser = helptext.Parser(
         prog="mqlab",
         description=(
             "Compare messaging drivers side by side: every driver in a profile runs the same "
             "RPC call, RPC cast and notification workloads against the same broker; mqlab shows "
             "live tables and writes a results file (throughput, latency percentiles, sent / "
-            "received / lost / duplicated counts, CPU)."
+            "received / lost / duplicated counts, CPU). The example needs no broker."
         ),
-        epilog="Start with: mqlab run profiles/quickstart.toml (no broker needed).",
+        example="mqlab run profiles/quickstart.toml",
+        epilog=helptext.exit_codes(),
     )
     parser.add_argument("--version", action="version", version=f"mqlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
-        """Add the subcommand ``name``; its parser is kept in ``parser.commands``."""
-        parser.commands[name] = p = sub.add_parser(name, **kwargs)
+        """Add the subcommand ``name`` (``help``: its one line, ``description``: the rest,
+        ``example``: one command line); its parser is kept in ``parser.commands``."""
+        parser.commands[name] = p = helptext.add(sub, name, **kwargs)
         return p
 
     p = command(
-        "run", help="run a profile and write a results file",
-        description="Run every step of a profile (driver x scenario x load level) in worker "
-        "processes, show live tables, and write a results JSON file after every step. "
-        "Ctrl-C stops after the current interval and keeps what was measured; a second "
-        "Ctrl-C stops at once.",
-    )  # fmt: skip
+        "run",
+        help="run a profile and write a results file",
+        description="Runs every step of the profile (a driver x a scenario x a load level) in "
+        "worker processes, shows live tables (in a terminal; elsewhere one line per finished "
+        "step), prints the comparison table at the end, and rewrites the results file after "
+        "every step. Ctrl-C stops after the current interval and keeps what was measured; a "
+        "second Ctrl-C stops at once.",
+        example="mqlab run profiles/quickstart.toml --duration 5s -o results/quickstart.json",
+    )
     _run_arguments(p)
     p.set_defaults(func=cmd_run)
 
     p = command(
-        "ceiling", help="run a profile with each cast step beside its library's ceiling",
-        description="Run a profile as `run` does; right after each plain cast step, on the same "
-        "broker with the same message size and ack mode, run the plugin's reference loop (the "
-        "thinnest use of its library) and, for RabbitMQ, RabbitMQ PerfTest (Java; fetched from "
-        "Maven Central on first use), and show the plugin's rate as a percentage of each.",
-    )  # fmt: skip
+        "ceiling",
+        help="run a profile with each cast step beside its library's ceiling",
+        description="Runs the profile as `mqlab run` does; right after each plain cast step, on "
+        "the same broker with the same message size and ack mode, runs the plugin's reference "
+        "loop (its bare library publishing and consuming) and, for RabbitMQ, RabbitMQ PerfTest, "
+        "then shows the plugin's rate as a percentage of each. PerfTest needs Java; its jars "
+        "come from Maven Central into ~/.cache/mqlab (scripts/setup.sh fetches them where Java "
+        "is, else the first `mqlab ceiling` does).",
+        example="mqlab ceiling profiles/ceiling.toml",
+    )
     _run_arguments(p)
     p.set_defaults(func=cmd_ceiling)
 
     p = command(
         "validate",
         help="check a profile without running it",
-        description="Parse and check a profile: fields, plugins, options.",
+        description="Parses and checks every field, plugin and option of the profile and says "
+        "how many steps it has and about how long it runs. Nothing starts.",
+        example="mqlab validate profiles/pika-vs-kombu.toml",
     )
-    p.add_argument("profile")
+    p.add_argument("profile", metavar="PROFILE", help="the profile (TOML) to check")
     p.set_defaults(func=cmd_validate)
 
-    p = command("show", help="print a results file's comparison table again",
-                description="Print the comparison table of a finished (or interrupted) "
-                "run from its results file, with the environment it was measured in; "
-                "--markdown prints a Markdown table for publishing; --top prints each "
-                "driver's best msg/s per pattern, as seed 001's top-throughput table.")  # fmt: skip
-    p.add_argument("results", help="a results JSON file written by mqlab run")
-    p.add_argument("--markdown", action="store_true", help="print Markdown instead")
+    p = command(
+        "show",
+        help="print a results file's comparison table again",
+        description="Prints the comparison table of a finished (or interrupted) run from its "
+        "results file, with the environment it was measured in.",
+        example="mqlab show results/quickstart.json --markdown",
+    )
+    p.add_argument("results", metavar="RESULTS", help="a results file (JSON) mqlab run wrote")
+    p.add_argument("--markdown", action="store_true", help="print Markdown tables, to publish")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument(
+        "--top",
+        action="store_true",
+        help="only each driver's best msg/s per pattern (the top-throughput table "
+        "of the 2016 OpenStack message-queue report)",
+    )
+    shape.add_argument(
+        "--table",
+        choices=sorted(pagetables.TABLES),
+        metavar="TABLE",
+        help="only one table in a profile's own shape, as docs/findings.md has it: "
+        + ", ".join(sorted(pagetables.TABLES))
+        + " (default: the comparison)",
+    )
     p.add_argument(
-        "--top", action="store_true", help="only the top throughput per driver and pattern"
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also what mqlab run prints at its end after the comparison: each "
+        "step's phases, fault events and loss verdict, and the background stress",
     )
     p.set_defaults(func=cmd_show)
-    report.add_commands(command)  # report, compare
-    hosts.add_commands(command)  # hosts certs, hosts check
+    report.add_commands(command)  # report, export, compare
+    hosts.add_commands(command)  # hosts certs, check, up, down
+    system.add_commands(command, _duration_arg)
     selftest.add_commands(command)
 
-    p = command("plugins", help="list the transport plugins mqlab can find",
-                description="List every plugin registered under the entry-point group "
-                "mqlab.transports: package, version, wire family, features and options, "
-                "or why it fails to load.")  # fmt: skip
+    p = command(
+        "plugins",
+        help="list the transport plugins mqlab can find",
+        description="Lists every plugin registered under the entry-point group "
+        "mqlab.transports: package, version, wire family, features and options, or why it "
+        "fails to load.",
+        example="mqlab plugins",
+    )
     p.set_defaults(func=cmd_plugins)
 
-    p = command(
-        "broker", help="start, stop or inspect a private local RabbitMQ node or cluster",
-        description="Private RabbitMQ nodes, each with its own name, ports and data directory "
-        "(AMQP 1.0 and management plugins on), clustered when --nodes > 1, for clean, "
-        "reproducible runs.",
-    )  # fmt: skip
-    p.add_argument("action", choices=("start", "stop", "status"))
-    p.add_argument("--port", type=lambda text: metrics.port_arg(text, lowest=1),
-                   help="AMQP port (default: a free one)")  # fmt: skip
-    p.add_argument("--nodes", type=_positive_int, default=1,
-                   help="cluster size, 1 to 5 nodes on this machine (default 1)")  # fmt: skip
-    p.add_argument(
-        "--state-dir", help="where the node keeps its data (default ~/.local/state/mqlab)"
-    )
-    p.set_defaults(func=cmd_broker)
+    broker.add_commands(command, _positive_int)
     return parser
 
 

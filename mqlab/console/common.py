@@ -10,6 +10,7 @@ from mqlab.config.profile import Profile, load_profile
 from mqlab.errors import ProfileError
 from mqlab.registry import LoadedPlugin
 
+EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from mqlab.console import hostsup
+from mqlab.console import helptext, hostsup
 from mqlab.console.common import EXIT_BAD_INPUT, EXIT_FAILED, CliError, load
 
 
@@ -69,20 +69,29 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
 def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     p = command(
         "hosts", help="the hosts of a multi-host run: certificates, up, down, check",
-        description="`mqlab hosts certs DIR` makes a dedicated CA and the TLS certificates of a "
-        "Dask scheduler, its workers and this controller; `mqlab hosts check PROFILE` reaches the "
-        "hosts a profile's [hosts] (or an inventory) names and measures each one's clock offset; "
-        "`mqlab hosts up INVENTORY` starts a TLS scheduler and the named Dask workers over SSH, "
-        "`mqlab hosts down INVENTORY` stops them.",
+        description="The server and client workers of a run on other machines, through a Dask "
+        "scheduler with TLS (needs pip install \"mqlab[hosts]\"; docs/hosts.md).",
+        example="mqlab hosts check profiles/cluster-topologies-hosts.toml",
     )  # fmt: skip
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    c = sub.add_parser("certs", help="make a CA and certificates in DIR")
-    c.add_argument("dir")
+    c = helptext.add(
+        sub, "certs", help="make a CA and the TLS certificates of a Dask cluster in DIR",
+        description="Makes a dedicated CA and the certificates of a Dask scheduler, its "
+        "workers and this controller. Give each host ca.pem and its own pair only; keep "
+        "ca-key.pem off the hosts.",
+        example="mqlab hosts certs ./certs",
+    )  # fmt: skip
+    c.add_argument("dir", metavar="DIR", help="the directory to make them in")
     c.set_defaults(func=cmd_hosts_certs)
-    k = sub.add_parser(
-        "check", help="reach a profile's or an inventory's hosts; same mqlab; clock offsets"
-    )
-    k.add_argument("profile", help="a profile with [hosts], or an inventory")
+    k = helptext.add(
+        sub, "check", help="reach a profile's or an inventory's hosts; same mqlab; clock offsets",
+        description="Reaches every host the profile's [hosts] table (or the inventory) names, "
+        "checks it runs the same mqlab and plugins, and measures its clock's offset from this "
+        "machine's, within a stated bound. Nothing is run.",
+        example="mqlab hosts check hosts.toml",
+    )  # fmt: skip
+    k.add_argument("profile", metavar="PROFILE",
+                   help="a profile with a [hosts] table, or an inventory")  # fmt: skip
     k.set_defaults(func=cmd_hosts_check)
     hostsup.add_actions(sub)  # up, down
 

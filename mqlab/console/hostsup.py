@@ -7,10 +7,13 @@ import argparse
 import tomllib
 from typing import Any
 
+from mqlab.console import helptext
 from mqlab.console.common import EXIT_BAD_INPUT, EXIT_FAILED, CliError
 from mqlab.errors import ProfileError
 
 __all__ = ["add_actions", "cmd_check_inventory", "is_inventory"]
+
+_INVENTORY = "the inventory (TOML): the scheduler and the hosts, as docs/hosts.md shows"
 
 
 def is_inventory(path: str) -> bool:
@@ -108,9 +111,20 @@ def cmd_check_inventory(args: argparse.Namespace) -> int:
 
 
 def add_actions(sub: Any) -> None:
-    u = sub.add_parser("up", help="start the scheduler and the Dask workers of INVENTORY over SSH")
-    u.add_argument("inventory")
+    u = helptext.add(
+        sub, "up", help="start the scheduler and the Dask workers of INVENTORY over SSH",
+        description="Starts a TLS Dask scheduler and a named Dask worker on each host the "
+        "inventory lists, over SSH, checks each runs the same mqlab, and prints their PIDs and "
+        "the [hosts] table to put in a profile.",
+        example="mqlab hosts up hosts.toml",
+    )  # fmt: skip
+    u.add_argument("inventory", metavar="INVENTORY", help=_INVENTORY)
     u.set_defaults(func=cmd_hosts_up)
-    d = sub.add_parser("down", help="stop what `mqlab hosts up INVENTORY` started, by PID")
-    d.add_argument("inventory")
+    d = helptext.add(
+        sub, "down", help="stop what `mqlab hosts up INVENTORY` started, by PID",
+        description="Stops the scheduler and every worker that `mqlab hosts up` started from "
+        "this inventory, by the PIDs it recorded beside it.",
+        example="mqlab hosts down hosts.toml",
+    )  # fmt: skip
+    d.add_argument("inventory", metavar="INVENTORY", help=_INVENTORY)
     d.set_defaults(func=cmd_hosts_down)

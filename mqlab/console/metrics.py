@@ -43,11 +43,12 @@ def add_arguments(p: argparse.ArgumentParser, duration: Callable[[str], float]) 
                    help="serve Prometheus metrics on this port while the run lasts "
                    "(0: a free one; default: [run] metrics_port, else none)")  # fmt: skip
     p.add_argument("--metrics-host", metavar="ADDRESS", default=None,
-                   help=f"the address the metrics listen on (default {DEFAULT_HOST}; "
+                   help=f"the address the metrics listen on (default: {DEFAULT_HOST}; "
                    "0.0.0.0 for every interface)")  # fmt: skip
     p.add_argument("--metrics-linger", type=duration, metavar="DURATION", default=None,
                    help="keep serving the final figures this long after the run, so a "
-                   "Prometheus scraping every few seconds gets the last step")  # fmt: skip
+                   "Prometheus scraping every few seconds gets the last step (default: stop "
+                   "at once)")  # fmt: skip
 
 
 def start(

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from mqlab import __version__, redact, registry
+from mqlab import __version__, machine, redact, registry
 from mqlab.config.plan import Plan, make_plan
 from mqlab.config.profile import Profile
 from mqlab.console import metrics as metrics_cli
+from mqlab.console import system
 from mqlab.console.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -45,12 +46,14 @@ from mqlab.results.calibration import codec_costs
 from mqlab.results.store import ResultsFile
 from mqlab.sdk.urls import mask
 from mqlab.servers import managed
+from mqlab.servers.brokerside import all_pids
 from mqlab.servers.handle import ServerHandle
 from mqlab.terminal import console as _console
 
 if TYPE_CHECKING:
     from mqlab.live.exporter import MetricsServer
     from mqlab.run.controller import Runner
+    from mqlab.servers.rabbithost import RemoteRabbitMQ
 
 
 def _profile_record(profile: Profile, urls: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
@@ -79,6 +82,8 @@ def _servers_of(profile: Profile, plugins: Mapping[str, LoadedPlugin]) -> dict[s
 def cmd_run(args: argparse.Namespace) -> int:
     """The pipeline: profile, check, plan, servers, run, record."""
     profile = load(args.profile, args)
+    if getattr(args, "wait_quiet_max", None) is not None and args.wait_quiet is None:
+        raise CliError("--wait-quiet-max needs --wait-quiet[=PERCENT]", EXIT_BAD_INPUT)
     plugins = check(profile)
     if profile.hosts is not None:
         from mqlab.config.hosts import missing
@@ -116,12 +121,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     except paths.OutputRefused as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
     metrics: MetricsServer | None = None
+    on_hosts: contextlib.ExitStack = contextlib.ExitStack()
+    remote = None
     try:
         # before any server starts too: a taken metrics port costs nothing
         metrics = metrics_cli.start(
             args, profile.run.metrics_port, profile.run.name, str(lock.path), len(plan.steps)
         )
-        with managed.managed(kinds, state, say, nodes=profile.broker.nodes) as handles:
+        if kinds and profile.hosts is not None and profile.hosts.brokers:
+            remote = _broker_hosts(profile, on_hosts)
+        with managed.managed(
+            kinds, state, say, nodes=profile.broker.nodes, remote=remote
+        ) as handles:
             urls = managed.endpoints(profile, server_of, handles)
             problem = managed.unreachable(urls, server_of)
             if problem:
@@ -134,8 +145,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 else:
                     say(line)
             code = _run(
-                args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics
-            )
+                args, profile, plan, plugins, urls, handles, console, err, lock.path, metrics,
+                remote,
+            )  # fmt: skip
             if metrics is not None and code != EXIT_INTERRUPTED:  # Ctrl-C means: stop now
                 metrics_cli.linger(metrics, args.metrics_linger, say)
             return code
@@ -143,9 +155,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         code = EXIT_BAD_INPUT if isinstance(exc, BrokerRefused) else EXIT_FAILED
         raise CliError(f"managed broker: {exc}", code) from None
     finally:
+        on_hosts.close()
         if metrics is not None:
             metrics.close()
         lock.release()
+
+
+def _broker_hosts(profile: Profile, stack: contextlib.ExitStack) -> RemoteRabbitMQ:
+    """The broker hosts reached (a line naming the host when one is not there): the starter
+    of the managed RabbitMQ node on them."""
+    from mqlab.hosts.cluster import HostsError
+    from mqlab.hosts.reach import BrokerHosts
+    from mqlab.servers.rabbithost import RemoteRabbitMQ
+
+    assert profile.hosts is not None
+    on = BrokerHosts(profile.hosts)
+    stack.callback(on.close)
+    try:
+        on.open()
+    except HostsError as exc:
+        raise CliError(str(exc), EXIT_FAILED) from None
+    return RemoteRabbitMQ(on)
 
 
 def _run(
@@ -159,6 +189,7 @@ def _run(
     err: Console,
     out: Path,
     metrics: MetricsServer | None = None,
+    remote: RemoteRabbitMQ | None = None,
 ) -> int:
     from mqlab.run import leftovers
     from mqlab.run.controller import Interrupted, Runner, StepFailed
@@ -168,19 +199,25 @@ def _run(
             err.print(f"mqlab: removed {path}, a step directory of a run that was killed")
     server_of = _servers_of(profile, plugins)
     # each driver's broker: every figure of a step comes from its own
-    brokers = managed.sides(urls, server_of, handles, profile.broker.management_url)
+    brokers = managed.sides(urls, server_of, handles, profile.broker.management_url, remote)
 
     def warn(line: str) -> None:
         with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
             err.print(redact.scrub(line))
 
+    # before the codec's cost is measured: that measuring would count as this run's own load
+    found = machine.facts(machine.measure_others(1.0, all_pids(brokers.values())))
+    for line in system.off_lines(found):
+        warn(line)
     if not args.quiet:
         err.print(f"{profile.run.name}: measuring codec costs…")
     broker_info = managed.environment_broker(brokers)
-    env = environment.gather(registry.discover(), broker_info, {d.plugin for d in profile.drivers})
+    env = environment.gather(
+        registry.discover(), broker_info, {d.plugin for d in profile.drivers}, found
+    )
     env["codec_cost_us"] = codec_costs(profile)
     # every managed server, not only the first driver's (RabbitMQ and Artemis in one run)
-    env["servers"] = {kind: {"managed": True, **h.facts} for kind, h in handles.items()}
+    env["servers"] = environment.servers(handles)  # with what durable meant on each
     env["metrics"] = metrics_cli.recorded(metrics)  # where the endpoint was, the port it got
     results = ResultsFile(out, _profile_record(profile, urls), env, warn)
     if not results.write():
@@ -222,9 +259,17 @@ def _run(
             urls, {d.name: plugins[d.name].check(d.options_dict) for d in profile.drivers},
             server_of, profile.run.warmup, profile.run.duration, profile.placement,
         )  # fmt: skip
+    gate = None
+    if getattr(args, "wait_quiet", None) is not None:
+        from mqlab.run.quiet import DEFAULT_LIMIT_S, QuietGate
+
+        gate = QuietGate(
+            args.wait_quiet, args.wait_quiet_max or DEFAULT_LIMIT_S,
+            ours=lambda: all_pids(brokers.values()), log=None if interactive else warn,
+        )  # fmt: skip
     runner = Runner(
         plan, urls, run_id, lambda p: registry.get(p).cls.features.in_process,
-        on_snapshot, on_step, brokers, after_step=ceilings,
+        on_snapshot, on_step, brokers, after_step=ceilings, quiet=gate,
     )  # fmt: skip
     # "done" only once the run has returned: whatever else ends it is no finished run
     status, message, code = "failed", "stopped by an error", EXIT_FAILED
@@ -284,13 +329,8 @@ def _run(
             if times:  # seed 002's real / user / sys per step
                 title = "time in the window: real, and the processes' own user and sys seconds"
                 console.print(seedtables.table(title, seedtables.TIMES_HEADER, times))
-            for s in steps:
-                if s.figures.phases:  # a rolling update or faults: phase by phase
-                    console.print(steptables.phase_table(s))
-                if s.figures.faults:  # each event: detection, recovery, the promise
-                    console.print(steptables.fault_table(s))
-                if s.losses.verdict:  # what nobody injected, what it lost, the verdict
-                    console.print(steptables.spontaneous_table(s))
+            for table in steptables.details(steps):  # phases, fault events, verdicts
+                console.print(table)
             if ceilings is not None:
                 show_ceilings(console, steps)
             costs = ", ".join(f"{k}: {v:.1f} µs" for k, v in env["codec_cost_us"].items())

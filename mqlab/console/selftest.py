@@ -99,10 +99,11 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     p = command(
         "selftest",
         help="check mqlab's own accounting against known answers",
-        description="Run the known-answer cases: plugins whose servers silently drop, "
+        description="Runs the known-answer cases: plugins whose servers silently drop, "
         "duplicate and delay chosen message numbers, alone and with each kind of event, on "
-        "the loopback and on a managed RabbitMQ node (started and stopped by mqlab); print "
-        "per case the account expected and the one found; exit 1 if any was not found.",
+        "the loopback and on a managed RabbitMQ node (started and stopped by mqlab); prints "
+        "per case the account expected and the one found; exits 1 if any was not found.",
+        example="mqlab selftest --case alone",
     )
     p.add_argument(
         "--case", action="append", metavar="NAME",

@@ -8,7 +8,6 @@ counting; it sends no final figures, by design, so it is not a lost worker.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 
@@ -46,23 +45,21 @@ class WorkerFaults:
         spec = dataclasses.replace(
             w.spec, worker=f"{name}-r{self._restarts}", seed=w.spec.seed + 7919 * self._restarts
         )
-        [fresh] = await self.pool.spawn((spec,), self.tmp)
+        [fresh] = await self.pool.spawn((spec,), self.tmp, where=w)  # on its host
         self.workers.append(fresh)
         await self.pool.await_ready([fresh])
         await fresh.send(dataclasses.replace(self.go, start=time.monotonic_ns()))
         self.servers[ev.server] = fresh
-        return f"{killed}; {spec.worker} serving (pid {fresh.proc.pid if fresh.proc else '?'})"
+        pid = f" (pid {fresh.proc.pid})" if fresh.proc else ""
+        return f"{killed}; {spec.worker} serving{pid}"
 
     async def _kill(self, w: Worker) -> str:
-        if w.proc is None or w.proc.returncode is not None:
+        if not w.running:
             return f"{w.spec.worker} was not running"
         self.killed.add(w.spec.worker)
         await w.snapshot_now()  # its figures to this moment, then no more
         self.pool.last_times(w)  # and its CPU up to its death
-        with contextlib.suppress(ProcessLookupError):
-            w.proc.kill()
-        await w.proc.wait()
-        return f"{w.spec.worker} killed (SIGKILL, pid {w.proc.pid})"
+        return await self.pool.kill(w)
 
     async def restore(self) -> str:
         return ""  # a killed server stays killed: the step's figures say what that cost

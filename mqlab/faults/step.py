@@ -11,14 +11,16 @@ reaped: put back, stop the proxies).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mqlab.config.events import FaultEvent
 from mqlab.errors import MqlabError
 from mqlab.faults.broker import BrokerFaults
+from mqlab.faults.hostlinks import HostLinks
 from mqlab.faults.link import WORKERS, LinkFaults, LinkHold
 from mqlab.faults.processes import WorkerFaults
 from mqlab.faults.timeline import Effector, Timeline
@@ -31,8 +33,8 @@ from mqlab.worker import protocol
 from mqlab.worker.pool import StepFailed
 
 if TYPE_CHECKING:
+    from mqlab.config.events import NodeActions
     from mqlab.live.snapshot import WorkerRow
-    from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.steps import BrokerSteps
     from mqlab.worker.pool import Worker, WorkerPool
 
@@ -60,7 +62,7 @@ class StepFaults:
         events: tuple[FaultEvent, ...],
         pool: WorkerPool,
         tmp: str,
-        nodes: NodeControl | None,
+        nodes: NodeActions | None,
         broker_steps: BrokerSteps | None,
     ) -> None:
         self.events = events
@@ -71,7 +73,13 @@ class StepFaults:
         self._queues = ""  # the node "queues" named, once resolved
         self.nodes = nodes
         self.broker_steps = broker_steps
-        self.links = LinkFaults(self.queue_node) if any(e.kind == "link" for e in events) else None
+        linked = any(e.kind == "link" for e in events)
+        across = bool(pool.load_hosts())
+        self.links = LinkFaults(self.queue_node) if linked and not across else None
+        #: across hosts: each load host's own proxies (and lossy link), there
+        self.host_links = (
+            HostLinks(pool, os.path.basename(tmp), self.queue_node) if linked and across else None
+        )
         #: a step that loses packets: its workers' namespace and link (made in :meth:`urls`)
         self.network: Network | None = None
         self._counted: dict[str, int] = {}  # the workers' TCP counters when the window opened
@@ -79,6 +87,7 @@ class StepFaults:
         self.workers: WorkerFaults | None = None
         self.timeline: Timeline | None = None
         self._firing: asyncio.Task[None] | None = None
+        self._sampling: asyncio.Future[None] | None = None
 
     async def queue_node(self) -> str:
         """The node holding the step's first queue ("nodeK") when an event first asks, or "".
@@ -97,9 +106,16 @@ class StepFaults:
 
         A proxy that would not start fails the step with one line, and none is left running.
         """
+        every = tuple(dict.fromkeys(u for us in urls.values() for u in us))
+        if self.host_links is not None:  # each load host's workers rerouted there
+            try:
+                await self.host_links.start(every, self.events)
+            except MqlabError as exc:
+                await self.close()
+                raise StepFailed(str(exc)) from None
+            return dict(urls)
         if self.links is None:
             return dict(urls)
-        every = tuple(dict.fromkeys(u for us in urls.values() for u in us))
         try:
             if any(e.action == "loss" for e in self.events):
                 self.network = await asyncio.to_thread(_lossy_network)
@@ -116,8 +132,9 @@ class StepFaults:
         self.workers = effectors["worker"] = WorkerFaults(self.pool, self.tmp, workers, go)
         if self.nodes is not None:
             effectors["broker"] = BrokerFaults(self.nodes, self.queue_node)
-        if self.links is not None:
-            effectors["link"] = self.links
+        link: Effector | None = self.links if self.links is not None else self.host_links
+        if link is not None:
+            effectors["link"] = link
         self.timeline = Timeline(self.events, effectors)
         return self.timeline
 
@@ -126,11 +143,22 @@ class StepFaults:
         """The namespace this step's workers run in (None: this one)."""
         return self.network.namespace(WORKERS) if self.network is not None else None
 
+    @property
+    def lossy(self) -> bool:
+        """The step drops packets on its workers' link (here, or on a load host)."""
+        return self.network is not None or (
+            self.host_links is not None and any(e.action == "loss" for e in self.events)
+        )
+
     async def count(self) -> None:
         """The workers' TCP counters: read when the window opens, the difference when it shuts."""
-        if self.network is None:
+        if not self.lossy:
             return
-        now = await asyncio.to_thread(self.network.counters, WORKERS)
+        if self.network is not None:
+            now = await asyncio.to_thread(self.network.counters, WORKERS)
+        else:
+            assert self.host_links is not None
+            now = await self.host_links.counters()
         if not self._counted:
             self._counted = now
             return
@@ -145,10 +173,15 @@ class StepFaults:
             self._firing = asyncio.create_task(self._run(self.timeline, window_start))
 
     async def _run(self, timeline: Timeline, window_start: int) -> None:
-        if self.network is not None:
+        counting = None
+        if self.lossy:  # the counters at the window's start, read beside its first events
             await asyncio.sleep(max(0.0, (window_start - time.monotonic_ns()) / 1e9))
-            await self.count()
-        await timeline.run(window_start)
+            counting = asyncio.ensure_future(self.count())
+        try:
+            await timeline.run(window_start)
+        finally:
+            if counting is not None:
+                await counting
 
     async def stop(self) -> None:
         """The window closed: no further event fires; one under way finishes."""
@@ -157,9 +190,13 @@ class StepFaults:
             self._firing = None
             if self._counted:
                 await self.count()
+        if self.host_links is not None:  # their CPU over the window, while they still run
+            await self.host_links.collect()
 
     async def held(self) -> LinkHold | None:
         """The link faults still in force (none restored them) and what the proxies hold."""
+        if self.host_links is not None:
+            return await self.host_links.held()
         return await self.links.held() if self.links is not None else None
 
     async def end_held(self) -> None:
@@ -169,6 +206,8 @@ class StepFaults:
         never received later."""
         if self.links is not None:
             await self.links.stop()
+        if self.host_links is not None:
+            await self.host_links.stop()
 
     def killed(self, worker: str) -> bool:
         """A server this step's events killed: no final figures, by design."""
@@ -186,6 +225,8 @@ class StepFaults:
             try:
                 if self.links is not None:
                     await self.links.stop()
+                if self.host_links is not None:
+                    await self.host_links.stop(close=True)
             finally:
                 if self.network is not None:  # after the workers and proxies: nothing inside
                     await asyncio.to_thread(self.network.destroy)
@@ -193,6 +234,8 @@ class StepFaults:
     def sample_cpu(self, measuring: bool) -> None:
         if self.links is not None:
             self.links.sample_cpu(measuring)
+        if self.host_links is not None and (self._sampling is None or self._sampling.done()):
+            self._sampling = asyncio.ensure_future(_quietly(self.host_links.sample(measuring)))
 
     def rows(self) -> list[WorkerRow]:
         """The proxies in the live view's worker list, with their last CPU sample."""
@@ -223,6 +266,14 @@ class StepFaults:
 
     def proxies(self) -> tuple[ProxyCpu, ...] | None:
         """Each fault proxy's CPU over the window (steps with link events)."""
+        if self.host_links is not None:
+            return tuple(from_wire(ProxyCpu, p) for p in self.host_links.figures())
         if self.links is None:
             return None
         return tuple(from_wire(ProxyCpu, p) for p in self.links.figures())
+
+
+async def _quietly(sampling: Awaitable[None]) -> None:
+    """A host's proxies sampled; a host lost meanwhile is the pool's to report, not this."""
+    with contextlib.suppress(MqlabError):
+        await sampling

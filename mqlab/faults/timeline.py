@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mqlab.config.events import FaultEvent
@@ -23,8 +24,17 @@ from mqlab.errors import MqlabError
 _NS = 1_000_000_000
 
 
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """What an action did on another host, and when there, on this controller's clock."""
+
+    detail: str
+    at_ns: int  # when the action began there, as this controller's monotonic clock reads
+    bound_ns: int  # how far that may be off: the host's clock offset bound (and its drift)
+
+
 class Effector(Protocol):
-    async def fire(self, ev: FaultEvent) -> str: ...
+    async def fire(self, ev: FaultEvent) -> str | Fired: ...
 
     async def restore(self) -> str: ...
 
@@ -62,12 +72,19 @@ class Timeline:
             effector = self.effectors.get(ev.kind)
             if effector is None:  # validation refuses this; a step never fires it blind
                 raise MqlabError(f"nothing in this step can perform {ev.kind} actions")
-            detail = await effector.fire(ev)
+            done = await effector.fire(ev)
         except (MqlabError, OSError) as exc:
-            ok, detail = False, f"failed: {exc}"
+            ok, done = False, f"failed: {exc}"
         except Exception as exc:  # noqa: BLE001 - an action's failure is a figure, not a crash
-            ok, detail = False, f"failed: {type(exc).__name__}: {exc}"
+            ok, done = False, f"failed: {type(exc).__name__}: {exc}"
         self.current = ""
+        where: dict[str, Any] = {}
+        detail = done
+        if isinstance(done, Fired):  # on another host: when it began there, ± its clock
+            detail = done.detail
+            t_s = (done.at_ns - self._window_start) / _NS
+            self.fired[-1] = (ev, t_s)
+            where = {"t_bound_ms": round(done.bound_ns / 1e6, 3)}
         self.events.append({
             "t_s": round(t_s, 3),
             "action": ev.action,
@@ -76,6 +93,7 @@ class Timeline:
             "planned_s": ev.at,
             "took_s": round((time.monotonic_ns() - began) / _NS, 3),
             "ok": ok,
+            **where,
         })  # fmt: skip
 
     async def close(self, firing: asyncio.Task[None]) -> None:

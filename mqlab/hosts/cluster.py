@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, cast
 
 import dask
@@ -19,6 +19,7 @@ from distributed import Client
 from distributed.security import Security
 
 from mqlab import __version__
+from mqlab.config import cores
 from mqlab.config.hosts import Hosts
 from mqlab.errors import MqlabError
 from mqlab.hosts.certs import usable
@@ -26,6 +27,7 @@ from mqlab.hosts.certs import usable
 __all__ = [
     "CONNECT_TIMEOUT",
     "HostsError",
+    "check_placement",
     "check_scheduler",
     "connect",
     "security",
@@ -175,3 +177,21 @@ async def worker_addresses(client: Client, hosts: Hosts, timeout: float) -> dict
             f"every host must run this controller's mqlab {__version__}: {', '.join(wrong)}"
         )
     return addrs
+
+
+async def check_placement(client: Client, hosts: Hosts, addrs: Mapping[str, str]) -> None:
+    """Each host's ``[placement]`` CPUs are ones that host lets mqlab use; HostsError naming
+    the host and the field otherwise (this machine's CPUs say nothing of theirs)."""
+    if not hosts.placement:
+        return
+    on = [addrs[n] for n in hosts.placement]
+    usable = await asyncio.wait_for(client.run(cores.usable_cpus, workers=on), CONNECT_TIMEOUT)
+    for name, pins in hosts.placement.items():
+        have = set(usable.get(addrs[name]) or ())
+        for role in cores.ROLES:
+            bad = sorted(set(getattr(pins, role)) - have)
+            if bad:
+                raise HostsError(
+                    f"placement.{name}.{role}: CPU {bad[0]} is not one {name} lets mqlab use "
+                    f"(it has {len(have)}: {', '.join(map(str, sorted(have)))})"
+                )

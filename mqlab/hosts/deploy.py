@@ -276,7 +276,8 @@ async def _keep(inv: Inventory, report: Any) -> None:
         hosts = Hosts(
             scheduler=cluster.scheduler_address, certs=str(inv.certs),
             servers=inv.named("servers"), clients=inv.named("clients"),
-            worker_ttl=inv.worker_ttl, no_workers_timeout=inv.join_timeout,
+            brokers=inv.named("brokers"), worker_ttl=inv.worker_ttl,
+            no_workers_timeout=inv.join_timeout,
         )  # fmt: skip
         async with connect(hosts) as client:
             try:

@@ -13,7 +13,14 @@ A host whose Dask worker dies (its supervisor task fails: ``allowed-failures = 0
 reports it at once, never runs it elsewhere) is an event of the step: its workers are
 gone, and its ledgers with them, but its supervisor shipped their state once a second:
 the last one counts as the host's receipts, what it may have received after that is
-unaccounted (not lost), and the step says which figures are incomplete.
+unaccounted (not lost), and the step says which figures are incomplete. The broker host
+(``[hosts] brokers``) runs a supervisor too, for its CPU and its loss: that one ends the run
+(:attr:`failure`), its node having gone with it.
+
+For faults, rolling updates and placement the pool also kills a worker on its host, starts a
+successor on a given host, reroutes a host's new workers through its fault proxies, pins each
+role to its CPUs there and reads them back, and runs a function in a load host's Dask worker
+(:meth:`on_host`, for :mod:`mqlab.faults.hostlinks`).
 """
 
 from __future__ import annotations
@@ -25,16 +32,17 @@ import itertools
 import os
 import time
 import zlib
-from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
-from distributed import Client, Future, Queue
+from distributed import Client, Queue
+from distributed.scheduler import KilledWorker
 
 from mqlab.config.hosts import Hosts
 from mqlab.config.plan import WorkerSpec
 from mqlab.hosts import clock, section
-from mqlab.hosts.cluster import HostsError, connect, worker_addresses
+from mqlab.hosts.cluster import HostsError, check_placement, connect, worker_addresses
+from mqlab.hosts.state import HostState, RemoteWorker
 from mqlab.hosts.supervisor import queue_names, supervise
 from mqlab.measure.account import HostLost
 from mqlab.record.figures import Figures
@@ -53,42 +61,6 @@ ANSWER_LIMIT = 15.0
 _WAIT = 0.25
 
 
-@dataclass
-class RemoteWorker(Worker):
-    """A worker on another host; what it says arrives through its host's supervisor."""
-
-    host: str = ""
-    orders: asyncio.Queue[dict[str, Any]] | None = None  # its host's outgoing orders
-    cpu_now: float | None = None  # the supervisor's latest one-second sample
-
-    async def send(self, frame: protocol.ToWorker) -> None:
-        if self.orders is not None and not self.gone:
-            # encoded here: the supervisor relays the bytes to the worker as they are
-            order = {"op": "send", "w": self.spec.worker, "b": protocol.encode(frame)}
-            self.orders.put_nowait(order)
-
-
-@dataclass
-class _HostState:
-    name: str
-    address: str
-    down: Any  # distributed.Queue
-    up: Any
-    orders: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
-    future: Future[Any] | None = None
-    hello: asyncio.Event = field(default_factory=asyncio.Event)
-    lost_at: int | None = None  # controller monotonic ns
-    lost_why: str = ""
-    answers: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
-    before: clock.Offset | None = None
-    cpu_now: float | None = None  # the whole host's busy CPU, % of one core, last second
-    cpus: int | None = None
-    cpu: list[float] = field(default_factory=list)  # over the current step's window
-    #: the controller's ledger dir -> (when, on the controller's clock, the host read its
-    #: ledgers; file name -> compressed bitmap): the last state it shipped (once a second)
-    receipts: dict[str, tuple[int, dict[str, bytes]]] = field(default_factory=dict)
-
-
 class HostPool(WorkerPool):
     """The runner's workers on the hosts a profile's ``[hosts]`` names (see the module doc)."""
 
@@ -98,7 +70,7 @@ class HostPool(WorkerPool):
         self.run_id = run_id
         self._client: Client | None = None
         self._connection: contextlib.AbstractAsyncContextManager[Client] | None = None
-        self._state: dict[str, _HostState] = {}
+        self._state: dict[str, HostState] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._turn = {
             "server": itertools.cycle(hosts.servers),
@@ -116,12 +88,13 @@ class HostPool(WorkerPool):
         self._client = client = await self._connection.__aenter__()
         addrs = await worker_addresses(client, self.hosts, self.hosts.no_workers_timeout)
         await asyncio.wait_for(clock.install(client, list(addrs.values())), ANSWER_LIMIT)
+        await check_placement(client, self.hosts, addrs)
         for name, addr in addrs.items():
             down_name, up_name = queue_names(self.run_id, name)
             # an asynchronous client's queue exists once awaited: a put before is lost
             down = await Queue(down_name, client=client)  # type: ignore[no-untyped-call]
             up = await Queue(up_name, client=client)  # type: ignore[no-untyped-call]
-            state = _HostState(name, addr, down, up)
+            state = HostState(name, addr, down, up)
             self._state[name] = state
             state.future = client.submit(
                 supervise, self.run_id, name, key=f"mqlab-supervise-{self.run_id}-{name}",
@@ -159,7 +132,7 @@ class HostPool(WorkerPool):
             if self._connection is not None:
                 await self._connection.__aexit__(None, None, None)
 
-    async def _pump(self, state: _HostState) -> None:
+    async def _pump(self, state: HostState) -> None:
         """Orders down, answers up, a ping each second: the host's half of the relay."""
         try:
             await self._relay(state)
@@ -168,7 +141,7 @@ class HostPool(WorkerPool):
         except Exception as exc:  # noqa: BLE001 - the scheduler gone: the host is lost to us
             self._host_lost(state, f"relay failed: {type(exc).__name__}: {str(exc)[:160]}")
 
-    async def _relay(self, state: _HostState) -> None:
+    async def _relay(self, state: HostState) -> None:
         # two directions, each blocked on its own queue: an order goes down and an answer
         # comes up as soon as it is there (polling both from one loop cost 50 ms each way)
         tasks = [
@@ -184,7 +157,7 @@ class HostPool(WorkerPool):
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _downward(self, state: _HostState) -> None:
+    async def _downward(self, state: HostState) -> None:
         """Orders down as they come, and a ping each second."""
         loop = asyncio.get_running_loop()
         next_ping = loop.time()
@@ -201,7 +174,7 @@ class HostPool(WorkerPool):
             for order in batch:
                 await asyncio.wait_for(state.down.put(order), ANSWER_LIMIT)
 
-    async def _upward(self, state: _HostState) -> None:
+    async def _upward(self, state: HostState) -> None:
         """What the host says, as it comes; nothing, not even an empty answer, for
         ANSWER_LIMIT s is the scheduler gone."""
         loop = asyncio.get_running_loop()
@@ -217,7 +190,7 @@ class HostPool(WorkerPool):
             for item in items:
                 self._answer(state, item)
 
-    async def _watch(self, state: _HostState) -> None:
+    async def _watch(self, state: HostState) -> None:
         """The supervisor task's end: a failure is the host lost."""
         assert state.future is not None
         try:
@@ -227,13 +200,21 @@ class HostPool(WorkerPool):
             raise
         except Exception as exc:  # noqa: BLE001 - KilledWorker and the like: the host is gone
             why = f"{type(exc).__name__}: {str(exc)[:160]}"
+            if isinstance(exc, KilledWorker):  # its words are about retries, not the host
+                why = "its Dask worker died (the scheduler: KilledWorker)"
         self._host_lost(state, why)
 
-    def _host_lost(self, state: _HostState, why: str) -> None:
+    def _host_lost(self, state: HostState, why: str) -> None:
         if state.lost_at is not None:
             return
         state.lost_at = time.monotonic_ns()
         state.lost_why = why
+        if state.name in self.hosts.brokers and not self.failure:
+            # its node went with it (its keeper stops it): the run cannot go on
+            self.failure = (
+                f"broker host {state.name} ({state.address}) lost: {why}; its RabbitMQ node "
+                "is stopped with it"
+            )
         self._events.append({"at_ns": state.lost_at, "host": state.name, "detail": why})
         for w in self._workers.values():
             if isinstance(w, RemoteWorker) and w.host == state.name:
@@ -242,7 +223,7 @@ class HostPool(WorkerPool):
             if not answer.done():
                 answer.set_result({})
 
-    def _answer(self, state: _HostState, item: dict[str, Any]) -> None:
+    def _answer(self, state: HostState, item: dict[str, Any]) -> None:
         op = item["op"]
         w = self._workers.get(item.get("w", ""))
         if op == "hello":
@@ -268,13 +249,14 @@ class HostPool(WorkerPool):
             at = item["at"] - (state.before.offset_ns if state.before is not None else 0)
             _, files = state.receipts.get(item["dir"], (0, {}))
             state.receipts[item["dir"]] = (at, {**files, **item["files"]})
-        elif op in ("reaped", "ledgers"):
-            key = op if op == "reaped" else f"ledgers:{item['dir']}"
+        elif op in ("reaped", "ledgers", "killed", "cores"):
+            key = {"ledgers": f"ledgers:{item.get('dir')}", "killed": f"killed:{item.get('w')}"}
+            key = key.get(op, op)
             answer = state.answers.get(key)
             if answer is not None and not answer.done():
                 answer.set_result(item)
 
-    async def _ask(self, state: _HostState, key: str, order: dict[str, Any], limit: float) -> Any:
+    async def _ask(self, state: HostState, key: str, order: dict[str, Any], limit: float) -> Any:
         """An order whose answer the pool waits for, up to ``limit`` s or the host's loss."""
         if state.lost_at is not None:
             return {}
@@ -289,12 +271,18 @@ class HostPool(WorkerPool):
 
     # -- the WorkerPool interface --------------------------------------------------
 
-    async def spawn(self, specs: tuple[WorkerSpec, ...], tmp: str) -> list[Worker]:
+    async def spawn(
+        self, specs: tuple[WorkerSpec, ...], tmp: str, where: Worker | str | None = None
+    ) -> list[Worker]:
         started: list[Worker] = []
         loop = asyncio.get_running_loop()
         by_host: dict[str, list[dict[str, Any]]] = {}
         for spec in specs:
-            host = next(self._turn["server" if spec.role == "server" else "client"])
+            host = (
+                where if isinstance(where, str)
+                else where.host if isinstance(where, RemoteWorker)
+                else next(self._turn["server" if spec.role == "server" else "client"])
+            )  # fmt: skip
             state = self._state[host]
             offset = state.before.offset_ns if state.before is not None else 0
             spec = dataclasses.replace(spec, clock_offset_ns=offset)
@@ -306,8 +294,62 @@ class HostPool(WorkerPool):
             by_host.setdefault(host, []).append(spec.to_wire())
             started.append(w)
         for host, dicts in by_host.items():
-            self._state[host].orders.put_nowait({"op": "spawn", "specs": dicts})
+            state = self._state[host]
+            pins = self.hosts.placement.get(host)
+            cpus = {r: list(pins.of(r)) for r in ("server", "client", "both")} if pins else {}
+            state.orders.put_nowait({
+                "op": "spawn", "specs": dicts, "urls": state.urls, "netns": state.netns,
+                "cpus": cpus,
+            })  # fmt: skip
         return started
+
+    async def kill(self, w: Worker) -> str:
+        if not isinstance(w, RemoteWorker):
+            return await super().kill(w)
+        said = await self._ask(
+            self._state[w.host], f"killed:{w.spec.worker}",
+            {"op": "kill", "w": w.spec.worker}, ANSWER_LIMIT,
+        )  # fmt: skip
+        w.gone = True  # its channel ends with it: no word of it is waited for
+        return str(said.get("said") or f"{w.spec.worker}: host {w.host} did not answer")
+
+    async def readback(
+        self, workers: list[Worker], broker_pids: tuple[int, ...]
+    ) -> list[dict[str, Any]]:
+        """Each host's workers' CPUs, read back there, each entry naming its host."""
+        by_host: dict[str, list[str]] = {}
+        for w in workers:
+            if isinstance(w, RemoteWorker) and w.running:
+                by_host.setdefault(w.host, []).append(w.spec.worker)
+        out: list[dict[str, Any]] = []
+        for host, names in by_host.items():
+            said = await self._ask(self._state[host], "cores", {"op": "cores", "ws": names},
+                                   ANSWER_LIMIT)  # fmt: skip
+            out += [{**one, "host": host} for one in said.get("v") or ()]
+        return out
+
+    def load_hosts(self) -> tuple[str, ...]:
+        return self.hosts.loads
+
+    async def on_host(self, host: str, fn: Callable[..., Any], *args: Any) -> Any:
+        state = self._state[host]
+        if state.lost_at is not None or self._client is None:
+            raise HostsError(f"host {host} lost ({state.lost_why})")
+        try:
+            got = await asyncio.wait_for(
+                self._client.run(fn, *args, workers=[state.address]), ANSWER_LIMIT * 2
+            )
+        except Exception as exc:  # noqa: BLE001 - a comm error, a worker gone: one line
+            raise HostsError(f"host {host}: {type(exc).__name__}: {str(exc)[:160]}") from None
+        return got[state.address]
+
+    def reroute(self, host: str, urls: Mapping[str, str], netns: str | None) -> None:
+        state = self._state[host]
+        state.urls, state.netns = dict(urls), netns
+
+    def offset(self, host: str) -> tuple[int, int] | None:
+        before = self._state[host].before
+        return (before.offset_ns, before.bound_ns) if before is not None else None
 
     async def reap(self, workers: list[Worker], grace: float = 0.0) -> None:
         """Each host stops its workers (killing those that outstay ``grace``), then ships
@@ -349,7 +391,8 @@ class HostPool(WorkerPool):
             self._workers.pop(w.spec.worker, None)
 
     def sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
-        hosts = {w.host for w in workers if isinstance(w, RemoteWorker)}
+        # the broker hosts too: their CPU is the broker's
+        hosts = {w.host for w in workers if isinstance(w, RemoteWorker)} | {*self.hosts.brokers}
         for name in hosts:
             state = self._state[name]
             if measuring and state.cpu_now is not None and state.lost_at is None:

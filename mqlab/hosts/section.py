@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mqlab.config.cores import ROLES
 from mqlab.config.hosts import Hosts as HostsConfig
 from mqlab.hosts import clock
 from mqlab.measure.account import HostLost
@@ -49,12 +50,13 @@ def hosts_stage(
     each lost host."""
     hosts = []
     for state in states:
-        roles = tuple(r for r in ("servers", "clients") if state.name in getattr(config, r))
+        pins = config.placement.get(state.name)
         hosts.append(HostFigures(
-            host=state.name, address=state.address, roles=roles,
+            host=state.name, address=state.address, roles=config.roles(state.name),
             clock_before=_clock(state.before), clock_after=_clock(after.get(state.name)),
             lost=state.lost_at is not None, cpus=state.cpus,
             cpu_percent=round(sum(state.cpu) / len(state.cpu), 1) if state.cpu else None,
+            placement={r: getattr(pins, r) for r in ROLES if getattr(pins, r)} if pins else None,
         ))  # fmt: skip
     events = tuple(
         HostEvent(

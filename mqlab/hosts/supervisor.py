@@ -10,7 +10,9 @@ runs inside Dask's own thread (its p99.9 was four to six times worse there).
 
 Between the supervisor and the controller, two Dask queues per host (through the
 scheduler, on its TLS connections): ``down`` carries the controller's orders (spawn,
-a frame for a worker, reap, ship the ledgers, ping, stop) and ``up`` carries what
+with the URLs a fault proxy here gives, the network namespace of a lossy link and the CPUs
+each role is pinned to; a frame for a worker, kill one, read back the CPUs they had, reap,
+ship the ledgers, ping, stop) and ``up`` carries what
 the workers say, their CPU and the step's ledgers' state each second (so a host that
 dies leaves its receipts up to then with the controller), their exits and their ledgers. Every wait
 has a deadline: a supervisor that hears nothing from the controller for
@@ -36,7 +38,7 @@ from typing import Any
 import psutil
 
 from mqlab.config.plan import WorkerSpec
-from mqlab.worker import protocol
+from mqlab.worker import affinity, protocol
 
 __all__ = ["SILENCE", "queue_names", "supervise"]
 
@@ -118,22 +120,34 @@ class _Host:
             self.dirs[remote] = tempfile.mkdtemp(prefix="step-", dir=self.tmp)
         return self.dirs[remote]
 
-    async def spawn(self, specs: list[dict[str, Any]]) -> None:
-        for wire in specs:
+    async def spawn(self, order: dict[str, Any]) -> None:
+        """The order's workers started here: each in ``netns`` if given (a lossy link's), its
+        URLs as ``urls`` maps them (a fault proxy's here), pinned to its role's ``cpus``."""
+        netns, urls, pins = order.get("netns"), order.get("urls") or {}, order.get("cpus") or {}
+        for wire in order["specs"]:
             spec = WorkerSpec.from_wire(wire)
             name = spec.worker
             # the servers' receipt ledgers live on this host; shipped back after the step
-            self.specs[name] = replace(spec, ledger_dir=self.local_dir(spec.ledger_dir))
+            self.specs[name] = replace(
+                spec, ledger_dir=self.local_dir(spec.ledger_dir),
+                urls=tuple(urls.get(u, u) for u in spec.urls),
+                dual_urls=tuple(urls.get(u, u) for u in spec.dual_urls),
+            )  # fmt: skip
             self.tokens[name] = protocol.new_token()
             err = open(os.path.join(self.tmp, f"{name}.stderr"), "wb")  # noqa: SIM115
             with err:
                 proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "mqlab.worker.process",
                     "--control", f"127.0.0.1:{self.port}", "--name", name,
+                    *(("--netns", netns) if netns else ()),
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                     stderr=err, start_new_session=True,
                     env={**os.environ, protocol.TOKEN_ENV: self.tokens[name]},
                 )  # fmt: skip
+            cpus = tuple(pins.get(spec.role) or ())
+            if cpus:  # before it starts a thread: every later one inherits the mask
+                with contextlib.suppress(OSError):
+                    affinity.pin(proc.pid, cpus)
             self.procs[name] = proc
             with contextlib.suppress(psutil.Error):
                 self.ps[name] = psutil.Process(proc.pid)
@@ -155,6 +169,22 @@ class _Host:
         if writer is not None:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await protocol.send_raw(writer, frame)
+
+    async def kill(self, name: str) -> None:
+        """SIGKILL one worker now (a fault event, an abrupt rolling stop), and say so."""
+        proc = self.procs.get(name)
+        said = f"{name} was not running"
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            said = f"{name} killed (SIGKILL, pid {proc.pid} on this host)"
+        self.up.put({"op": "killed", "w": name, "said": said})
+
+    def cores(self, names: list[str]) -> None:
+        """The CPUs each named worker really had, read back from this host's kernel."""
+        procs = ((n, self.specs[n].role, self.procs[n].pid) for n in names if n in self.procs)
+        self.up.put({"op": "cores", "v": affinity.readback(procs, ())})
 
     async def reap(self, names: list[str], grace: float) -> None:
         deadline = time.monotonic() + grace
@@ -248,7 +278,11 @@ async def _serve(host: str, down: Any, up: queue.Queue[dict[str, Any] | None]) -
                 heard = loop.time()
                 op = order["op"]
                 if op == "spawn":
-                    await h.spawn(order["specs"])
+                    await h.spawn(order)
+                elif op == "kill":
+                    await h.kill(order["w"])
+                elif op == "cores":
+                    h.cores(order["ws"])
                 elif op == "send":
                     await h.send(order["w"], order["b"])
                 elif op == "reap":

@@ -45,8 +45,8 @@ async def survey(inv: Inventory, scheduler: str, rounds: int = clock.ROUNDS) -> 
     """One :class:`HostLine` per host of ``inv``; HostsError when the scheduler is not there."""
     hosts = Hosts(
         scheduler=scheduler, certs=str(inv.certs), servers=inv.named("servers"),
-        clients=inv.named("clients"), worker_ttl=inv.worker_ttl,
-        no_workers_timeout=inv.join_timeout,
+        clients=inv.named("clients"), brokers=inv.named("brokers"),
+        worker_ttl=inv.worker_ttl, no_workers_timeout=inv.join_timeout,
     )  # fmt: skip
     here = remote.software()
     async with connect(hosts) as client:

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 
 from rich.text import Text
 
+from mqlab.record.trust import Trust
+
 #: how a flag's code reads in a table
 FLAG_LABEL = {
     "could_not_keep_up": "behind schedule",
@@ -22,6 +24,23 @@ FLAG_LABEL = {
 }
 #: flags whose message is the step's verdict in words: the note shows the words
 VERDICT_FLAGS = ("verdict", "unexplained")
+#: flags that say how far to trust the step's figures: shown with their numbers
+TRUST_FLAGS = ("contended", "unstable")
+
+
+def flag_label(code: str, message: str = "", trust: Trust | None = None) -> str:
+    """A flag as a table's note says it: a verdict in its words, ``contended (others 87 %)``
+    with the numbers of the step's trust section, any other by its label."""
+    if code in VERDICT_FLAGS and message:
+        return message
+    if code in TRUST_FLAGS and trust is not None and (numbers := trust.short(code)):
+        return f"{code} ({numbers})"
+    return FLAG_LABEL.get(code, code)
+
+
+def trust_note(trust: Trust | None) -> str:
+    """The step's trust flags with their numbers, or "" for a step to trust."""
+    return "; ".join(flag_label(c, trust=trust) for c in trust.flags) if trust else ""
 
 
 def num(v: float | int | None, fmt: str = "{:,}") -> str:

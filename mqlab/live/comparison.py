@@ -16,11 +16,12 @@ from rich.table import Table
 from rich.text import Text
 
 from mqlab.live import markdown
-from mqlab.live.cells import FLAG_LABEL, VERDICT_FLAGS, failed, ms, num, p99, pattern
+from mqlab.live.cells import failed, flag_label, ms, num, p99, pattern
 from mqlab.record.account import Work
 from mqlab.record.figures import Cell
 from mqlab.record.repeats import within_noise
 from mqlab.record.step import Aggregate, StepRecord
+from mqlab.record.trust import Trust
 from mqlab.record.values import Latency, RepeatThroughput
 
 __all__ = ["comparison", "comparison_markdown", "environment_line"]
@@ -42,6 +43,7 @@ class _Row:
     flags: tuple[tuple[str, str], ...]  # (code, message): an aggregate's have codes only
     failed: bool  # the verdict failed: its note in red
     repeats: RepeatThroughput | None = None
+    trust: Trust | None = None  # a step's: its flags' numbers (an aggregate has codes only)
     work: Work | None = None  # failed attempts beside the failed units
 
 
@@ -57,7 +59,7 @@ def _row(r: StepRecord | Aggregate) -> _Row:
     return _Row(
         r.cell, r.repeat, f.throughput.mean, f.throughput.stdev, f.latency_ms, f.lost,
         f.unaccounted, f.duplicates, f.error_count, tuple((x.code, x.message) for x in r.flags),
-        bool(verdict and verdict.failed), None, f.work,
+        bool(verdict and verdict.failed), trust=r.trust, work=f.work,
     )  # fmt: skip
 
 
@@ -68,14 +70,17 @@ def _ratio(v: float | None, base: float | None) -> str:
 
 
 def _groups(rows: Sequence[_Row]) -> list[list[_Row]]:
-    """Drivers side by side per scenario and load level; with one driver, scenarios side by
-    side (a profile with one driver compares its scenarios: json against msgpack)."""
+    """Drivers side by side per scenario and load level, in the profile's driver order (the
+    order they first ran: a later round of interleaved repeats runs them reversed, and the
+    first driver stays the ratios' base); with one driver, scenarios side by side (a
+    profile with one driver compares its scenarios: json against msgpack)."""
+    rank = {d: i for i, d in enumerate(dict.fromkeys(s.cell.driver for s in rows))}
     by_scenario: dict[tuple[Any, ...], list[_Row]] = {}
     for s in rows:
         c = s.cell
         by_scenario.setdefault((c.scenario, c.pattern, c.load.label(), s.repeat), []).append(s)
     if len(by_scenario) < 2 or any(len(m) > 1 for m in by_scenario.values()):
-        return list(by_scenario.values())
+        return [sorted(m, key=lambda s: rank[s.cell.driver]) for m in by_scenario.values()]
     by_pattern: dict[tuple[Any, ...], list[_Row]] = {}
     for s in rows:
         by_pattern.setdefault((s.cell.pattern, s.cell.load.label(), s.repeat), []).append(s)
@@ -121,10 +126,7 @@ def _cells(s: _Row, base: _Row, first: bool) -> list[str]:
         num(s.errors),
         rate_ratio,
         p99_ratio,
-        "; ".join(
-            message if code in VERDICT_FLAGS and message else FLAG_LABEL.get(code, code)
-            for code, message in s.flags
-        ),
+        "; ".join(flag_label(code, message, s.trust) for code, message in s.flags),
     ]
 
 

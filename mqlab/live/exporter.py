@@ -149,6 +149,24 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "gauge", "1 for each flag the step raised (could_not_keep_up, ...)", ("code",),
     ),
     "mqlab_step_running": ("gauge", "1 while this step is the one running", ()),
+    "mqlab_step_contended": (
+        "gauge", "1 when the machine was contended during the window (others, steal, run "
+        "queue, a process off its cores), else 0 (finished steps)", (),
+    ),
+    "mqlab_step_unstable": (
+        "gauge", "1 when the per-second rate swung (CV or one far second), else 0 (finished steps)",
+        (),
+    ),
+    "mqlab_step_other_processes_percent": (
+        "gauge", "CPU other processes took during the window, % of the whole machine", (),
+    ),
+    "mqlab_step_steal_percent": ("gauge", "steal during the window, % of the whole machine", ()),
+    "mqlab_step_run_queue": (
+        "gauge", "runnable tasks, mean over the window's one-second ticks", (),
+    ),
+    "mqlab_step_rate_cv_percent": (
+        "gauge", "the per-second rate's standard deviation, % of its mean", (),
+    ),
 }  # fmt: skip
 
 
@@ -205,6 +223,13 @@ def step_figures(run: str, record: StepRecord, finished: bool) -> _StepFigures:
         add("mqlab_throughput_stdev_messages_per_second", f.throughput.stdev)
         for flag in record.flags:
             add("mqlab_step_flag", 1, flag.code)
+        if (t := record.trust) is not None:
+            add("mqlab_step_contended", int(t.contended))
+            add("mqlab_step_unstable", int(t.unstable))
+            add("mqlab_step_other_processes_percent", t.others_percent)
+            add("mqlab_step_steal_percent", t.steal_percent)
+            add("mqlab_step_run_queue", t.run_queue)
+            add("mqlab_step_rate_cv_percent", t.cv_percent)
     return _StepFigures(step_labels(run, record), tuple(out), tuple(hists))
 
 

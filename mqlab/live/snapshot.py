@@ -44,6 +44,8 @@ class StepRow:
     #: the step's verdict in words (mqlab.faults.explain), "" when nothing was lost
     note: str = ""
     note_failed: bool = False  # the verdict failed (unexplained loss, promise broken): red
+    #: how far to trust the step, with the numbers: ``contended (others 87 %)``, "" if nothing
+    trust: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,15 @@ from rich.text import Text
 
 from mqlab.live.cells import flags, ms, num
 from mqlab.record.events import Attributed, Moment
+from mqlab.record.sections import Background
 from mqlab.record.step import StepRecord
 from mqlab.record.values import Latency
 
 __all__ = [
+    "background_label",
     "background_table",
     "broker_flow_line",
+    "details",
     "fault_table",
     "phase_table",
     "spontaneous_table",
@@ -140,6 +143,28 @@ def _moment(m: Moment) -> str:
     )
 
 
+def background_label(b: Background) -> str:
+    """``notify@1000/s``, and whether its clients fell behind that rate."""
+    return f"{b.pattern}@{b.rate or 0:g}/s" + (
+        "" if b.kept_up is None or b.kept_up else " (fell behind)"
+    )
+
+
+def details(steps: Sequence[StepRecord]) -> list[Table]:
+    """Each step's own tables, in step order: its phases (a rolling update or faults), its
+    fault events (detection, recovery, the promise), and what nobody injected with its
+    verdict; none for a step that had none of them."""
+    out = []
+    for s in steps:
+        if s.figures.phases:
+            out.append(phase_table(s))
+        if s.figures.faults:
+            out.append(fault_table(s))
+        if s.losses.verdict:
+            out.append(spontaneous_table(s))
+    return out
+
+
 def background_table(steps: Sequence[StepRecord]) -> Table | None:
     """Each stressed step's background load: what it achieved and lost, beside its probe."""
     rows = [s for s in steps if s.background is not None and s.background.sent is not None]
@@ -155,9 +180,7 @@ def background_table(steps: Sequence[StepRecord]) -> Table | None:
         b = s.background
         assert b is not None
         lat: Latency = b.latency_ms
-        label = f"{b.pattern}@{b.rate or 0:g}/s" + (
-            "" if b.kept_up is None or b.kept_up else " (fell behind)"
-        )
+        label = background_label(b)
         lost = Text(num(b.lost), style="bold red" if b.lost else "")
         table.add_row(
             str(s.step + 1), s.cell.driver, s.cell.scenario, label,

@@ -13,7 +13,17 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from mqlab.live import texttable
-from mqlab.live.cells import FLAG_LABEL, VERDICT_FLAGS, failed, ms, num, p99, pattern, short
+from mqlab.live.cells import (
+    FLAG_LABEL,
+    TRUST_FLAGS,
+    VERDICT_FLAGS,
+    failed,
+    ms,
+    num,
+    p99,
+    pattern,
+    short,
+)
 from mqlab.live.snapshot import RunSnapshot, StepRow
 
 _FLAG_SHORT = {
@@ -24,10 +34,12 @@ _FLAG_SHORT = {
 
 
 def _note(row: StepRow) -> Text | str:
-    """The table's last cell, short: the step's flags, and what the broker still held."""
-    parts = [
-        _FLAG_SHORT.get(c, c) for c in row.flags if c != "unaccounted" and c not in VERDICT_FLAGS
-    ]
+    """The table's last cell, short: the step's flags (how far to trust it with its numbers),
+    and what the broker still held."""
+    skip = ("unaccounted", *VERDICT_FLAGS, *TRUST_FLAGS)
+    parts = [_FLAG_SHORT.get(c, c) for c in row.flags if c not in skip]
+    if row.trust:
+        parts.append(row.trust)
     if row.unaccounted:
         parts.append(f"{row.unaccounted:,} unaccounted")
     note = Text(" ".join(parts), style="bold yellow")
@@ -134,7 +146,9 @@ def plain_line(row: StepRow, total: int) -> str:
     """One line per finished step, for pipes and CI (nothing animated)."""
     rt = f" round-trip={row.round_trip:,}" if row.pattern == "call" else ""
     unacc = f" unaccounted={row.unaccounted:,}" if row.unaccounted else ""
-    flags = "".join(f" [{FLAG_LABEL.get(c, c)}]" for c in row.flags if c not in VERDICT_FLAGS)
+    shown = [c for c in row.flags if c not in VERDICT_FLAGS and c not in TRUST_FLAGS]
+    flags = "".join(f" [{FLAG_LABEL.get(c, c)}]" for c in shown)
+    flags += f" [{row.trust}]" if row.trust else ""
     flags += f" [{row.note}]" if row.note else ""
     fail = failed(row.failed_percent, row.failed_attempts, row.failed_units)
     return (

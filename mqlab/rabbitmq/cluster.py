@@ -111,6 +111,7 @@ def start(
     port: int | None = None,
     nodes: int = 1,
     timeout: float | None = None,
+    address: str = "127.0.0.1",
 ) -> Cluster:
     """Start ``nodes`` private RabbitMQ nodes, clustered, and return once every node
     accepts AMQP and management requests and has joined node 1.
@@ -119,7 +120,9 @@ def start(
     ``port + i - 1``. Management and distribution ports are the AMQP port +
     10000 and + 20000 when free (RabbitMQ's own convention), else any free port.
     Each start begins with empty data. ``timeout`` (default 60 s plus 30 s per
-    extra node) bounds the whole start. Raises :class:`~mqlab.errors.BrokerError`
+    extra node) bounds the whole start. ``address``: where AMQP and management listen
+    (a broker host's own address: then a user ``mqlab`` with a random password, not
+    guest). Raises :class:`~mqlab.errors.BrokerError`
     (one line naming the node and the cause) if a node recorded in ``state_dir``
     still runs, a port is taken, or a node dies, hangs or does not join; then no
     node of this start is left running.
@@ -146,7 +149,7 @@ def start(
                     f"a broker is already running on port {record.node.port} (mqlab broker stop)"
                 )
             state.forget(record.node)  # died without stop(): its record only misleads status()
-        planned = _plan(state_dir, port, nodes)
+        planned = _plan(state_dir, port, nodes, address)
         cookie = secrets.token_hex(16).upper()
         for n in planned:
             try:
@@ -255,9 +258,14 @@ def members(state_dir: Path | None = None) -> list[Member]:
 # ---------------------------------------------------------------------------
 
 
-def _plan(state_dir: Path, port: int | None, nodes: int) -> list[BrokerNode]:
+def _plan(
+    state_dir: Path, port: int | None, nodes: int, address: str = "127.0.0.1"
+) -> list[BrokerNode]:
     """Every node's name and ports (pid and version are filled in at launch)."""
     taken: set[int] = set()
+    local = address == "127.0.0.1"
+    login = "guest:guest" if local else f"mqlab:{secrets.token_hex(16)}"
+    at = address if ":" not in address else f"[{address}]"
     planned = []
     for i in range(nodes):
         if port is None:
@@ -277,8 +285,8 @@ def _plan(state_dir: Path, port: int | None, nodes: int) -> list[BrokerNode]:
         planned.append(
             BrokerNode(
                 name=f"mqlab-{amqp}@localhost",
-                url=f"amqp://guest:guest@127.0.0.1:{amqp}/",
-                management_url=f"http://127.0.0.1:{management}",
+                url=f"amqp://{login}@{at}:{amqp}/",
+                management_url=f"http://{at}:{management}",
                 port=amqp,
                 management_port=management,
                 dist_port=dist,

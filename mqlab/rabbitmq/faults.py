@@ -34,6 +34,10 @@ STOP_TIMEOUT = 30.0
 class NodeControl:
     """The nodes of one managed cluster (its state dir), acted on by place."""
 
+    #: the last action's start on this controller's clock and its bound (ns), when it ran
+    #: on another host (a broker host's node); None here, where the event's own time serves
+    last_at: tuple[int, int] | None = None
+
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
 
@@ -86,7 +90,7 @@ class NodeControl:
     def close_connections(self, k: int) -> str:
         """Close every client connection on node ``k`` (RabbitMQ's close_all_connections)."""
         r = self.record(k)
-        api = Management(r.node.management_url, timeout=5)
+        api = Management.beside(r.node.url, r.node.management_url, timeout=5)
         try:
             names = [str(c["name"]) for c in api.connections() if c.get("node") == r.node.name]
             for name in names:

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from mqlab.errors import BrokerError
+from mqlab.sdk.amqp import ExchangeDecl, QueueDecl
 
 # Fields /api/queues returns without the per-message statistics; keeps a listing small.
 _QUEUE_COLUMNS = (
@@ -138,6 +139,31 @@ class Management:
         except ManagementError as exc:
             if exc.status != 404:
                 raise
+
+
+@dataclass(frozen=True)
+class Declaring:
+    """The management API as a declaring channel (:class:`mqlab.sdk.amqp.BlockingDeclaringChannel`)
+    on ``vhost``: the core declares a step's queues as its plugins would, before they run."""
+
+    api: Management
+    vhost: str = "/"
+
+    def declare_exchange(self, decl: ExchangeDecl) -> None:
+        body = {"type": decl.type, "durable": decl.durable, "auto_delete": decl.auto_delete}
+        self.api.request("PUT", f"/api/exchanges/{_q(self.vhost)}/{_q(decl.name)}", body)
+
+    def declare_queue(self, decl: QueueDecl) -> None:
+        body = {
+            "durable": decl.durable,
+            "auto_delete": decl.auto_delete,
+            "arguments": decl.argument_map(),
+        }
+        self.api.request("PUT", f"/api/queues/{_q(self.vhost)}/{_q(decl.name)}", body)
+
+    def bind(self, queue: str, exchange: str, key: str) -> None:
+        path = f"/api/bindings/{_q(self.vhost)}/e/{_q(exchange)}/q/{_q(queue)}"
+        self.api.request("POST", path, {"routing_key": key, "arguments": {}})
 
 
 def _q(part: str) -> str:

@@ -30,6 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq import host
@@ -112,13 +113,26 @@ def prepare(node: BrokerNode, cookie: str) -> None:
         shutil.rmtree(node_dir / stale, ignore_errors=True)
     for stale in ("erl_crash.dump", "pid", ".erlang.cookie"):
         (node_dir / stale).unlink(missing_ok=True)
+    parts = urlsplit(node.url)
+    address = parts.hostname or "127.0.0.1"
+    # on another host's address (a broker host), not guest: a user of its own whose
+    # password only the run knows
+    user = (
+        f"default_user = {unquote(parts.username or '')}\n"
+        f"default_pass = {unquote(parts.password or '')}\n"
+        "default_user_tags.administrator = true\n"
+        if parts.username and parts.username != "guest"
+        else ""
+    )
     (node_dir / "rabbitmq.conf").write_text(
-        f"listeners.tcp.default = 127.0.0.1:{node.port}\n"
+        f"listeners.tcp.default = {address}:{node.port}\n"
         f"management.tcp.port = {node.management_port}\n"
-        "management.tcp.ip = 127.0.0.1\n"
+        f"management.tcp.ip = {address}\n"
+        f"{user}"
         f"prometheus.tcp.port = {node.prometheus_port or node.port + 10020}\n"
         "prometheus.tcp.ip = 127.0.0.1\n"
-        # guest may log in over loopback only by default; ours listens on loopback only anyway.
+        # guest may log in over loopback only by default; ours listens on loopback only (or
+        # has a user of its own, on a broker host)
         "loopback_users = none\n"
         f"cluster_partition_handling = {PARTITION_HANDLING}\n"
         # the management API's figures (a connection's flow state, alarms) every second,
@@ -236,7 +250,11 @@ def await_ready(
             ]
         if booted:
             # The management listener can lag the core boot by a moment.
-            version = server_version(node.management_url)
+            parts = urlsplit(node.url)
+            version = server_version(
+                node.management_url, unquote(parts.username or "guest"),
+                unquote(parts.password or "guest"),
+            )  # fmt: skip
             if version is not None:
                 return version[1]
         time.sleep(_POLL)

@@ -20,10 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from mqlab.rabbitmq.mgmt import Management, ManagementError
+from mqlab.rabbitmq.mgmt import Declaring, Management, ManagementError
 from mqlab.rabbitmq.queues import mirror, unmirror, where
 from mqlab.rabbitmq.sampler import ManagementSampler, ProcessSampler, Sampler
+from mqlab.sdk import amqp
 from mqlab.sdk.urls import host_port
+from mqlab.transport import Target
 
 
 def _policy(marker: str) -> str:
@@ -93,6 +95,27 @@ class BrokerSteps:
                 raise ManagementError(f"cannot mirror the step's queues: {self._refuse()}")
             pattern = "^" + re.escape(marker)
             await asyncio.to_thread(mirror, self.api, pattern, replicas, _policy(marker))
+
+    async def declare(
+        self, topics: Sequence[str], exchange: str, durable: bool, queue_type: str
+    ) -> None:
+        """Declare ``topics``' shared RPC queues and their exchange as the step's servers
+        will (a pre-filled step publishes before they start). Raises ManagementError."""
+        await asyncio.to_thread(self._declare, topics, exchange, durable, queue_type)
+
+    def _declare(
+        self, topics: Sequence[str], exchange: str, durable: bool, queue_type: str
+    ) -> None:
+        if not self.ours:
+            raise ManagementError(f"cannot declare the step's queues: {self._refuse()}")
+        targets = [Target(exchange, t, None, False, durable, queue_type=queue_type) for t in topics]
+        channel = Declaring(self.api, amqp.vhost_of(self.urls[0]) if self.urls else "/")
+        amqp.declare_blocking(
+            channel,
+            amqp.Declared(),  # the servers, once they consume, delete what they declared
+            [amqp.rpc_exchange(t) for t in targets[:1]],
+            [amqp.rpc_server_queues(t, "")[0] for t in targets],
+        )
 
     async def inspect(self, marker: str) -> dict[str, Any]:
         """Where the step's queues live and which nodes its connections are on; a

@@ -39,6 +39,9 @@ class Event:
     took_s: float | None = key(SECONDS, omit=True)
     ok: bool | None = key(Bool(), omit=True)
     gap_s: float | None = key(SECONDS, omit=True)
+    #: an action on another host: ``t_s`` is when it began there, on the controller's clock,
+    #: within ± this
+    t_bound_ms: float | None = key(Num(0.0, 1e9), omit=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

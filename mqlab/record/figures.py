@@ -28,7 +28,16 @@ from mqlab.record.shape import (
     Table,
     Text,
 )
-from mqlab.record.values import Held, Latency, Link, OpenLoop, PerQueue, Series, Throughput
+from mqlab.record.values import (
+    Held,
+    Latency,
+    Link,
+    OpenLoop,
+    PerQueue,
+    Prefill,
+    Series,
+    Throughput,
+)
 from mqlab.record.wire import free, key
 
 #: an empty map as a default: immutable, so one value serves every record
@@ -54,7 +63,7 @@ class Cell:
     concurrency: int | None = key(Int(1, 10**9), since=3)
     rate: float | None = key(Num(0.0, limits.MAX_RATE), since=3)
     servers: int | None = key(Int(0, limits.MAX_SERVERS * limits.MAX_SERVERS), since=3)
-    targets: int | None = key(Int(0, limits.MAX_TARGETS), since=3)
+    targets: int | None = key(Int(0, limits.MAX_SHARED_TARGETS), since=3)
     consumers: int | None = key(COUNT, since=3)
     batch: int | None = key(COUNT, since=3)
     groups: int | None = key(Int(0, MAX_ENTRIES), since=3)
@@ -121,6 +130,7 @@ class Figures:
     drained_in_s: float | None = key(Num(0.0, 2 * limits.MAX_DURATION_S), since=3)
     batch_rate: float | None = key(Num(0.0, 1e12), omit=True)
     per_queue: PerQueue | None = key(omit=True)
+    prefill: Prefill | None = key(omit=True)
     events: tuple[Event, ...] | None = key(omit=True, max=1000)
     phases: tuple[Phase, ...] | None = key(omit=True, max=1000)
     update: Update | None = key(omit=True)

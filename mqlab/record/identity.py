@@ -57,14 +57,24 @@ def settings_of(scenario: Any, queue_type: str, drivers: dict[str, str]) -> dict
     return plain
 
 
+def _settings(settings: Any, ignore: Collection[str]) -> Any:
+    """The settings map less the ``settings.<key>`` entries of ``ignore``."""
+    if not isinstance(settings, dict):
+        return settings
+    return {k: v for k, v in settings.items() if f"settings.{k}" not in ignore}
+
+
 def _fields(cell: Cell, ignore: Collection[str]) -> dict[str, Any]:
-    return {k: v for k, v in to_wire(cell).items() if k not in ignore}
+    out = {k: v for k, v in to_wire(cell).items() if k not in ignore}
+    if "settings" in out:
+        out["settings"] = _settings(out["settings"], ignore)
+    return out
 
 
 def of(record: HasCell, ignore: Collection[str] = ()) -> str:
     """A record's identity (a step's or an aggregate's), as one comparable string;
     ``ignore``: fields left out (``("driver", "plugin", "options")``: the same step of
-    any driver)."""
+    any driver; ``settings.<key>``: one of the scenario's settings)."""
     return json.dumps(_fields(record.cell, ignore), sort_keys=True, default=str)
 
 
@@ -76,6 +86,18 @@ def unrecorded(records: Sequence[HasCell]) -> set[str]:
         *LOAD,
         "roles",
     }
+
+
+def unshared_settings(a: Sequence[HasCell], b: Sequence[HasCell]) -> set[str]:
+    """``settings.<key>`` for each scenario setting one run's records hold and the other's
+    never do (a file written before the setting existed): a comparison leaves it out of both
+    sides' identities, as it does a field no record holds."""
+
+    def held(records: Sequence[HasCell]) -> set[str]:
+        return {k for r in records for k in (r.cell.settings or {})}
+
+    ka, kb = held(a), held(b)
+    return {f"settings.{k}" for k in ka ^ kb} if ka and kb else set()
 
 
 def keys(records: Sequence[HasCell], ignore: Collection[str] = ()) -> list[tuple[str, int]]:
@@ -98,8 +120,8 @@ def differences(records: Sequence[HasCell], ignore: Collection[str] = ()) -> lis
     """For records that share a label: per record, the settings and options that tell it
     from the others (``envelope=False``, ``queue_size=1``), empty when nothing differs."""
     flat = [
-        {**_fields(r.cell, {"settings", "options", *ignore}), **(r.cell.settings or {}),
-         **(r.cell.options or {})}
+        {**_fields(r.cell, {"settings", "options", *ignore}),
+         **_settings(dict(r.cell.settings or {}), ignore), **(r.cell.options or {})}
         for r in records
     ]  # fmt: skip
     names = sorted({k for f in flat for k in f})

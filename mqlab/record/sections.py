@@ -77,12 +77,16 @@ class Clock:
 class HostFigures:
     host: str = key(NAME, since=1)
     address: str = key(WORDS, since=1)
-    roles: tuple[str, ...] = key(Seq(NAME, 2), default=())
+    roles: tuple[str, ...] = key(Seq(NAME, 3), default=())
     clock_before: Clock | None = key()
     clock_after: Clock | None = key()
     lost: bool = key(Bool(), default=False)
     cpus: int | None = key(Int(0, 1_000_000))
     cpu_percent: float | None = key(CPU)
+    #: ``[placement]`` on this host: the CPUs each of its roles was pinned to
+    placement: Mapping[str, tuple[int, ...]] | None = key(
+        Table(Seq(Int(0, 1_000_000), 100_000), 3), omit=True
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +143,7 @@ class CoreProcess:
     cpus: tuple[int, ...] | None = key(Seq(Int(0, 1_000_000), 100_000))
     threads: int | None = key(COUNT, omit=True)
     mixed: bool | None = key(Bool(), omit=True)
+    host: str | None = key(NAME, omit=True)  # across hosts: the one it ran on
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

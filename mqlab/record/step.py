@@ -27,6 +27,7 @@ from mqlab.record.sections import (
     Losses,
 )
 from mqlab.record.shape import COUNT, MAX_STEPS, NAME, Int, Seq
+from mqlab.record.trust import Trust
 from mqlab.record.values import Flag, Latency, RepeatThroughput
 from mqlab.record.wire import from_wire, key, to_wire
 
@@ -47,6 +48,8 @@ class StepRecord:
     losses: Losses = key(flat=True)
     cores: Cores | None = key(omit=True)
     host_load: HostLoad | None = key(omit=True)
+    #: how far to trust the step: contention and stability, with their numbers
+    trust: Trust | None = key(omit=True)
     background: Background | None = key(omit=True)
     ceiling: Ceiling | None = key(omit=True)
     #: every stage's flags, in the order the stages ran

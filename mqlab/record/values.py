@@ -1,5 +1,5 @@
 """The step's measured values: flags, throughput, latency, the per-second series, the open
-loop's account, what a link fault held, how evenly queues were consumed.
+loop's account, what a link fault held, how evenly queues were consumed, a pre-filled batch.
 
 Each is a frozen dataclass whose fields declare their results-file shape (see
 :mod:`mqlab.record.wire`); the definitions are in docs/results.md.
@@ -168,6 +168,17 @@ class PerQueue:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Prefill:
+    """A pre-filled batch (seed 002's order): published while the servers held, then
+    drained by all of them at once."""
+
+    #: from the window's start to the consumers' release (None: never released)
+    filled_in_s: float | None = key(SECONDS)
+    #: the step's messages the broker held just before the release (None: it could not say)
+    queued: int | None = key(COUNT)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
     """A lossy step's link: the workers' TCP counters over the window."""
 
@@ -184,6 +195,7 @@ __all__ = [
     "Link",
     "OpenLoop",
     "PerQueue",
+    "Prefill",
     "RepeatThroughput",
     "Series",
     "Throughput",

@@ -62,9 +62,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     console = safe_console(width=200)
     console.print(f"A: {a.path} ({a.name})\nB: {b.path} ({b.name})\n{env}", highlight=False)
     console.print(compare.table(a, b))
-    console.print(
-        f"≈ = within noise, ? = noise unknown. {compare.NOISE_RULE}", style="dim", highlight=False
-    )
+    console.print(f"{compare.LEGEND} {compare.NOISE_RULE}", style="dim", highlight=False)
     return 0
 
 
@@ -94,34 +92,42 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     p = command(
         "report",
         help="write a self-contained HTML report with charts from a results file",
-        description="Write one HTML file (opens offline, no network) with the environment, the "
-        "comparison table, throughput / latency / CPU against load, the latency percentile "
-        "spectrum, and each step's per-second timeline.",
+        description="Writes one HTML file that opens offline (nothing fetched) with the run's "
+        "question and findings, the environment, the comparison table, throughput / latency / "
+        "CPU against load, each step's latency percentile spectrum and per-second timeline.",
+        example="mqlab report results/quickstart.json -o quickstart.html",
     )
-    p.add_argument("results", help="a results JSON file written by mqlab run")
-    p.add_argument("--output", "-o", help="the HTML file (default: beside the results, .html)")
+    p.add_argument("results", metavar="RESULTS", help="a results file (JSON) mqlab run wrote")
+    p.add_argument(
+        "-o", "--output", metavar="FILE",
+        help="the HTML file (default: the results file's path, ending .html)",
+    )  # fmt: skip
     p.set_defaults(func=cmd_report)
 
     p = command(
         "export",
         help="write a results file as CSV: one row per step, one per second of each step",
-        description="Write <name>.steps.csv (one row per step: counts, throughput, latency, "
+        description="Writes <name>.steps.csv (one row per step: counts, throughput, latency, "
         "CPU, flags, errors by kind) and <name>.series.csv (one row per second of each step's "
         "per-second series) into DIR, for pandas or a spreadsheet. A figure the results file "
         "does not hold is an empty cell.",
+        example="mqlab export results/quickstart.json --csv out/",
     )
-    p.add_argument("results", help="a results JSON file written by mqlab run")
+    p.add_argument("results", metavar="RESULTS", help="a results file (JSON) mqlab run wrote")
     p.add_argument("--csv", metavar="DIR", required=True, help="the directory to write into")
     p.set_defaults(func=cmd_export)
 
     p = command(
         "compare",
-        help="compare two results files step by step (ratios B/A)",
-        description="Put the same steps of two runs side by side (matched by driver, scenario, "
-        "pattern, load and message size) with ratios B/A; differences smaller than the runs' "
-        "noise are marked. Environment differences are listed first.",
+        help="compare two results files step by step (ratios B / A)",
+        description="Puts the same steps of two runs side by side, matched by identity: the "
+        "driver and its options, the scenario and all its settings, and the load (a step whose "
+        "driver ran with other options is another step). Ratios are B / A; one that Welch's "
+        "t-test cannot tell from the runs' own noise is marked ≈. What differs in the "
+        "environment is listed first.",
+        example="mqlab compare results/before.json results/after.json",
     )
-    p.add_argument("a", metavar="A.json", help="the baseline results file")
-    p.add_argument("b", metavar="B.json", help="the results file compared with it")
-    p.add_argument("--markdown", action="store_true", help="print Markdown instead")
+    p.add_argument("a", metavar="A", help="the baseline results file")
+    p.add_argument("b", metavar="B", help="the results file compared with it")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table, to publish")
     p.set_defaults(func=cmd_compare)

@@ -2,13 +2,16 @@
 
 Steps match on their identity (:mod:`mqlab.record.identity`: everything that defines
 a step, its driver's options too, not only its name; a field one run's file does not
-record, an older file's, is left out of both sides'). A ratio whose difference is smaller
-than the two runs' noise is marked "within noise" by Welch's t-test
-(:mod:`mqlab.measure.noise`): a figure's
-standard error ``se`` is its per-second spread over the window, stdev / sqrt(whole
-seconds) with n = seconds (latency: the per-second p50/p99 series, when stored);
-across repeats it is ci95 / t_0.975(repeats - 1) with n = repeats. Without a spread
-the noise is unknown, and the ratio says so rather than guessing.
+record, an older file's, is left out of both sides'). Each ratio carries
+:func:`mqlab.measure.noise.verdict`'s answer: "within noise" when Welch's t-test cannot
+tell the two figures apart. A figure's standard error ``se`` is, across repeats, their
+run-to-run spread (msg/s: ci95 / t_0.975(repeats - 1); a percentile: the repeats' own
+values, stdev / sqrt(repeats)), with n = repeats; for one step, its per-second spread over
+the window, stdev / sqrt(whole seconds) with n = seconds (latency: the per-second p50/p99
+series, when stored). No test is run where none can answer: two lower bounds (a
+percentile with failures beyond it) or a bound below the other side are "unknown (lower
+bounds)", a single run on a side measured on a contended machine (its ``trust``) is
+"unknown (contended)", and a side without a spread is "noise unknown".
 """
 
 from __future__ import annotations
@@ -23,32 +26,43 @@ from rich.table import Table
 from rich.text import Text
 
 from mqlab.live import markdown as md
+from mqlab.live.cells import TRUST_FLAGS, trust_note
 from mqlab.measure import noise
 from mqlab.record import identity
-from mqlab.record.step import StepRecord
+from mqlab.record.step import Aggregate, StepRecord
 from mqlab.results.record import Run
 
 NOISE_RULE = noise.RULE
-# measured figures that live in the environment but are not part of it
-_NOT_ENVIRONMENT = {"codec_cost_us"}
+# measured figures that live in the environment but are not part of it; the machine's state
+# (`system`) is said on its own lines, its facts that were off
+_NOT_ENVIRONMENT = {"codec_cost_us", "system"}
 # run settings that change where figures are shown, not what is measured
 _NOT_SETTINGS = {"metrics_port"}
 
 
 @dataclass(frozen=True)
 class Figure:
-    """A value with its standard error (None: no spread known)."""
+    """A value with its standard error (None: no spread known) and what limits it."""
 
     value: float | None
     se: float | None = None
     shown: str | None = None  # how the value is written, when not plainly ("≥ 2000")
     n: int = 0  # samples behind the mean and its se: whole seconds, or repeats
+    runs: int = 1  # independent runs behind it: 1, or its repeats
+    censored: bool = False  # a lower bound: failures lie beyond this percentile
+    contended: bool = False  # a run of it was measured on a contended machine
+
+    def side(self) -> noise.Side | None:
+        if self.value is None:
+            return None
+        return noise.Side(self.value, self.se, self.n, self.runs, self.censored, self.contended)
 
 
 @dataclass(frozen=True)
 class Ratio:
     text: str  # "1.23x", or "-" when a side is missing
-    noise: str  # "", "within noise", or "noise unknown"
+    #: "" (a difference beyond the noise) or :func:`mqlab.measure.noise.verdict`'s answer
+    noise: str
 
 
 @dataclass(frozen=True)
@@ -58,22 +72,20 @@ class Row:
     a: dict[str, Figure] | None
     b: dict[str, Figure] | None
     lost: tuple[int | None, int | None]
+    trust: tuple[str, str] = ("", "")  # each side's trust flags, with their numbers
 
 
 FIGURES = ("msg/s", "p50 ms", "p99 ms")
 
 
 def ratio(a: Figure, b: Figure) -> Ratio:
-    if a.value is None or b.value is None or a.value == 0:
+    sa, sb = a.side(), b.side()
+    if sa is None or sb is None or sa.value == 0:
         return Ratio("-", "")
-    quotient = b.value / a.value
+    quotient = sb.value / sa.value
     if not math.isfinite(quotient):  # two finite figures far apart: no ratio to show
         return Ratio("-", "")
-    text = f"{quotient:.2f}x"
-    if a.se is None or b.se is None:
-        return Ratio(text, "noise unknown")
-    within = noise.within(a.value, a.se, a.n, b.value, b.se, b.n)
-    return Ratio(text, "within noise" if within else "")
+    return Ratio(f"{quotient:.2f}x", noise.verdict(sa, sb))
 
 
 def _window_values(s: StepRecord, column: str) -> list[float]:
@@ -91,7 +103,13 @@ def _latency_figure(s: StepRecord, key: str) -> Figure:
     per_second = _window_values(s, f"{key}_ms")
     n = len(per_second)
     se = statistics.stdev(per_second) / math.sqrt(n) if n > 1 else None
-    return Figure(lat.get(key), se, lat.text(key), n)
+    return Figure(lat.get(key), se, lat.text(key), n, censored=key in lat.censored,
+                  contended=_contended(s))  # fmt: skip
+
+
+def _contended(s: StepRecord) -> bool:
+    """Whether the step was measured on a contended machine (unknown before issue 42: no)."""
+    return bool(s.trust and s.trust.contended)
 
 
 def step_figures(s: StepRecord) -> dict[str, Figure]:
@@ -100,15 +118,35 @@ def step_figures(s: StepRecord) -> dict[str, Figure]:
     if thr.stdev is not None and thr.seconds:
         se = thr.stdev / math.sqrt(thr.seconds)
     return {
-        "msg/s": Figure(thr.mean, se, n=thr.seconds or 0),
+        "msg/s": Figure(thr.mean, se, n=thr.seconds or 0, contended=_contended(s)),
         "p50 ms": _latency_figure(s, "p50"),
         "p99 ms": _latency_figure(s, "p99"),
     }
 
 
+def aggregate_figures(a: Aggregate, members: list[StepRecord]) -> dict[str, Figure]:
+    """A cell across its repeats: each figure's noise is the repeats' run-to-run spread."""
+    t = a.throughput
+    n = t.n or a.repeats
+    out = {
+        "msg/s": Figure(
+            t.mean, noise.se_from_ci95(t.ci95, n) if t.ci95 is not None else None, n=n, runs=n
+        )
+    }
+    for key in ("p50", "p99"):
+        values = [v for s in members if (v := s.figures.latency_ms.get(key)) is not None]
+        k = len(values)
+        out[f"{key} ms"] = Figure(
+            a.latency_ms.get(key), statistics.stdev(values) / math.sqrt(k) if k > 1 else None,
+            a.latency_ms.text(key), k, max(1, k), censored=key in a.latency_ms.censored,
+        )  # fmt: skip
+    return out
+
+
 #: (identity, occurrence, repeat); an aggregate's repeat is -1: it stands for them all
 Key = tuple[str, int, int]
-Entry = tuple[tuple[str, str, str, str], dict[str, Figure], int | None]
+#: a row's label, its figures, its lost count and its trust flags (with their numbers)
+Entry = tuple[tuple[str, str, str, str], dict[str, Figure], int | None, str]
 
 
 def _entries(run: Run, ignore: frozenset[str]) -> dict[Key, Entry]:
@@ -134,7 +172,12 @@ def _entries(run: Run, ignore: frozenset[str]) -> dict[Key, Entry]:
     for s, (ident, nth), label in zip(run.steps, ids, labels, strict=True):
         d, sc, load, size = label
         load += f" #{s.repeat + 1}" if s.repeat else ""
-        out[(ident, nth, s.repeat)] = ((d, sc, load, size), step_figures(s), s.figures.lost)
+        out[(ident, nth, s.repeat)] = (
+            (d, sc, load, size),
+            step_figures(s),
+            s.figures.lost,
+            trust_note(s.trust),
+        )
     for a in run.aggregates:
         members = [i for i, s in enumerate(run.steps) if s.step in a.steps]
         if not a.steps:  # written without its steps' indices: the first cell its fields name
@@ -151,34 +194,31 @@ def _entries(run: Run, ignore: frozenset[str]) -> dict[Key, Entry]:
         for i in members:
             out.pop((*ids[i], run.steps[i].repeat), None)  # the aggregate stands for them
         first = members[0]
-        t = a.throughput
-        n = t.n or a.repeats
-        figs = {
-            "msg/s": Figure(
-                t.mean, noise.se_from_ci95(t.ci95, n) if t.ci95 is not None else None, n=n
-            ),
-            "p50 ms": Figure(a.latency_ms.p50),
-            "p99 ms": Figure(a.latency_ms.p99),
-        }
+        figs = aggregate_figures(a, [run.steps[i] for i in members])
         d, sc, load, size = labels[first]
-        out[(*ids[first], -1)] = ((d, sc, f"{load} x{a.repeats}", size), figs, None)
+        flagged = "; ".join(f for f in TRUST_FLAGS if f in a.flags)
+        out[(*ids[first], -1)] = ((d, sc, f"{load} x{a.repeats}", size), figs, None, flagged)
     return out
 
 
 def match(a: Run, b: Run) -> list[Row]:
     """Rows in A's order, then the steps only B has."""
-    # a field one file does not record (an older schema) cannot tell the two runs apart
-    ignore = frozenset(identity.unrecorded(a.steps) | identity.unrecorded(b.steps))
+    # a field, or a scenario setting, one file does not record (an older mqlab's) cannot
+    # tell the two runs apart
+    ignore = frozenset(
+        identity.unrecorded(a.steps)
+        | identity.unrecorded(b.steps)
+        | identity.unshared_settings(a.steps, b.steps)
+    )
     ea, eb = _entries(a, ignore), _entries(b, ignore)
     rows = []
-    for key, (label, figs, lost) in ea.items():
+    for key, (label, figs, lost, trust) in ea.items():
         other = eb.get(key)
-        rows.append(
-            Row(key, label, figs, other[1] if other else None, (lost, other[2] if other else None))
-        )
-    for key, (label, figs, lost) in eb.items():
+        b_figs, b_lost, b_trust = other[1:] if other else (None, None, "")
+        rows.append(Row(key, label, figs, b_figs, (lost, b_lost), (trust, b_trust)))
+    for key, (label, figs, lost, trust) in eb.items():
         if key not in ea:
-            rows.append(Row(key, label, None, figs, (None, lost)))
+            rows.append(Row(key, label, None, figs, (None, lost), ("", trust)))
     return rows
 
 
@@ -246,12 +286,26 @@ def _presence(row: Row) -> str:
     return "only in A" if row.b is None else "only in B" if row.a is None else ""
 
 
+def _note(row: Row) -> str:
+    """A row's note: a side only one run has, and each side's trust flags with numbers."""
+    ta, tb = row.trust
+    return "; ".join(x for x in (_presence(row), ta and f"A {ta}", tb and f"B {tb}") if x)
+
+
 def _lost(row: Row) -> str:
     la, lb = row.lost
     return f"{'-' if la is None else f'{la:,}'} / {'-' if lb is None else f'{lb:,}'}"
 
 
-_MARK = {"within noise": "≈", "noise unknown": "?", "": ""}
+MARKS = {
+    noise.WITHIN: "≈", noise.NOISE_UNKNOWN: "?", noise.LOWER_BOUNDS: "?≥",
+    noise.CONTENDED: "?!", "": "",
+}  # fmt: skip
+#: the marks in words, under the terminal's table
+LEGEND = (
+    "≈ = within noise, ? = noise unknown, ?≥ = unknown (lower bounds), "
+    "?! = unknown (one run a side, contended)."
+)
 
 
 def table(a: Run, b: Run) -> Table:
@@ -264,19 +318,19 @@ def table(a: Run, b: Run) -> Table:
         t.add_column(f"{name} B", justify="right")
         t.add_column("B/A", justify="right", no_wrap=True)
     t.add_column("lost A / B", justify="right")
-    one_sided = any(_presence(r) for r in rows)
-    if one_sided:
-        t.add_column("", no_wrap=True)
+    noted = any(_note(r) for r in rows)
+    if noted:
+        t.add_column("note")
     for row in rows:
         cells: list[str | Text] = list(row.label)
         for va, vb, r in _cells(row):
             shown = Text(r.text, style="dim" if r.noise == "within noise" else "bold")
             if r.noise:
-                shown.append(f" {_MARK[r.noise]}", style="dim")
+                shown.append(f" {MARKS[r.noise]}", style="dim")
             cells += [va, vb, shown]
         cells.append(_lost(row))
-        if one_sided:
-            cells.append(Text(_presence(row), style="yellow"))
+        if noted:
+            cells.append(Text(_note(row), style="yellow"))
         t.add_row(*cells)
     return t
 
@@ -291,16 +345,25 @@ def markdown(a: Run, b: Run) -> str:
         cells = list(row.label)
         for va, vb, r in _cells(row):
             cells += [va, vb, f"{r.text} ({r.noise})" if r.noise else r.text]
-        cells += [_lost(row), _presence(row)]
+        cells += [_lost(row), _note(row)]
         lines.append(md.row(cells))
     return "\n".join(lines)
+
+
+def _off(run: Run) -> str:
+    """What on the run's machine moved figures as it began (`mqlab system`'s facts)."""
+    if run.system is None:
+        return "not recorded"
+    return "; ".join(f"{f.what}: {f.state}" for f in run.off()) or "nothing off"
 
 
 def environment_lines(a: Run, b: Run) -> Iterable[str]:
     diffs = environment_differences(a, b)
     if not diffs:
         yield "Same environment (versions, machine, broker) and the same driver options."
-        return
-    yield "Differences (A -> B):"
-    for what, va, vb in diffs:
-        yield f"- {what}: {va} -> {vb}"
+    else:
+        yield "Differences (A -> B):"
+        for what, va, vb in diffs:
+            yield f"- {what}: {va} -> {vb}"
+    yield f"The machine as A began: {_off(a)}."
+    yield f"The machine as B began: {_off(b)}."

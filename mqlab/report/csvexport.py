@@ -27,7 +27,8 @@ STEP_COLUMNS = (
     "throughput_mean", "throughput_stdev", "throughput_seconds", "latency_kind",
     *(f"{p}_ms" for p in PERCENTILES), "latency_count", "failed", "failed_percent",
     "failed_attempts", "censored", "cpu_clients_percent", "cpu_servers_percent",
-    "cpu_broker_percent", "flags",
+    "cpu_broker_percent", "flags", "contended", "unstable", "others_percent", "steal_percent",
+    "run_queue", "rate_cv_percent", "trust",
 )  # fmt: skip
 #: the columns that name a second of a step; its series' columns follow
 SERIES_KEYS = ("step", "driver", "plugin", "scenario", "pattern", "concurrency", "rate")
@@ -69,6 +70,17 @@ def _ours(path: Path) -> bool:
     return head.startswith(b"step,driver,plugin,")
 
 
+def _trust(s: StepRecord) -> list[object]:
+    """How far to trust the step (empty cells in a file from before issue 42)."""
+    t = s.trust
+    if t is None:
+        return [None] * 7
+    return [
+        int(t.contended), int(t.unstable), t.others_percent, t.steal_percent, t.run_queue,
+        t.cv_percent, t.text,
+    ]  # fmt: skip
+
+
 def step_rows(steps: Sequence[StepRecord]) -> tuple[list[str], list[list[object]]]:
     kinds = sorted({k for s in steps for k in s.figures.errors})
     head = [*STEP_COLUMNS, *(f"errors:{k}" for k in kinds)]
@@ -86,7 +98,7 @@ def step_rows(steps: Sequence[StepRecord]) -> tuple[list[str], list[list[object]
             lat.failed_percent, f.work.failed_attempts if f.work else None,
             " ".join(lat.censored),
             cpu.clients_percent, cpu.servers_percent, cpu.broker_percent,
-            " ".join(flag.code for flag in s.flags),
+            " ".join(flag.code for flag in s.flags), *_trust(s),
             *(f.errors.get(k, 0) for k in kinds),
         ]  # fmt: skip
         rows.append([_cell(v) for v in row])

@@ -18,7 +18,7 @@ from mqlab import __version__
 from mqlab.live import comparison, seedtables
 from mqlab.record.step import StepRecord
 from mqlab.report import charts, steps, summary
-from mqlab.report.compare import Ratio
+from mqlab.report.compare import LEGEND, MARKS, NOISE_RULE, Ratio
 from mqlab.report.markup import Charts, bad, num, rich_table_html, table
 from mqlab.results import paths
 from mqlab.results.record import Run
@@ -60,7 +60,19 @@ def _value(v: Any) -> str:
         return f"{v:g}"
     if isinstance(v, str | int):
         return str(v)
+    if isinstance(v, list | tuple):
+        return ", ".join(_value(x) for x in v)
+    if isinstance(v, Mapping):  # a reader reads facts, not JSON
+        return "; ".join(f"{k}: {_value(x)}" for k, x in v.items())
     return json.dumps(v)
+
+
+def _harness(harness: Any) -> str | None:
+    """``compiled (mypyc 2.4.1)`` or ``pure``: which code measured the figures."""
+    if not isinstance(harness, Mapping):
+        return None if harness is None else _value(harness)
+    compiler = harness.get("compiler")
+    return f"{harness.get('path', '?')}" + (f" ({compiler})" if compiler else "")
 
 
 def _rows_of(section: str, facts: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -74,7 +86,7 @@ def _environment(run: Run) -> str:
     rows += _rows_of("mqlab", {"version": env.get("mqlab"), "commit": env.get("mqlab_commit")})
     rows += _rows_of("Python", {
         "version": env.get("python"), "implementation": env.get("implementation"),
-        "uvloop": env.get("uvloop"),
+        "uvloop": env.get("uvloop"), "harness": _harness(env.get("harness")),
     })  # fmt: skip
     rows += _rows_of("machine", {
         "CPU": env.get("cpu_model"), "cores": env.get("cpu_count"),
@@ -100,7 +112,7 @@ def _environment(run: Run) -> str:
     rows += _rows_of("run settings", run.run_settings)
     shown = {"mqlab", "mqlab_commit", "python", "implementation", "uvloop", "cpu_model",
              "cpu_count", "memory_gb", "hostname", "platform", "broker", "plugins", "libraries",
-             "codec_cost_us", "servers"}  # fmt: skip
+             "codec_cost_us", "servers", "harness", "system"}  # fmt: skip
     rows += _rows_of("other", {k: v for k, v in env.items() if k not in shown})
     body = "".join(
         f'<tr class="{"first" if i == 0 or rows[i - 1][0] != sec else ""}">'
@@ -113,6 +125,23 @@ def _environment(run: Run) -> str:
         f"<p>{line}</p>"
         '<table class="environment"><tr><th class="l">what</th><th class="l">name</th>'
         f'<th class="l">value</th></tr>{body}</table>'
+    )
+
+
+def _machine(run: Run) -> str:
+    """`mqlab system`'s findings as the run began: each fact, those that move figures marked."""
+    facts = run.system
+    if facts is None:
+        return '<p class="note">the machine\'s state was not recorded (an older file).</p>'
+    rows = [
+        ('<span class="bad">!</span>' if f.off else "", escape(f.what), escape(f.state),
+         escape(f.advice))
+        for f in facts
+    ]  # fmt: skip
+    off = sum(f.off for f in facts)
+    said = f"{off} of {len(rows)} off: they move figures" if off else "nothing off"
+    return f"<h3>The machine as the run began (mqlab system): {said}</h3>" + table(
+        ("", "what", "state", "what to do"), rows, left=4
     )
 
 
@@ -131,7 +160,7 @@ def _comparison(run: Run) -> str:
 
 
 def _ratio_cell(r: Ratio) -> str:
-    mark = {"within noise": " ≈", "noise unknown": " ?"}.get(r.noise, "")
+    mark = f" {MARKS[r.noise]}" if r.noise else ""
     title = f' title="{escape(r.noise)}"' if r.noise else ""
     return f"<span{title}>{escape(r.text)}{mark}</span>"
 
@@ -178,8 +207,8 @@ def _summary(run: Run) -> str:
     return (
         table(head, rows, left=1).replace("<table>", '<table class="summary">', 1)
         + (
-            '<p class="note">ratios to the first driver; ≈ within noise, ? noise unknown '
-            "(the rule: see Comparison)</p>"
+            f'<p class="note">ratios to the first driver; {escape(LEGEND)} (the rule: '
+            f"{escape(NOISE_RULE)})</p>"
             if len(names) > 1
             else ""
         )
@@ -215,16 +244,17 @@ def _aggregates(run: Run) -> str:
 
 def _seed_tables(run: Run) -> list[str]:
     """Seed 001's top throughput and seed 002's real / user / sys, when the results have them."""
-    top, times = seedtables.top_rows(run.steps), seedtables.times_rows(run.steps)
+    (header, top), times = seedtables.top_table(run.steps), seedtables.times_rows(run.steps)
     out = [
         "<h2>Top throughput per driver and pattern</h2>",
-        table(seedtables.TOP_HEADER, [[escape(c) for c in r] for r in top], left=1),
+        table(header, [[escape(c) for c in r] for r in top], left=len(header) - 3),
     ]
     if times:
         out += [
             "<h2>Time in the window: real, user, sys</h2>",
             '<p class="note">each process\'s own user and sys seconds over the window, '
-            "clients and servers summed; real is the window's wall-clock time.</p>",
+            "clients and servers summed; real is the window's wall-clock time (a drained "
+            "batch's: its drained_in_s, and msg/s its batch_rate).</p>",
             table(seedtables.TIMES_HEADER, [[escape(c) for c in r] for r in times], left=4),
         ]
     return out  # fmt: skip
@@ -246,7 +276,7 @@ def render(run: Run) -> str:
             "<h2>Summary</h2>",
             _summary(run),
         ]
-    body += ["<h2>Environment</h2>", _environment(run)]
+    body += ["<h2>Environment</h2>", _environment(run), _machine(run)]
     if run.steps:
         body += [
             "<h2>Comparison</h2>",

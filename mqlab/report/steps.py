@@ -134,6 +134,25 @@ def spectra(run: Run, ch: Charts) -> str:
     return "".join(parts)
 
 
+def _trust(s: StepRecord) -> str:
+    """How far to trust the step: the machine during its window and its rate's spread."""
+    t = s.trust
+    if t is None:
+        return ""
+    said = [
+        f"other processes {num(t.others_percent, '{:.0f}')} % of the machine",
+        f"steal {num(t.steal_percent, '{:.1f}')} %",
+        f"run queue {num(t.run_queue, '{:.1f}')} on {t.cpus} CPUs",
+        f"per-second rate CV {num(t.cv_percent, '{:.0f}')} % over {num(t.seconds)} s"
+        + ("" if t.spread_judged else " (not judged: the step moves its load on purpose)"),
+    ]
+    if t.off_cores:
+        said.append(f"off their cores: {', '.join(t.off_cores)}")
+    if t.waited is not None:
+        said.append(f"before it the quiet gate {t.waited.text}")
+    return f'<p class="note">how far to trust it: {escape("; ".join(said))}</p>'
+
+
 def _background(s: StepRecord) -> str:
     b = s.background
     if b is None or b.sent is None:
@@ -201,6 +220,7 @@ def step_section(run: Run, s: StepRecord, ch: Charts, charted: bool) -> str:
             f'<div class="flag">lost {num(f.lost)}, duplicates {num(f.duplicates)}, '
             f"unaccounted {num(f.unaccounted)} (still queued {num(s.drain.still_queued)})</div>"
         )
+    parts.append(_trust(s))
     parts.append(_background(s))
     if f.open_loop is not None:
         ol = f.open_loop

@@ -50,7 +50,13 @@ def cells(run: Run) -> list[Cell]:
     for s, key in zip(run.steps, same, strict=True):
         c = s.cell
         out.setdefault((c.scenario, c.pattern, c.load.label(), s.repeat, key), {})[c.driver] = s
-    return [Cell(sc, p, load, rep, steps) for (sc, p, load, rep, _), steps in out.items()]
+    # each cell's drivers in the run's driver order: with interleaved repeats a later round
+    # runs them reversed, and the first driver stays every ratio's base
+    rank = {d: i for i, d in enumerate(drivers(run))}
+    return [
+        Cell(sc, p, load, rep, dict(sorted(steps.items(), key=lambda kv: rank[kv[0]])))
+        for (sc, p, load, rep, _), steps in out.items()
+    ]
 
 
 def _and(items: Sequence[str]) -> str:
@@ -105,7 +111,7 @@ def _fastest(cell: Cell) -> str | None:
             f"at {cell.load} {best.cell.driver} and {second.cell.driver} are within noise "
             f"({_rate(best)} and {_rate(second)})"
         )
-    unknown = " (noise unknown)" if r.noise else ""
+    unknown = f" ({r.noise})" if r.noise else ""
     return (
         f"at {cell.load} {best.cell.driver} was fastest, {_rate(best)}, {r.text} "
         f"{second.cell.driver}'s{unknown}"
@@ -145,6 +151,29 @@ def _loss(s: StepRecord) -> str | None:
     return f"{_step_name(s).capitalize()} {_and(parts)}; {said}."
 
 
+def _trust(run: Run) -> list[str]:
+    """How far the figures can be trusted: the machine as the run began, contended and
+    unstable steps with their reasons."""
+    out = []
+    if off := run.off():
+        said = "; ".join(f"{f.what}: {f.state}" for f in off[:3])
+        out.append(f"As the run began, this machine was in a state that moves figures ({said}).")
+    for flag in ("contended", "unstable"):
+        hit = [s for s in run.steps if s.trust is not None and flag in s.trust.flags]
+        if not hit:
+            continue
+        why = "; ".join(dict.fromkeys(f.message for s in hit for f in s.flags if f.code == flag))
+        what = (
+            "measured on a contended machine: their figures move with it, rerun them with "
+            "--wait-quiet on a quiet machine"
+            if flag == "contended"
+            else "unstable (their per-second rate swung): read their means with their spread"
+        )
+        named = _and([_step_name(s) for s in hit[:5]]) + (", ..." if len(hit) > 5 else "")
+        out.append(f"{len(hit)} of {len(run.steps)} steps were {what} ({named}: {why[:300]}).")
+    return out
+
+
 def findings(run: Run) -> list[str]:
     """One sentence per finding the figures support."""
     out: list[str] = []
@@ -176,6 +205,7 @@ def findings(run: Run) -> list[str]:
         out.append(
             f"No step lost, left unaccounted or duplicated a message ({sent:,} sent in all)."
         )
+    out += _trust(run)
     for s in run.steps:
         for f in s.flags:
             if f.code in ("could_not_keep_up", "backlog_growing"):

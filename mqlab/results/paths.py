@@ -36,6 +36,10 @@ def safe_stem(name: str) -> str:
     return stem or "run"
 
 
+#: the default path, as the command line's help and the docs give it
+DEFAULT_NAME = "results/<run name>-<UTC time>-<6 random hex digits>.json"
+
+
 def default_path(run_name: str) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     # the random part keeps two runs started in the same second apart

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
@@ -45,6 +46,7 @@ from mqlab.record.shape import (
     shown,
 )
 from mqlab.record.step import Aggregate, StepRecord
+from mqlab.record.trust import Fact
 from mqlab.record.wire import SCHEMA, shape_of
 from mqlab.results.record import Run, run_from
 from mqlab.terminal import printable_doc
@@ -68,6 +70,8 @@ ENVIRONMENT = Record({
     "broker": Table(Free(), 100, null=True),
     "cpu_count": Int(0, 1_000_000, null=True),
     "memory_gb": Num(0.0, 1e9, null=True),
+    # the machine's facts as the run began (`mqlab system`); absent before issue 42
+    "system": Seq(shape_of(Fact), 100, null=True),
 })  # fmt: skip
 PROFILE = Record({
     "run": Record({
@@ -120,9 +124,18 @@ def _no_constant(name: str) -> Any:
 
 
 def read_bounded(path: str | Path) -> bytes:
-    """A results file's bytes; ResultsShapeError if larger than MAX_RESULTS_BYTES (a FIFO
+    """A results file's bytes, gzip-compressed or not (``docs/runs/*.json.gz``);
+    ResultsShapeError if larger than MAX_RESULTS_BYTES, compressed or decompressed (a FIFO
     or a device is read only while it answers: :mod:`mqlab.inputs`)."""
     raw = inputs.read(path, MAX_RESULTS_BYTES)
+    if raw[:2] == b"\x1f\x8b":  # gzip's magic: decompressed no further than the bound
+        inflate = zlib.decompressobj(wbits=31)
+        try:
+            raw = inflate.decompress(raw, MAX_RESULTS_BYTES + 1)
+        except zlib.error:
+            raise ResultsShapeError("a damaged gzip file: not a results file") from None
+        if not inflate.eof and len(raw) <= MAX_RESULTS_BYTES:
+            raise ResultsShapeError("a gzip file cut short: not a results file")
     if len(raw) > MAX_RESULTS_BYTES:
         raise ResultsShapeError(f"larger than {MAX_RESULTS_BYTES:,} bytes: not a results file")
     return raw

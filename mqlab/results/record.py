@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mqlab.record.step import Aggregate, StepRecord
+from mqlab.record.trust import Fact
 from mqlab.record.wire import from_wire
 
 __all__ = ["Run", "run_from"]
@@ -32,6 +33,19 @@ class Run:
     environment: Mapping[str, Any]
     steps: tuple[StepRecord, ...]
     aggregates: tuple[Aggregate, ...] = ()
+
+    @property
+    def system(self) -> tuple[Fact, ...] | None:
+        """The machine's facts as the run began (``mqlab system``); None in an older file."""
+        facts = self.environment.get("system")
+        if not isinstance(facts, list):
+            return None
+        return tuple(from_wire(Fact, f) for f in facts if isinstance(f, dict))
+
+    def off(self) -> tuple[Fact, ...]:
+        """The facts that were off (they move figures), the heaviest processes' names aside:
+        their share is the other processes' fact."""
+        return tuple(f for f in self.system or () if f.off and f.what != "heavy processes")
 
 
 def _d(v: Any) -> dict[str, Any]:

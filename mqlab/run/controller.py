@@ -15,6 +15,7 @@ callback. What it asks of each step's broker is that driver's
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import shutil
 import time
@@ -26,12 +27,15 @@ from mqlab.live.snapshot import RunSnapshot
 from mqlab.record.figures import Figures
 from mqlab.record.sections import Ceiling
 from mqlab.record.step import StepRecord
+from mqlab.record.trust import Waited
 from mqlab.run import background, leftovers, stages
 from mqlab.run.drain import drain, in_flight
+from mqlab.run.prefill import Prefill
 from mqlab.run.progress import Progress, worker_rows
+from mqlab.run.quiet import QuietGate
 from mqlab.run.rolling import RollingUpdate
 from mqlab.run.stages import StepState
-from mqlab.servers.brokerside import BrokerSide, NoBroker, total
+from mqlab.servers.brokerside import BrokerSide, NoBroker, all_pids, total
 from mqlab.worker import affinity, protocol
 from mqlab.worker.pool import Interrupted, StepFailed, Worker, WorkerPool
 
@@ -61,6 +65,7 @@ class Runner:
         on_step: Callable[[StepRecord], None],
         brokers: Mapping[str, BrokerSide] | None = None,
         after_step: AfterStep | None = None,
+        quiet: QuietGate | None = None,
     ) -> None:
         self.plan = plan
         self.urls = urls
@@ -88,6 +93,8 @@ class Runner:
 
             self.pool = HostPool(self.force, plan.profile.hosts, run_id)
         self.s = StepState(NoBroker())  # the running step's state
+        #: ``--wait-quiet``: before each step, until other processes leave the machine quiet
+        self.quiet = quiet
 
     async def __aenter__(self) -> Runner:
         await self.pool.open()
@@ -101,8 +108,7 @@ class Runner:
 
     def broker_pids(self) -> tuple[int, ...]:
         """Every broker's processes now (a restarted node has a new PID): pinned, read back."""
-        unique = {id(s): s for s in self.brokers.values()}.values()
-        return tuple(dict.fromkeys(p for s in unique for p in s.pids()))
+        return all_pids(self.brokers.values())
 
     def _sample_cpu(self, workers: list[Worker], measuring: bool) -> None:
         """One CPU sample per worker and the broker: the share since the previous call."""
@@ -119,6 +125,8 @@ class Runner:
         s.broker.sample(measuring)
         if s.nodes is not None:
             s.nodes.tick(measuring)
+        if measuring:
+            s.host_load.tick()
 
     # -- a step ------------------------------------------------------------
 
@@ -143,13 +151,21 @@ class Runner:
             if self.interrupt.is_set() or self.stop_after.is_set():
                 break
             self.measured = False
-            record = await self.run_step(step)
+            waited = None
+            if self.quiet is not None:
+                waited = await self.quiet.wait(
+                    step.label, functools.partial(self._show, step), self.interrupt.is_set
+                )
+                if self.interrupt.is_set():
+                    break
+            record = await self.run_step(step, waited)
             records.append(record)
             self.on_step(record)
             self.measured = False
         return records
 
-    async def run_step(self, step: Step) -> StepRecord:
+    async def run_step(self, step: Step, waited: Waited | None = None) -> StepRecord:
+        """One step; ``waited``: what the quiet gate waited for before it, for its record."""
         run = self.plan.profile.run
         broker = self.plan.profile.broker
         sc = step.scenario
@@ -157,7 +173,7 @@ class Runner:
         tmp = leftovers.step_dir()
         urls = self.urls
         side = self.side(step)
-        s = self.s = StepState(side, options=stages.driver_options(step))
+        s = self.s = StepState(side, options=stages.driver_options(step), waited=waited)
         if sc.events:
             from mqlab.faults.step import StepFaults
 
@@ -175,6 +191,8 @@ class Runner:
         )  # fmt: skip
         if s.faults is not None:
             s.faults.marker = lay.marker
+        if sc.prefill:
+            s.prefill = Prefill(step, lay, side)
         s.placement = placement
         s.losses = StepLosses(step, side.management, s.broker.ps.pid if s.broker.ps else None)
         workers: list[Worker] = []
@@ -190,6 +208,8 @@ class Runner:
             await self.pool.step_start()  # on other hosts: each one's clock
             for marker in markers:
                 await side.prepare(marker, step.queue_type, sc.mirror_replicas)
+            if s.prefill is not None:
+                await s.prefill.declare()
             servers = await self.pool.spawn(lay.servers, tmp)
             workers += servers
             await self.pool.await_ready(servers)
@@ -198,6 +218,8 @@ class Runner:
             clients = await self.pool.spawn(lay.clients, tmp)
             workers += clients
             await self.pool.await_ready(clients)
+            if s.prefill is not None:
+                s.prefill.servers, s.prefill.clients = servers, clients
             if bg is not None:
                 await bg.spawn_clients(self.pool, tmp)
             if step.rolling_to is not None:
@@ -270,15 +292,15 @@ class Runner:
             s.host_load.stop()
             # read while every process still runs: the CPUs each really had
             everyone = workers + (s.bg.workers if s.bg is not None else [])
-            s.affinity = affinity.readback(
-                ((w.spec.worker, w.spec.role, w.proc.pid if w.proc else None) for w in everyone),
-                self.broker_pids(),
-            )
+            s.affinity = await self.pool.readback(everyone, self.broker_pids())
+            s.affinity += await s.side.cores()  # a broker host's node, read back there
             self.measured = True
         finally:
             if s.faults is not None:
                 await s.faults.stop()  # none after the window; one under way finishes
             await s.stop_nodes()  # the window's last sample is one of them
+        if s.prefill is not None:  # a batch the window did not see sent: drained anyway
+            await s.prefill.release()
         # successors are clients too: the drain waits for them and counts what they sent
         clients.extend(w for w in workers if w.spec.clients and w not in clients)
 
@@ -297,6 +319,8 @@ class Runner:
         if s.bg is not None:
             limit, timeout = self.plan.profile.run.drain, step.scenario.timeout
             await s.bg.drain(limit, timeout, depth, self._cut_short, held)
+        if self.pool.failure:
+            raise StepFailed(self.pool.failure)
         if s.faults is not None and s.drained.held_by:
             await s.faults.end_held()  # counted as held: the held link ends with the step
         if s.losses is not None:
@@ -323,6 +347,8 @@ class Runner:
         replacing: asyncio.Task[None] | None = None
         faults = s.faults.timeline if s.faults is not None else None
         while (now := time.monotonic_ns()) < window_end:
+            if self.pool.failure:  # a broker host lost: its node went with it
+                raise StepFailed(self.pool.failure)
             if roll is not None and (replacing is None or replacing.done()):
                 if replacing is not None:
                     replacing.result()  # a successor that failed to start fails the step
@@ -338,6 +364,8 @@ class Runner:
                 if s.bg is not None:
                     await s.bg.send(protocol.Stop(), clients_only=True)
                 break
+            if s.prefill is not None:
+                await s.prefill.tick()
             if now >= next_cpu:
                 # each sample after the primer covers one second of the window, as
                 # docs/results.md says

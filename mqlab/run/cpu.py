@@ -94,6 +94,9 @@ def step_cpu(
     broker_percent = None
     if broker:
         broker_percent = broker[-1] if live else round(sum(broker) / len(broker), 1)
+    elif broker_process is None and len(nodes) == 1 and not live:
+        # its one node sampled on its own host (a broker host): the broker's process there
+        broker_percent = nodes[0].cpu_percent
     return Cpu(
         clients_percent=_role_percent(of({"client", "both"}), window_s, live),
         servers_percent=_role_percent(of({"server"}), window_s, live),

@@ -1,60 +1,52 @@
-"""The host's load during a step: everything else that ran on its CPUs.
+"""The host's load during a step, and how far that lets a reader trust the step.
 
-Read from the kernel at the window's start and end: the load average, and from
-``/proc/stat`` the busy and stolen time of all CPUs (steal: a virtual machine's
-CPU time the hypervisor gave to another guest). With the step's own processes'
-CPU beside it, what the rest of the host used is a difference of two measured
-figures, so a step run while other jobs shared the machine says so.
+Read from the kernel (:class:`mqlab.machine.CpuTimes`, ``/proc/stat``) at the window's
+start and end: the load average, the busy and stolen time of all CPUs (steal: a virtual
+machine's CPU time the hypervisor gave to another guest); and on each of the window's CPU
+ticks the run queue (tasks runnable). With the step's own processes' CPU beside it, what
+the rest of the host used is a difference of two measured figures, so a step run while
+other jobs shared the machine says so; :meth:`HostLoad.trust` judges those figures, the
+per-second rate's spread and the cores each process had (:mod:`mqlab.record.trust`).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import statistics
+from collections.abc import Sequence
 
+from mqlab.machine import CpuTimes
 from mqlab.record.cpu import Cpu
+from mqlab.record.sections import Cores
 from mqlab.record.sections import HostLoad as Figures
+from mqlab.record.trust import Trust, Waited, judge, off_cores
 
-__all__ = ["HostLoad", "read_stat"]
-
-
-@dataclass(frozen=True, slots=True)
-class _Stat:
-    total: int  # jiffies over all CPUs
-    idle: int  # idle + iowait
-    steal: int
-
-
-def read_stat(path: str = "/proc/stat") -> _Stat | None:
-    """The all-CPU line of ``/proc/stat``; None where there is none."""
-    try:
-        with open(path, encoding="ascii") as f:
-            first = f.readline().split()
-    except OSError:
-        return None
-    if not first or first[0] != "cpu":
-        return None
-    vals = [int(v) for v in first[1:]]
-    vals += [0] * (8 - len(vals))
-    # user nice system idle iowait irq softirq steal [guest guest_nice: inside user, nice]
-    return _Stat(total=sum(vals[:8]), idle=vals[3] + vals[4], steal=vals[7])
+__all__ = ["HostLoad"]
 
 
 class HostLoad:
-    """The host's CPU use and steal between :meth:`start` and :meth:`stop`."""
+    """The host's CPU use, steal and run queue between :meth:`start` and :meth:`stop`."""
 
     def __init__(self) -> None:
-        self._first: _Stat | None = None
-        self._last: _Stat | None = None
+        self._first: CpuTimes | None = None
+        self._last: CpuTimes | None = None
         self._load: list[float] = []
+        self._queue: list[int] = []  # the run queue at each of the window's ticks
 
     def start(self) -> None:
-        self._first = read_stat()
+        self._first = CpuTimes.read()
         self._last = None
         self._load = [os.getloadavg()[0]]
+        self._queue = []
+
+    def tick(self) -> None:
+        """One run-queue sample, on a tick of the window's CPU sampling."""
+        now = CpuTimes.read()
+        if now is not None:
+            self._queue.append(now.running)
 
     def stop(self) -> None:
-        self._last = read_stat()
+        self._last = CpuTimes.read()
         self._load.append(os.getloadavg()[0])
 
     def figures(self, cpu: Cpu) -> Figures:
@@ -68,18 +60,50 @@ class HostLoad:
         ncpu = os.cpu_count() or 1
         load = tuple(round(v, 2) for v in self._load)
         a, b = self._first, self._last
-        if a is None or b is None or b.total <= a.total:
+        shares = b.since(a) if a is not None and b is not None else None
+        if shares is None:
             return Figures(cpus=ncpu, load_avg_1m=load)
-        core = (b.total - a.total) / ncpu  # one core's jiffies over the interval
-        busy = ((b.total - b.idle) - (a.total - a.idle)) / core * 100
+        busy, steal = shares
         return Figures(
             cpus=ncpu,
             load_avg_1m=load,
             busy_percent=round(busy, 1),
-            steal_percent=round((b.steal - a.steal) / core * 100, 1),
+            steal_percent=round(steal, 1),
             other_percent=(
                 round(max(0.0, busy - ours_percent), 1) if ours_percent is not None else None
             ),
+        )
+
+    def trust(
+        self,
+        load: Figures,
+        cores: Cores,
+        rates: Sequence[float],
+        spread_judged: bool,
+        waited: Waited | None,
+    ) -> Trust:
+        """The step's contention and stability: ``load`` from :meth:`figures` (its shares
+        turned from % of one core into % of the machine), the run queue's mean over the
+        window's ticks, the processes off their ``[placement]`` cores, and the spread of
+        ``rates`` (the window's whole seconds) unless the step moves them on purpose."""
+        ncpu = load.cpus or os.cpu_count() or 1
+
+        def machine(v: float | None) -> float | None:
+            return None if v is None else v / ncpu
+
+        had = [
+            {"process": p.process, "role": p.role, "pid": p.pid, "cpus": p.cpus, "mixed": p.mixed}
+            for p in cores.processes
+        ]
+        return judge(
+            ncpu,
+            machine(load.other_percent),
+            machine(load.steal_percent),
+            statistics.fmean(self._queue) if self._queue else None,
+            off_cores(cores.asked or {}, had),
+            rates,
+            spread_judged,
+            waited,
         )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from mqlab.config.plan import Plan, Step
 from mqlab.live import timeline
+from mqlab.live.cells import trust_note
 from mqlab.live.snapshot import RunSnapshot, StepRow, StepSeries, WorkerRow
 from mqlab.measure.load import Load
 from mqlab.record.step import StepRecord
@@ -151,4 +152,5 @@ def row(record: StepRecord, phase: str, rate_now: float | None = None) -> StepRo
         flags=tuple(flag.code for flag in record.flags),
         note=verdict.note if verdict is not None else "",
         note_failed=bool(verdict and verdict.failed),
+        trust=trust_note(record.trust),
     )

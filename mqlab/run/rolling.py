@@ -19,7 +19,6 @@ event each.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from typing import Any
@@ -108,17 +107,15 @@ class RollingUpdate:
         window_start = go.window_start
         began = time.monotonic_ns()
         self.starts.append((began - window_start) / _NS)
+        on = f" on {old.host}" if old.host else ""  # across hosts: where it ran
         self._event(
-            began, window_start, "stop", f"{name} ({self.rolling.old}), {self.rolling.stop}"
+            began, window_start, "stop", f"{name} ({self.rolling.old}){on}, {self.rolling.stop}"
         )
         if self.rolling.stop == "abrupt":
             self.killed.add(name)
             await old.snapshot_now()  # its figures to this moment, then no more
             self.pool.last_times(old)  # and its CPU up to its death
-            if old.proc is not None and old.proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    old.proc.kill()
-                await old.proc.wait()
+            await self.pool.kill(old)
         else:
             await old.send(protocol.Retire())
             deadline = time.monotonic() + self.step.scenario.timeout + RETIRE_GRACE
@@ -137,7 +134,8 @@ class RollingUpdate:
             seed=old.spec.seed + 7919,
             **self._dual(old),
         )
-        [fresh] = await self.pool.spawn((spec,), self.tmp)
+        # across hosts: on its predecessor's host, or the next one rolling.hosts names
+        [fresh] = await self.pool.spawn((spec,), self.tmp, where=self._host_of(old))
         workers.append(fresh)
         await self.pool.await_ready([fresh])
         # it starts now and continues the schedule from where its predecessor's account
@@ -147,11 +145,12 @@ class RollingUpdate:
         serving = time.monotonic_ns()
         self.counts[self.rolling.old] -= 1
         self.counts[self.new.name] += 1
+        on = f" on {fresh.host}" if fresh.host else ""
         self._event(
             serving,
             window_start,
             "serving",
-            f"{spec.worker} ({self.new.name})",
+            f"{spec.worker} ({self.new.name}){on}",
             gap_s=round((serving - began) / _NS, 3),
         )
         if spec.servers and self.cross:
@@ -162,6 +161,13 @@ class RollingUpdate:
         if self.dual and self.done == len(self.order):
             await asyncio.sleep(SETTLE)
             await self._close_old(window_start)
+
+    def _host_of(self, old: Worker) -> Worker | str:
+        """Where the successor of ``old`` starts, across hosts: on ``old``'s host, or the
+        next host ``rolling.hosts`` names, in turn."""
+        if not self.rolling.hosts:
+            return old
+        return self.rolling.hosts[self.done % len(self.rolling.hosts)]
 
     def _dual(self, old: Worker) -> dict[str, Any]:
         """Across wire families a server keeps listening on its predecessor's transport."""
@@ -207,11 +213,7 @@ class RollingUpdate:
 
     def tick(self, workers: list[Worker], window_start: int) -> None:
         """The servers' CPU of the second just sampled (live servers only)."""
-        live = [
-            w.cpu[-1]
-            for w in workers
-            if w.spec.servers and w.cpu and w.proc is not None and w.proc.returncode is None
-        ]
+        live = [w.cpu[-1] for w in workers if w.spec.servers and w.cpu and w.running]
         if live:
             self.cpu_ticks.append(((time.monotonic_ns() - window_start) / _NS, sum(live)))
 

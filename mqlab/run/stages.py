@@ -7,8 +7,9 @@ account (the step's history, :mod:`mqlab.faults.history`, read by the accountant
 ``lost``, ``unaccounted`` and ``held`` the account's), the hosts
 (:meth:`mqlab.worker.pool.WorkerPool.step_end`: clocks, a lost host's share), the losses
 explained (:class:`mqlab.faults.losses.StepLosses`: attribution, verdict, the account),
-the CPUs each process had, the host's load, the background stress and, for ``mqlab
-ceiling``, the ceiling.
+the CPUs each process had, the host's load and how far to trust the step
+(:meth:`mqlab.run.hostload.HostLoad.trust`: contention and stability), the background
+stress and, for ``mqlab ceiling``, the ceiling.
 Each returns a typed section; :meth:`Sections.assemble` makes the step's
 :class:`~mqlab.record.step.StepRecord` once, from them.
 
@@ -41,6 +42,7 @@ from mqlab.record.sections import (
 from mqlab.record.sections import HostLoad as HostLoadFigures
 from mqlab.record.sections import Placement as NodePlacement
 from mqlab.record.step import StepRecord
+from mqlab.record.trust import Trust, Waited
 from mqlab.record.values import Flag
 from mqlab.record.wire import from_wire
 from mqlab.run import collect, stepresult
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from mqlab.faults.step import StepFaults
     from mqlab.rabbitmq.sampler import NodeSample, OnTicks
     from mqlab.run.background import BackgroundLoad
+    from mqlab.run.prefill import Prefill
     from mqlab.run.rolling import RollingUpdate
 
 __all__ = ["Sections", "StepState", "after_window", "driver_options", "live_record"]
@@ -76,6 +79,7 @@ class StepState:
     roll: RollingUpdate | None = None
     faults: StepFaults | None = None
     bg: BackgroundLoad | None = None
+    prefill: Prefill | None = None  # a pre-filled step's queues and release
     losses: StepLosses | None = None
     host_load: HostLoad = field(default_factory=HostLoad)
     affinity: list[dict[str, Any]] = field(default_factory=list)
@@ -83,6 +87,7 @@ class StepState:
     broker_facts: BrokerFacts = field(default_factory=BrokerFacts)
     sent_by_client: dict[int, int] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # the driver's, as it runs
+    waited: Waited | None = None  # what the quiet gate waited for before the step
 
     def __post_init__(self) -> None:
         self.broker = BrokerProcess(self.side.pid())
@@ -157,6 +162,7 @@ def outcome(
         **collect.rolling_fields(roll, step, window_s),
         **(faults.fields(window_s) if faults is not None else {}),
         options=s.options,
+        prefill=(s.prefill.at, s.prefill.queued) if s.prefill is not None else None,
     )
 
 
@@ -192,6 +198,7 @@ class Sections:
     losses: Losses
     cores: Cores
     host_load: HostLoadFigures
+    trust: Trust
     background: Background | None
     flags: tuple[Flag, ...]
 
@@ -208,6 +215,7 @@ class Sections:
             losses=self.losses,
             cores=self.cores,
             host_load=self.host_load,
+            trust=self.trust,
             background=self.background,
             ceiling=ceiling,
             flags=self.flags,
@@ -262,6 +270,20 @@ def _cores(placement: Placement | None, processes: Sequence[dict[str, Any]]) -> 
     )
 
 
+def _rates(figures: Figures, pattern: str) -> list[float]:
+    """The completions of each whole second of the window (replies for a call)."""
+    series, seconds = figures.series, figures.throughput.seconds
+    if series is None or not seconds:
+        return []
+    return series.in_window("round_trip" if pattern == "call" else "received", seconds)
+
+
+def _trust_flags(trust: Trust) -> tuple[Flag, ...]:
+    """``contended`` and ``unstable`` among the step's flags, each with its reasons."""
+    reasons = {"contended": trust.contended_by, "unstable": trust.unstable_by}
+    return tuple(Flag(code=c, message="; ".join(reasons[c])) for c in trust.flags)
+
+
 async def after_window(
     s: StepState,
     step: Step,
@@ -312,6 +334,11 @@ async def after_window(
             losses, loss_flags = Losses(explain_error=f"{type(exc).__name__}: {exc}"), ()
     bg = s.bg.figures(s.window, first_s, interrupted, bool(s.side.kind)) if s.bg else None
     placed = NodePlacement(clients=s.placement[0], servers=s.placement[1])
+    cores = _cores(placement, s.affinity)
+    load = s.host_load.figures(figures.cpu)
+    # a fault or an update moves the rate on purpose: its spread says nothing of the machine
+    moved = bool(sc.events) or step.rolling_to is not None
+    trust = s.host_load.trust(load, cores, _rates(figures, sc.pattern), not moved, s.waited)
     return Sections(
         collected=collected,
         drain=s.drained.section,
@@ -319,8 +346,9 @@ async def after_window(
         broker=dataclasses.replace(s.broker_facts, placement=placed),
         hosts=hosts,
         losses=losses,
-        cores=_cores(placement, s.affinity),
-        host_load=s.host_load.figures(figures.cpu),
+        cores=cores,
+        host_load=load,
+        trust=trust,
         background=bg,
-        flags=(*collected.flags, *host_flags, *loss_flags),
+        flags=(*collected.flags, *host_flags, *loss_flags, *_trust_flags(trust)),
     )

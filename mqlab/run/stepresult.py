@@ -34,6 +34,7 @@ from mqlab.record.values import (
     Link,
     OpenLoop,
     PerQueue,
+    Prefill,
     Series,
     Throughput,
 )
@@ -77,6 +78,9 @@ class Outcome:
     #: every expected delivery in one bucket (None while the step runs: nothing is final)
     account: Account | None = None
     promise: Promise | None = None  # the driver's, for each fault event's verdict
+    #: a pre-filled step: when its consumers were let go (monotonic ns; 0: not yet) and
+    #: the step's messages the broker held just before (None: unknown)
+    prefill: tuple[int, int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,15 +244,20 @@ def build(o: Outcome) -> Collected:
         for k, n in s.errors.items():
             errors[k] = errors.get(k, 0) + n
     duplicates = s.duplicates + o.cross_duplicates
-    # how long everything sent took to arrive, from the window's start: a fixed batch
-    # (an open loop's rate x duration) drained, as seed 002 timed it; None unless all came
+    # how long everything sent took to arrive, from the window's start (a pre-filled
+    # batch: from its consumers' release): a fixed batch (an open loop's rate x duration)
+    # drained, as seed 002 timed it; None unless all came
     last = s.last_rx
     complete = drain.drain_end == "complete" and not lost and not unaccounted
+    released, queued = o.prefill or (0, None)
+    origin = released or o.window_start_ns
     drained_in_s = (
-        round((last - o.window_start_ns) / 1e9, 3)
-        if complete and last and o.window_start_ns and o.window_s
-        else None
+        round((last - origin) / 1e9, 3) if complete and last and origin and o.window_s else None
     )
+    prefill = None
+    if o.prefill is not None and o.window_start_ns:
+        filled = round((released - o.window_start_ns) / 1e9, 3) if released else None
+        prefill = Prefill(filled_in_s=filled, queued=queued)
     series = Series(
         t0_offset_s=-o.first_s,
         sent=tuple(c.series.get("sent", [])),
@@ -295,7 +304,8 @@ def build(o: Outcome) -> Collected:
         drained_in_s=drained_in_s,
         # the batch's own rate: every message sent, drained, over the time it took
         batch_rate=round(unique / drained_in_s, 1) if sc.batch and drained_in_s else None,
-        per_queue=per_queue(s.per_topic, s.per_topic_last, o.window_start_ns),
+        per_queue=per_queue(s.per_topic, s.per_topic_last, origin),
+        prefill=prefill,
         events=o.events if o.phases or o.events else None,
         phases=cut,
         update=update,

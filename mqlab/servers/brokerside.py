@@ -16,13 +16,18 @@ RabbitMQ step's its nodes'. The runner asks it, around each step:
   after the drain is lost, as for a broker without queues);
 - ``facts()``: product, version and whether mqlab manages it, for the environment;
 - ``prepare``/``inspect``/``finish``: what a broker does around a step (RabbitMQ: the
-  mirroring policy, where the queues live); nothing elsewhere.
+  mirroring policy, where the queues live); nothing elsewhere;
+- ``cores()``: the CPUs its processes had, when they run on another host (a broker host's
+  node, pinned there by ``[placement]``); read back here from ``pids()`` otherwise.
 
-``management`` and ``node_control`` are RabbitMQ's management API and nodes (for flow
-control and fault events); None for any other broker.
+``management`` is RabbitMQ's management API (flow control, queue homes); None for any
+other broker. ``node_control`` is a managed broker's nodes by place, for node fault events
+(:class:`~mqlab.config.events.NodeActions`: a RabbitMQ cluster's, a replicated Kafka's or
+Artemis'); None for a broker mqlab does not manage or runs as one process.
 
 :class:`ServerSide` is a managed or given server known by its processes (NATS, Redis,
-Mosquitto, Kafka, Artemis): it reads CPU and says its queue depth is not read.
+Mosquitto, Kafka, Artemis): it reads CPU and says its queue depth is not read; a
+replicated Kafka or Artemis gives it its nodes (:class:`mqlab.servers.nodes.ProcessNodes`).
 :class:`NoBroker` is a brokerless or in-process driver's. RabbitMQ's is
 :class:`mqlab.servers.rabbitside.RabbitSide`, a server a plugin ships
 :class:`mqlab.servers.declared.Side`. To support another broker, subclass
@@ -32,7 +37,7 @@ Mosquitto, Kafka, Artemis): it reads CPU and says its queue depth is not read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mqlab.measure.account import Depth
@@ -40,11 +45,12 @@ from mqlab.record.sections import BrokerFacts
 from mqlab.sdk.urls import mask
 
 if TYPE_CHECKING:
-    from mqlab.rabbitmq.faults import NodeControl
+    from mqlab.config.events import NodeActions
     from mqlab.rabbitmq.sampler import Sampler
     from mqlab.rabbitmq.steps import BrokerSteps
+    from mqlab.servers.nodes import ProcessNodes
 
-__all__ = ["BrokerSide", "Depth", "NoBroker", "ServerSide", "total"]
+__all__ = ["BrokerSide", "Depth", "NoBroker", "ServerSide", "all_pids", "total"]
 
 
 def total(depths: tuple[Depth, ...]) -> tuple[int | None, float | None, str]:
@@ -57,6 +63,12 @@ def total(depths: tuple[Depth, ...]) -> tuple[int | None, float | None, str]:
     return held, max((d.age_ns for d in depths), default=0) / 1e9, ""
 
 
+def all_pids(sides: Iterable[BrokerSide]) -> tuple[int, ...]:
+    """Every broker's processes now, each broker once (a restarted node has a new PID)."""
+    unique = {id(s): s for s in sides}.values()
+    return tuple(dict.fromkeys(p for s in unique for p in s.pids()))
+
+
 class BrokerSide(Protocol):
     """What a step needs of its broker (see the module doc)."""
 
@@ -64,7 +76,7 @@ class BrokerSide(Protocol):
     label: str  # how the live view names it: its URLs, masked
     reads_depth: bool  # whether depth() can count the step's messages it holds
     management: BrokerSteps | None
-    node_control: NodeControl | None
+    node_control: NodeActions | None
 
     def facts(self) -> Mapping[str, Any]: ...
 
@@ -84,6 +96,8 @@ class BrokerSide(Protocol):
 
     async def finish(self, marker: str, queue_type: str) -> None: ...
 
+    async def cores(self) -> list[dict[str, Any]]: ...
+
 
 class NoBroker:
     """A brokerless or in-process driver's side: nothing to sample, nothing queued."""
@@ -92,7 +106,7 @@ class NoBroker:
     label = ""
     reads_depth = False
     management: BrokerSteps | None = None
-    node_control: NodeControl | None = None
+    node_control: NodeActions | None = None
 
     def facts(self) -> Mapping[str, Any]:
         return {}
@@ -121,10 +135,16 @@ class NoBroker:
     async def finish(self, marker: str, queue_type: str) -> None:
         return None
 
+    async def cores(self) -> list[dict[str, Any]]:
+        """The CPUs its processes had, read where they run when not here (a broker host's
+        node); here the runner reads them back from :meth:`pids`."""
+        return []
+
 
 class ServerSide(NoBroker):
-    """A server known by its processes: managed (``pids`` its own) or given (``pids`` the
-    process found listening on its port here, if any). Its CPU is read; its depth is not."""
+    """A server known by its processes: managed (``pids`` its own; ``nodes`` a replicated
+    one's, whose processes a node event replaces) or given (``pids`` the process found
+    listening on its port here, if any). Its CPU is read; its depth is not."""
 
     def __init__(
         self,
@@ -133,6 +153,7 @@ class ServerSide(NoBroker):
         facts: Mapping[str, Any],
         pids: tuple[int, ...] = (),
         managed: bool = False,
+        nodes: ProcessNodes | None = None,
     ) -> None:
         self.kind = kind
         self.urls = urls
@@ -141,15 +162,22 @@ class ServerSide(NoBroker):
         self._facts = {"managed": managed, **facts} if facts else {}
         self._pids = pids
         self._managed = managed
+        self._nodes = nodes
+        self.node_control = nodes
 
     def facts(self) -> Mapping[str, Any]:
         return self._facts
 
+    def _now(self) -> tuple[int, ...]:
+        # a replicated server's nodes as they run now (a restarted node's new process)
+        return self._nodes.pids() if self._nodes is not None else self._pids
+
     def pid(self) -> int | None:
-        return self._pids[0] if self._pids else None
+        now = self._now()
+        return now[0] if now else None
 
     def pids(self) -> tuple[int, ...]:
-        return self._pids if self._managed else ()
+        return self._now() if self._managed else ()
 
     async def depth(self, marker: str) -> tuple[Depth, ...]:
         return (Depth(self.kind, None, why=f"mqlab does not read a {self.kind} server's depth"),)

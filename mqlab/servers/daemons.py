@@ -24,6 +24,7 @@ from mqlab.errors import BrokerError
 from mqlab.rabbitmq.host import deferred_signals
 from mqlab.sdk.server import Launch, free_port
 from mqlab.servers.handle import ServerHandle
+from mqlab.servers.nodes import ProcessNodes
 
 #: Launch and free_port are the SDK's (a plugin's own server uses them too)
 __all__ = [
@@ -54,8 +55,14 @@ class ChildServers:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         #: a handle's first pid -> the pid of the process that replaced it (a restart)
         self._now: dict[int, int] = {}
+        #: a replicated server's nodes by its state dir: a node a fault event restarted
+        #: runs as a new child, which stop() ends too
+        self.nodes: dict[Path, ProcessNodes] = {}
 
     def stop(self, handle: ServerHandle) -> None:
+        nodes = self.nodes.pop(handle.state_dir, None)
+        if nodes is not None:
+            nodes.stop_all()
         for first in handle.pids:
             pid = self._now.pop(first, first)
             proc = self._children.pop(pid, None)

@@ -236,13 +236,19 @@ class NatsDepth:
 
     async def _read(self, marker: str) -> tuple[Depth, ...]:
         import nats
+        from nats.errors import NoRespondersError
+        from nats.js.errors import ServiceUnavailableError
 
         spelled = (marker, _NOT_IN_NAME.sub("_", marker))
         nc = await nats.connect(self.url, connect_timeout=TIMEOUT_S, allow_reconnect=False)
         try:
             jsm = nc.jsm()
             out = []
-            for stream in await jsm.streams_info():
+            try:
+                streams = await jsm.streams_info()
+            except (ServiceUnavailableError, NoRespondersError):
+                return ()  # no JetStream on this server: core NATS keeps nothing
+            for stream in streams:
                 name = stream.config.name or ""
                 for c in await jsm.consumers_info(name):
                     if any(m in (c.name or "") for m in spelled):

@@ -29,6 +29,8 @@ class ServerHandle:
     node_pids: Mapping[str, int] = field(default_factory=dict)
     #: node name -> its own Prometheus endpoint (RabbitMQ's rabbitmq_prometheus), if any
     metrics_urls: Mapping[str, str] = field(default_factory=dict)
+    #: the broker host it runs on (``[hosts] brokers``); "" : this machine
+    host: str = ""
 
 
 class ManagedServer(Protocol):

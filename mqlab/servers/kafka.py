@@ -143,25 +143,38 @@ def cluster_id() -> str:
             return found
 
 
-def properties(state_dir: Path, port: int, controller: int) -> str:
-    """One node as broker and controller on loopback; everything single-replica."""
+def properties(
+    state_dir: Path,
+    port: int,
+    controller: int,
+    node_id: int = 1,
+    voters: str = "",
+    replicas: int = 1,
+) -> str:
+    """One node as broker and controller on loopback; everything single-replica, unless it
+    is one of ``voters`` (``1@127.0.0.1:PORT,2@...``: a replicated cluster, each topic and
+    internal topic on ``replicas`` nodes, a write acked with ``acks = all`` once all but one
+    of them have it)."""
+    insync = max(1, replicas - 1)
     return "\n".join(
         [
             "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@127.0.0.1:{controller}",
+            f"node.id={node_id}",
+            f"controller.quorum.voters={voters or f'1@127.0.0.1:{controller}'}",
             f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
             f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
             "controller.listener.names=CONTROLLER",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name=PLAINTEXT",
             f"log.dirs={state_dir / 'data'}",
-            "offsets.topic.replication.factor=1",
+            f"default.replication.factor={replicas}",
+            f"min.insync.replicas={insync}",
+            f"offsets.topic.replication.factor={replicas}",
             # the offsets topic is created at the first group's join: 50 partitions
             # (the default) cost seconds there, and one node needs few
             "offsets.topic.num.partitions=4",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
+            f"transaction.state.log.replication.factor={replicas}",
+            f"transaction.state.log.min.isr={insync}",
             # a group's first join would wait 3 s for more members: a step's consumers
             # all join at their start, and the plugin waits for its assignment anyway
             "group.initial.rebalance.delay.ms=0",
@@ -222,7 +235,7 @@ class KafkaServer(ChildServers):
         return java
 
     def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
-        """One node whatever ``nodes`` says: mqlab clusters RabbitMQ only (said in the label)."""
+        """One node (:mod:`mqlab.servers.kafkaha` starts a replicated cluster)."""
         java = self._java()
         try:
             JARS.fetch()
@@ -244,21 +257,21 @@ class KafkaServer(ChildServers):
             proc = self._spawn(argv, state_dir, log_path)
             self._wait_ready(proc, log_path, start, port)
         facts = {"product": "Kafka", "version": VERSION, "port": port, "mode": "KRaft"}
-        single = "" if nodes == 1 else " (one node: mqlab clusters RabbitMQ only)"
         return ServerHandle(
             self.kind,
-            f"Kafka {VERSION} broker on 127.0.0.1:{port} (KRaft){single}",
+            f"Kafka {VERSION} broker on 127.0.0.1:{port} (KRaft)",
             (f"kafka://127.0.0.1:{port}",),
             (proc.pid,),
             state_dir,
             facts,
         )
 
-    def _format(self, java: str, conf: Path, state_dir: Path) -> None:
+    def _format(self, java: str, conf: Path, state_dir: Path, cid: str = "") -> None:
+        """Format the data directory ``conf`` names (``cid``: a cluster's shared id)."""
         out = state_dir / "format.log"
         logging = f"-Dlog4j.configuration=file:{state_dir / 'tools-log4j.properties'}"
         argv = [java, *TOOL_JVM, logging, "-cp", JARS.classpath(), "kafka.tools.StorageTool"]
-        argv += ["format", "-t", cluster_id(), "-c", str(conf)]
+        argv += ["format", "-t", cid or cluster_id(), "-c", str(conf)]
         try:
             with out.open("wb") as sink:
                 done = subprocess.run(

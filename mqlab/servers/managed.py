@@ -6,10 +6,11 @@ measures); a plugin may ship the starter of a kind mqlab does not know
 (:mod:`mqlab.servers.declared`). With ``[broker] managed =
 true``, the run starts one private server of each kind the profile's drivers
 need, and only those (RabbitMQ here; NATS, Redis and Mosquitto in
-:mod:`mqlab.servers.daemons`), hands each driver the URLs of its server, and stops them
-at the end. :data:`STARTERS` maps a server name to its starter; a new kind
-(Redis, NATS, Mosquitto) is one class with ``installed``/``start``/``stop``
-and one row there.
+:mod:`mqlab.servers.daemons`; Kafka and Artemis, one node or replicated with ``[broker]
+nodes``, in :mod:`mqlab.servers.kafkaha` and :mod:`mqlab.servers.artemisha`), hands each
+driver the URLs of its server, and stops them at the end. :data:`STARTERS` maps a
+server name to its starter; a new kind (Redis, NATS, Mosquitto) is one class with
+``installed``/``start``/``stop`` and one row there.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from mqlab.errors import BrokerError
 from mqlab.rabbitmq.backlog import rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
 from mqlab.servers import declared, depthsides
-from mqlab.servers.artemis import Artemis
+from mqlab.servers.artemisha import ReplicatedArtemis
 from mqlab.servers.brokerside import BrokerSide, NoBroker, ServerSide
-from mqlab.servers.daemons import Mosquitto, NatsServer, RedisServer
+from mqlab.servers.daemons import ChildServers, Mosquitto, NatsServer, RedisServer
 from mqlab.servers.depthsides import DepthSide
 from mqlab.servers.handle import ManagedServer, ServerHandle
-from mqlab.servers.kafka import KafkaServer
+from mqlab.servers.kafkaha import ReplicatedKafka
+from mqlab.servers.rabbithost import RemoteRabbitMQ, RemoteSide
 from mqlab.servers.rabbitside import RabbitSide
 
 
@@ -52,7 +54,7 @@ class RabbitMQ:
 
         cluster = rabbitmq.start(state_dir, nodes=nodes)
         info = broker_version(cluster.url, cluster.management_url)
-        facts = info or {"product": "RabbitMQ", "version": cluster.version}
+        facts = {**(info or {"product": "RabbitMQ", "version": cluster.version}), "nodes": nodes}
         what = f"node {cluster.name}" if nodes == 1 else f"{nodes}-node cluster {cluster.name}"
         return ServerHandle(
             "rabbitmq", f"RabbitMQ {what}", tuple(cluster.urls), tuple(cluster.pids.values()),
@@ -86,8 +88,8 @@ STARTERS: dict[str, ManagedServer] = {
     "nats": NatsServer(),
     "redis": RedisServer(),
     "mosquitto": Mosquitto(),
-    "kafka": KafkaServer(),
-    "artemis": Artemis(),
+    "kafka": ReplicatedKafka(),
+    "artemis": ReplicatedArtemis(),
 }
 
 #: server name -> the starter a plugin ships (``mqlab.servers``), once asked for
@@ -117,19 +119,25 @@ def managed(
     state_dir: Path | None = None,
     say: Callable[[str], None] = lambda _: None,
     nodes: int = 1,
+    remote: RemoteRabbitMQ | None = None,
 ) -> Iterator[dict[str, ServerHandle]]:
     """Start one server of each kind, yield them by kind, stop them all at the end.
 
     Each server gets its own state dir (under ``state_dir`` when given, else a
     temporary one removed afterwards), so it never collides with ``mqlab broker
     start``. A server that fails to start stops the ones already started, and keeps
-    its temporary dir: the error names the log in it.
+    its temporary dir: the error names the log in it. ``remote``: RabbitMQ is started on
+    the broker host instead (``[hosts] brokers``), in a directory of its own there.
     """
     handles: dict[str, ServerHandle] = {}
     made: list[Path] = []
+
+    def starter_of(kind: str) -> ManagedServer:
+        return remote if remote is not None and kind == "rabbitmq" else starter(kind)
+
     try:
         for kind in kinds:
-            server = starter(kind)
+            server = starter_of(kind)
             problem = server.installed()
             if problem:
                 raise BrokerError(problem)
@@ -139,6 +147,8 @@ def managed(
                 where = Path(tempfile.mkdtemp(prefix=f"mqlab-{kind}-"))
                 made.append(where)
             what = "node" if nodes == 1 else f"{nodes}-node cluster"
+            if server is remote:
+                what += f" on broker host {remote.host}"
             say(f"starting a private {server.label} {what}…")
             try:
                 handles[kind] = server.start(where, nodes)
@@ -151,7 +161,7 @@ def managed(
         for kind, handle in reversed(list(handles.items())):
             say(f"stopping the private {handle.label}…")
             try:
-                starter(kind).stop(handle)
+                starter_of(kind).stop(handle)
             except BrokerError as exc:
                 say(f"mqlab: could not stop the managed {kind} server: {exc}")
                 made = [d for d in made if d != handle.state_dir]  # keep its logs
@@ -226,10 +236,12 @@ def sides(
     server_of: Mapping[str, str | None],
     handles: Mapping[str, ServerHandle],
     given_api: str = "",
+    remote: RemoteRabbitMQ | None = None,
 ) -> dict[str, BrokerSide]:
     """Driver name -> its broker's side (:mod:`mqlab.servers.brokerside`); drivers of one
-    server share one. A managed server's is built from its handle; a given one's from
-    what can be read of it (``given_api``: a given RabbitMQ's management API)."""
+    server share one. A managed server's is built from its handle (on a broker host: read
+    and acted on there, through ``remote``); a given one's from what can be read of it
+    (``given_api``: a given RabbitMQ's management API)."""
     made: dict[tuple[str, tuple[str, ...]], BrokerSide] = {}
     out: dict[str, BrokerSide] = {}
     for name, kind in server_of.items():
@@ -238,6 +250,8 @@ def sides(
             continue
         handle = handles.get(kind)
         at = (kind, () if handle is not None else urls[name])
+        if at not in made and handle is not None and handle.host and remote is not None:
+            made[at] = RemoteSide(handle, remote)
         if at not in made:
             made[at] = _side(kind, urls[name], handle, given_api)
         out[name] = made[at]
@@ -257,7 +271,10 @@ def _side(
     # a server whose depth mqlab reads, or one it only knows by its processes
     side = DepthSide if kind in depthsides.KINDS else ServerSide
     if handle is not None:
-        return side(kind, handle.urls, handle.facts, handle.pids, managed=True)
+        # a replicated Kafka's or Artemis' nodes, for node fault events
+        own = STARTERS.get(kind)
+        nodes = own.nodes.get(handle.state_dir) if isinstance(own, ChildServers) else None
+        return side(kind, handle.urls, handle.facts, handle.pids, managed=True, nodes=nodes)
     info, pid = STARTERS[kind].probe(urls[0]) if kind in STARTERS else (None, None)
     return side(kind, urls, info or {}, (pid,) if pid is not None else ())
 

@@ -18,7 +18,6 @@ from mqlab.servers.brokerside import Depth, ServerSide
 
 if TYPE_CHECKING:
     from mqlab.rabbitmq.backlog import RabbitQueueDepth
-    from mqlab.rabbitmq.faults import NodeControl
     from mqlab.rabbitmq.sampler import Sampler
     from mqlab.rabbitmq.steps import BrokerSteps
 
@@ -50,7 +49,6 @@ class RabbitSide(ServerSide):
         self._depth = depth
         self.reads_depth = depth is not None
         self._state_dir = state_dir
-        self.node_control: NodeControl | None = None
         if state_dir is not None:
             from mqlab.rabbitmq.faults import NodeControl
 

@@ -7,6 +7,7 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,12 @@ class Worker:
     peak_rss: int = 0
     rss: int = 0  # at the last sample
     ps: psutil.Process | None = None
+    host: str = ""  # the host it runs on, across hosts ("": this one)
+
+    @property
+    def running(self) -> bool:
+        """Its process runs (one on another host: it has not gone nor finished)."""
+        return self.proc is not None and self.proc.returncode is None
 
     async def send(self, frame: protocol.ToWorker) -> None:
         if self.writer is not None and not self.gone:
@@ -118,6 +125,9 @@ class WorkerPool:
         #: the network namespace new workers' drivers run in (None: this one); set by the
         #: runner for a step whose link loses packets
         self.netns: str | None = None
+        #: why the run cannot go on (a broker host lost: :class:`mqlab.hosts.pool.HostPool`);
+        #: "" while it can
+        self.failure = ""
 
     async def open(self) -> None:
         self._server = await asyncio.start_server(self._on_connect, "127.0.0.1", 0)
@@ -222,7 +232,11 @@ class WorkerPool:
             lines = []
         return lines[-1] if lines else f"worker {w.spec.worker} exited before it was ready"
 
-    async def spawn(self, specs: tuple[WorkerSpec, ...], tmp: str) -> list[Worker]:
+    async def spawn(
+        self, specs: tuple[WorkerSpec, ...], tmp: str, where: Worker | str | None = None
+    ) -> list[Worker]:
+        """Start a worker per spec; across hosts ``where`` is the host (by name, or the one
+        a worker ran on) they start on, a successor's; here every worker is on this one."""
         started = []
         loop = asyncio.get_running_loop()
         for spec in specs:
@@ -283,6 +297,44 @@ class WorkerPool:
             if loop.time() > deadline:
                 break
             await asyncio.sleep(0.05)
+
+    async def kill(self, w: Worker) -> str:
+        """SIGKILL worker ``w`` now (a fault event, an abrupt rolling stop); what was done."""
+        if w.proc is None or w.proc.returncode is not None:
+            return f"{w.spec.worker} was not running"
+        with contextlib.suppress(ProcessLookupError):
+            w.proc.kill()
+        await w.proc.wait()
+        return f"{w.spec.worker} killed (SIGKILL, pid {w.proc.pid})"
+
+    async def readback(
+        self, workers: list[Worker], broker_pids: tuple[int, ...]
+    ) -> list[dict[str, Any]]:
+        """The CPUs each process had (read while they all run): :func:`affinity.readback`."""
+        return affinity.readback(
+            ((w.spec.worker, w.spec.role, w.proc.pid if w.proc else None) for w in workers),
+            broker_pids,
+        )
+
+    # -- other hosts (mqlab.hosts.pool.HostPool); on one host there are none --
+
+    def load_hosts(self) -> tuple[str, ...]:
+        """The hosts the load runs on, by name; none: this one."""
+        return ()
+
+    async def on_host(self, host: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` (a coroutine function) run on load host ``host``: its result."""
+        raise MqlabError(f"no host {host!r}: this run has no other hosts")
+
+    def reroute(self, host: str, urls: Mapping[str, str], netns: str | None) -> None:
+        """Workers started on ``host`` from now on use ``urls`` instead of the step's (a
+        fault proxy's there) and run their drivers in ``netns`` (a lossy link's)."""
+        raise MqlabError(f"no host {host!r}: this run has no other hosts")
+
+    def offset(self, host: str) -> tuple[int, int] | None:
+        """Load host ``host``'s monotonic clock less this one's, and its bound (ns), as
+        measured before the step; None when not measured."""
+        return None
 
     async def reap(self, workers: list[Worker], grace: float = 0.0) -> None:
         """Wait up to ``grace`` for each worker to exit, then kill it; no child is left."""

@@ -44,8 +44,8 @@ def _scratch(step_dir: str) -> str | None:
     return path
 
 
-async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = False) -> Transport:
-    """The worker's transport with its servers listening; ``dual``: the old driver's."""
+async def _open(spec: WorkerSpec, rec: Recorder, dual: bool = False) -> Transport:
+    """One started transport of the worker's driver; ``dual``: the old driver's."""
     name = spec.dual_plugin if dual else spec.plugin
     plugin = registry.get(name)
     if spec.pattern not in plugin.cls.patterns():
@@ -64,24 +64,57 @@ async def _start(spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = Fal
         kind, cause, conn, now=clock.now()
     )
     await transport.start()
+    return transport
+
+
+async def _serve(
+    spec: WorkerSpec, rec: Recorder, codec: Codec, transports: list[Transport]
+) -> None:
+    """The worker's servers listening, ``servers[j::n]`` on the j-th of n transports."""
     topics = {srv.topic for srv in spec.servers}
     if len(topics) == 1:
         rec.only_topic = next(iter(topics))
+    for i, srv in enumerate(spec.servers):
+        transport = transports[i % len(transports)]
+        target = Target(
+            spec.exchange, srv.topic, srv.name, False, spec.durable, queue_type=spec.queue_type
+        )
+        many = srv.topic if len(topics) > 1 else ""
+        handler = server_handler(codec, rec, srv.group, spec.pattern == "call", many)
+        if spec.pattern == "notify":
+            await transport.serve_notifications(target, srv.pool, handler)
+        else:
+            await transport.serve_rpc(target, handler)
+
+
+async def _start(
+    spec: WorkerSpec, rec: Recorder, codec: Codec, dual: bool = False
+) -> list[Transport]:
+    """The worker's transports (``connections`` of them, one for the old driver), its
+    servers listening unless the spec holds them (a pre-filled step)."""
+    transports: list[Transport] = []
     try:
-        for srv in spec.servers:
-            target = Target(
-                spec.exchange, srv.topic, srv.name, False, spec.durable, queue_type=spec.queue_type
-            )
-            many = srv.topic if len(topics) > 1 else ""
-            handler = server_handler(codec, rec, srv.group, spec.pattern == "call", many)
-            if spec.pattern == "notify":
-                await transport.serve_notifications(target, srv.pool, handler)
-            else:
-                await transport.serve_rpc(target, handler)
+        for _ in range(1 if dual else max(1, spec.connections)):
+            transports.append(await _open(spec, rec, dual))
+        if not spec.hold or dual:
+            await _serve(spec, rec, codec, transports)
     except BaseException:
-        await _close(transport)
+        for transport in transports:
+            await _close(transport)
         raise
-    return transport
+    return transports
+
+
+async def _consume(
+    spec: WorkerSpec, rec: Recorder, codec: Codec, transports: list[Transport]
+) -> None:
+    """A held worker's servers start listening; a refusal is the step's error, not the end
+    of the worker (its figures still count)."""
+    try:
+        await _serve(spec, rec, codec, transports)
+    except Exception as exc:  # noqa: BLE001 - counted and shown, as a send's error is
+        frame = _error(exc)
+        rec.on_error(frame.kind, None, frame.message)
 
 
 async def _close(transport: Transport) -> None:
@@ -124,15 +157,17 @@ async def serve(
     codec = Codec(spec.serializer, spec.envelope)
     old: Transport | None = None
     try:
-        transport = await _start(spec, rec, codec)
+        transports = await _start(spec, rec, codec)
+        transport = transports[0]
         if spec.dual_plugin:
             # the same servers, recorder and ledger on the old driver's transport too:
             # each client is answered on the transport its request came in on, and a
             # message counts once whichever transport delivered it
             try:
-                old = await _start(spec, rec, codec, dual=True)
+                old = (await _start(spec, rec, codec, dual=True))[0]
             except BaseException:
-                await _close(transport)
+                for each in transports:
+                    await _close(each)
                 raise
     except Exception as exc:  # noqa: BLE001 - reported as one line, never a traceback
         await protocol.send(writer, _error(exc))
@@ -167,6 +202,7 @@ async def serve(
                 for load, role in zip(loads, spec.clients, strict=True)
             ]
             ticker = tg.create_task(_snapshots(writer, rec))
+            consuming: asyncio.Task[None] | None = None  # a held worker's servers, once told
             if runs:
                 tg.create_task(_report_done(writer, runs))
             while True:
@@ -178,6 +214,8 @@ async def serve(
                         await protocol.send(writer, protocol.Snapshot(rec.figures()))
                     case protocol.Finish():
                         break
+                    case protocol.Consume() if spec.hold and consuming is None:
+                        consuming = tg.create_task(_consume(spec, rec, codec, transports))
                     case protocol.CloseOld() if old is not None:
                         # the last old-driver client has moved: stop listening on its transport
                         await _close(old)
@@ -189,19 +227,21 @@ async def serve(
                         for load in loads:
                             load.stop.set()
                         await asyncio.gather(*runs, return_exceptions=True)
-                        await _close(transport)
+                        for each in transports:
+                            await _close(each)
                         if old is not None:
                             await _close(old)
                             old = None
                         break
             ticker.cancel()
-            for t in runs:
+            for t in (*runs, *([consuming] if consuming else [])):
                 t.cancel()
         await protocol.send(writer, protocol.Final(rec.figures()))
     except (asyncio.IncompleteReadError, ConnectionError):
         pass  # the controller went away: nothing to report to, just clean up
     finally:
-        await _close(transport)
+        for each in transports:
+            await _close(each)
         if old is not None:
             await _close(old)
         rec.ledger.close()

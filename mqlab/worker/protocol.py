@@ -17,6 +17,7 @@ frozen dataclass below; on the wire it is a map whose ``type`` names the class:
 | controller | ``finish`` | report and exit |
 | controller | ``retire`` | rolling update, graceful: stop, finish in hand, close, report, exit |
 | controller | ``close-old`` | rolling update across wire families: close the old transport |
+| controller | ``consume`` | a pre-filled step: the held servers start consuming now |
 | worker | ``closed-old`` | the old transport is closed: it serves on the new one only |
 | worker | ``final`` | the last snapshot (receipts are in the ledger files) |
 
@@ -50,10 +51,10 @@ from mqlab.errors import MqlabError
 from mqlab.measure.figures import WorkerFigures
 
 __all__ = [
-    "FRAMES", "MAX_FRAME", "TOKEN_ENV", "CloseOld", "ClosedOld", "Done", "Error", "Final",
-    "Finish", "Frame", "FrameError", "Go", "Hello", "Ready", "Retire", "Snap", "Snapshot",
-    "Spec", "Stop", "ToController", "ToWorker", "admits", "await_hello", "decode", "encode",
-    "from_wire", "new_token", "recv", "recv_raw", "send", "send_raw",
+    "FRAMES", "MAX_FRAME", "TOKEN_ENV", "CloseOld", "ClosedOld", "Consume", "Done", "Error",
+    "Final", "Finish", "Frame", "FrameError", "Go", "Hello", "Ready", "Retire", "Snap",
+    "Snapshot", "Spec", "Stop", "ToController", "ToWorker", "admits", "await_hello", "decode",
+    "encode", "from_wire", "new_token", "recv", "recv_raw", "send", "send_raw",
 ]  # fmt: skip
 
 _HEADER = struct.Struct("!I")
@@ -221,6 +222,12 @@ class CloseOld(_Frame):
 
 
 @dataclass(frozen=True, slots=True)
+class Consume(_Frame):
+    TYPE: ClassVar[str] = "consume"
+    FROM: ClassVar[str] = "controller"
+
+
+@dataclass(frozen=True, slots=True)
 class ClosedOld(_Frame):
     TYPE: ClassVar[str] = "closed-old"
     FROM: ClassVar[str] = "worker"
@@ -233,14 +240,14 @@ class Final(_Figures):
     figures: WorkerFigures
 
 
-ToWorker: TypeAlias = Spec | Go | Stop | Snap | Finish | Retire | CloseOld
+ToWorker: TypeAlias = Spec | Go | Stop | Snap | Finish | Retire | CloseOld | Consume
 ToController: TypeAlias = Hello | Ready | Error | Snapshot | Done | ClosedOld | Final
 Frame: TypeAlias = ToWorker | ToController
 
 #: every frame class, in the table's order
 FRAMES: tuple[type[Frame], ...] = (
     Hello, Spec, Ready, Error, Go, Snapshot, Done, Stop, Snap, Finish, Retire, CloseOld,
-    ClosedOld, Final,
+    Consume, ClosedOld, Final,
 )  # fmt: skip
 _BY_TYPE: dict[str, type[Frame]] = {cls.TYPE: cls for cls in FRAMES}
 

@@ -94,6 +94,22 @@ async def eventually(check: Callable[[], Any], timeout: float = 8.0) -> Any:
         await asyncio.sleep(0.2)
 
 
+async def call_once_back(
+    client: PikaTransport, target: Target, what: str, *also: type[TransportError]
+) -> bytes:
+    """Call ``target`` until it answers again after its server's connection was killed
+    (a call meanwhile fails or times out: the server's auto-delete queues went with it;
+    ``also``: the other errors a call may meet then)."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            reply: bytes = await client.call(target, b"after", 1)
+            return reply
+        except (Undeliverable, CallTimeout, *also):
+            assert time.monotonic() < deadline, f"{what} never came back"
+            await asyncio.sleep(0.1)
+
+
 async def wait_for_count(counter: Callable[[], int], n: int, timeout: float = 5.0) -> int:
     deadline = time.monotonic() + timeout
     while counter() < n and time.monotonic() < deadline:
@@ -272,16 +288,7 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
         assert conn is not None, "the broker never listed the connection"
         await api_async(broker, "DELETE", f"connections/{urllib.parse.quote(conn['name'])}")
 
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                reply = await client.call(Target(ex, topic), b"after", 1)
-                break
-            except (Undeliverable, CallTimeout):
-                # the server is away: its auto-delete queues went with its connection
-                assert time.monotonic() < deadline, "the server never came back"
-                await asyncio.sleep(0.1)
-        assert reply == b"re:after"
+        assert await call_once_back(client, Target(ex, topic), "the server") == b"re:after"
     # the reconnection is not silent: one error names the lost connection, password masked
     [lost] = reported
     assert isinstance(lost, ConnectionLost), lost
@@ -290,6 +297,73 @@ async def test_resumes_consuming_after_the_connection_is_killed(broker: Any) -> 
     # and on the step's timeline: the loss and the reconnection, on the named connection
     assert noticed[:2] == [("connection_lost", f"mqlab-pika {worker}"),
                            ("reconnected", f"mqlab-pika {worker}")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("connections", "names"), [("single", [""]), ("pool", [" consume", " publish"])]
+)
+async def test_connections_pool_sends_and_consumes_on_connections_of_their_own(
+    broker: Any, connections: str, names: list[str]
+) -> None:
+    """Seed 000's "pool of connections" against "single": what the broker sees."""
+    ex, topic, worker = f"ex-{uid()}", f"t-{uid()}", f"w-{uid()}"
+    mine = f"mqlab-pika {worker}"
+
+    def opened() -> dict[str, str]:
+        every = api(broker, "GET", "connections") or []
+        named = {c["name"]: c["client_properties"]["connection_name"] for c in every}
+        return {k: v for k, v in named.items() if v.startswith(mine)}
+
+    def used(kind: str) -> set[str]:
+        """The connections (by client name) whose channels did ``kind`` (the broker's stats)."""
+        named = opened()
+        return {
+            named[ch["connection_details"]["name"]]
+            for ch in api(broker, "GET", "channels") or []
+            if ch["connection_details"]["name"] in named
+            and (ch.get("message_stats") or {}).get(kind)
+        }
+
+    rpc = Recorder()
+    async with pika(broker, worker, connections=connections) as both:
+        await both.serve_rpc(Target(ex, topic, "s"), rpc)
+        for i in range(5):
+            await both.cast(Target(ex, topic), b"%d" % i)
+        await wait_for_count(lambda: len(rpc), 5)
+        assert sorted(await eventually(lambda: sorted(opened().values()))) == [
+            mine + n for n in names
+        ]
+        # casts went out on the sending connection, deliveries came in on the consuming one
+        assert await eventually(lambda: used("publish")) == {mine + names[-1]}
+        assert await eventually(lambda: used("deliver_get")) == {mine + names[0]}
+        # and a call's reply finds its way back through the consuming connection
+        assert await both.call(Target(ex, topic), b"x", 5) == b"re:x"
+
+
+async def test_pooled_connections_each_heal_on_their_own(broker: Any) -> None:
+    """connections = "pool": the consuming connection killed comes back by itself, says so
+    under its own name, and the publishing one is never touched."""
+    ex, topic, worker = f"ex-{uid()}", f"t-{uid()}", f"w-{uid()}"
+    mine = f"mqlab-pika {worker}"
+    rpc = Recorder()
+    reported: list[TransportError] = []
+    noticed: list[tuple[str, str]] = []
+    async with pika(broker, worker, connections="pool") as both:
+        both.on_report = reported.append
+        both.on_notice = lambda kind, _cause, conn: noticed.append((kind, conn))
+        await both.serve_rpc(Target(ex, topic, "s"), rpc)
+        assert await both.call(Target(ex, topic), b"before", 5) == b"re:before"
+        consume = await eventually(lambda: connection_of(broker, f"{worker} consume"))
+        publish = await eventually(lambda: connection_of(broker, f"{worker} publish"))
+        assert consume is not None and publish is not None
+        await api_async(broker, "DELETE", f"connections/{urllib.parse.quote(consume['name'])}")
+        back = call_once_back(both, Target(ex, topic), "the consuming connection", ConnectionLost)
+        assert await back == b"re:after"
+        again = await eventually(lambda: connection_of(broker, f"{worker} publish"))
+        assert again is not None and again["name"] == publish["name"]  # the same connection
+    assert [type(e) for e in reported] == [ConnectionLost], reported
+    assert noticed[:2] == [("connection_lost", f"{mine} consume"),
+                           ("reconnected", f"{mine} consume")]  # fmt: skip
 
 
 async def test_retry_zero_fails_waiting_calls_when_the_connection_dies(broker: Any) -> None:
@@ -406,6 +480,7 @@ def test_checked_options_fill_oslo_defaults() -> None:
     assert opts["prefetch"] == 64
     assert opts["heartbeat"] == 3
     assert opts["tcp_user_timeout"] == 0.25
+    assert opts["connections"] == "single"
 
 
 # -- the reference loop (mqlab ceiling) ------------------------------------------

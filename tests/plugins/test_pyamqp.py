@@ -190,7 +190,10 @@ async def test_a_server_whose_connections_drop_says_so_and_consumes_again(
         await eventually(lambda: len(reports) >= 2, timeout=10)  # each consuming link
         for i in range(5):
             await client.cast(Target(tag, f"{tag}-t"), b"after-%d" % i)
-        await eventually(lambda: len(got.bodies) == 6, timeout=20)
+        try:
+            await eventually(lambda: len(got.bodies) == 6, timeout=20)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: got {got.bodies}, {reports=}, {notices=}") from None
     finally:
         await server.aclose()
         proxy.stop()

@@ -80,6 +80,10 @@ class Amqp1Transport(Transport):
     """
 
     wire: ClassVar[str] = "amqp10"
+    rebuild_of: ClassVar[str] = (
+        "oslo.messaging's AMQP 1.0 driver, on its libraries (python-qpid-proton, pyngus), "
+        "with the 0-9-1 drivers' topology on RabbitMQ for addresses"
+    )
     url_schemes: ClassVar[Mapping[str, int | None]] = {"amqp": 5672}
     features: ClassVar[Features] = Features(
         at_most_once=True,

@@ -13,7 +13,7 @@
   handled); ``"before"``: at-most-once (committed as soon as fetched). With
   ``acks = 0`` the producer does not learn of a record the broker lost either.
 
-Topics are created (``partitions`` each, one replica) by whoever uses one first,
+Topics are created (``partitions`` each, ``replicas`` copies) by whoever uses one first,
 server or client: Kafka keeps what is sent to a topic nobody reads yet for the
 group that comes later. At close a transport leaves its groups, deletes those
 now empty that committed all their topic holds (a group that did not keeps its
@@ -110,6 +110,12 @@ class KafkaTransport(Transport):
             (int,), 8, "partitions of each topic mqlab creates: a group's busy members at most",
             minimum=1, maximum=1000,
         ),
+        "replicas": Option(
+            (int,), 1, "copies of each topic mqlab creates, on as many brokers (3 on a "
+            "replicated cluster: with acks = all a record is answered once the broker's "
+            "min.insync.replicas of them have it)",
+            minimum=1, maximum=5,
+        ),
         "batch": Option(
             (int,), 500, "records one fetch hands a server at most (max_poll_records)",
             minimum=1, maximum=100_000,
@@ -146,7 +152,8 @@ class KafkaTransport(Transport):
     async def _open(
         self, url: str, timeout: float
     ) -> tuple[AIOKafkaProducer, AIOKafkaAdminClient, list[str]]:
-        where = [bootstrap(url)]
+        # every broker of a cluster: a consumer started after one died still finds the rest
+        where = [bootstrap(url), *(bootstrap(u) for u in self.urls if u != url)]
         compression = self.options["compression"]
         producer = AIOKafkaProducer(
             bootstrap_servers=where,
@@ -216,7 +223,7 @@ class KafkaTransport(Transport):
     # -- topics ------------------------------------------------------------------
 
     async def _topic(self, name: str, partitions: int | None = None) -> str:
-        """``name``, created first (``partitions`` of it, one replica) unless it exists."""
+        """``name``, created first (``partitions`` of it, ``replicas`` copies) unless it exists."""
         if name in self._known:
             return name
         async with self._create_lock:
@@ -227,7 +234,9 @@ class KafkaTransport(Transport):
                 raise ConnectionLost("the Kafka connection is closed")
             count = partitions or self.options["partitions"]
             with map_errors(RULES):
-                answer = await admin.create_topics([NewTopic(name, count, 1)])
+                answer = await admin.create_topics(
+                    [NewTopic(name, count, self.options["replicas"])]
+                )
             for row in answer.topic_errors:
                 code = row[1]
                 if code not in (0, TOPIC_ALREADY_EXISTS):

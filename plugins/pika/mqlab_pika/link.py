@@ -1,7 +1,9 @@
 """One broker connection that survives failures: failover, channels, consumers.
 
-The link holds a single pika connection (oslo's "single" connection factory)
-with three channels:
+The link holds one pika connection with three channels (``connections =
+"single"``, oslo's default connection factory, is one link for everything;
+``"pool"`` is two, one to publish on and one to consume and answer on, each
+healing on its own):
 
 - ``pub``: the client's calls, casts and notifications (confirm mode when the
   settings ask for confirms);

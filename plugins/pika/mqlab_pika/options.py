@@ -65,6 +65,14 @@ OPTIONS: Mapping[str, Option] = {
         "seconds between reconnection rounds over the URL list",
         minimum=0,
     ),
+    "connections": Option(
+        (str,),
+        "single",
+        "single: one connection for sending and consuming (oslo's pika driver's "
+        "connection_factory default); pool: one connection to send and one to consume and "
+        "answer (its read_write factory; kombu's pool)",
+        choices=("single", "pool"),
+    ),
     "connect_timeout": Option(
         (int, float),
         10.0,
@@ -86,6 +94,7 @@ class Settings:
     prefetch: int
     retry_delay: float
     connect_timeout: float
+    pooled: bool = False  # connections = "pool": sending on a connection of its own
 
     @property
     def acked(self) -> bool:
@@ -118,4 +127,5 @@ def make_settings(opts: Mapping[str, Any]) -> Settings:
         prefetch=opts["prefetch"],
         retry_delay=float(opts["retry_delay"]),
         connect_timeout=float(opts["connect_timeout"]),
+        pooled=opts["connections"] == "pool",
     )

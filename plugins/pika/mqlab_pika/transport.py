@@ -60,7 +60,8 @@ class PikaTransport(Transport):
     def __init__(self, config: TransportConfig) -> None:
         super().__init__(config)
         self._settings: Settings | None = None
-        self._link: Link | None = None
+        self._link: Link | None = None  # sends
+        self._consume_link: Link | None = None  # consumers and replies: the same one, single
         self._calls = PendingCalls()
         self._reply_to: str | None = None
         self._reply_lock = asyncio.Lock()
@@ -74,26 +75,47 @@ class PikaTransport(Transport):
     async def start(self) -> None:
         """Connect to the first URL that works, or raise :class:`ConnectFailed` in time."""
         self._settings = settings = make_settings(self.options)
-        link = Link(self, self.urls, settings, f"mqlab-pika {self.config.worker}")
-        link.on_down = self._on_down
-        link.on_event = lambda kind, cause: self.notice(kind, cause, link.name)
-        await link.start()
-        self._link = link
+        name = f"mqlab-pika {self.config.worker}"
+        # one connection for everything (oslo's "single" factory), or a pool: one to publish
+        # on and one to consume and answer on (its read_write factory; kombu's pool), each
+        # reconnecting on its own and reporting its losses under its own name
+        names = (f"{name} publish", f"{name} consume") if settings.pooled else (name,)
+        links = [Link(self, self.urls, settings, n) for n in names]
+        for link in links:
+            link.on_event = lambda kind, cause, n=link.name: self.notice(kind, cause, n)
+        # the reply queue lives on the consuming connection: its loss is the calls' loss
+        links[-1].on_down = self._on_down
+        try:
+            for link in links:
+                await link.start()
+        except BaseException:
+            for link in links:
+                await self._close_link(link)
+            raise
+        self._link, self._consume_link = links[0], links[-1]
 
     async def aclose(self) -> None:
-        """Fail pending calls, close channels and connection; never raises, bounded."""
+        """Fail pending calls, close channels and connections; never raises, bounded."""
+        consume, self._consume_link = self._consume_link, None
         link, self._link = self._link, None
         self._fail_calls(ConnectionLost("transport closed while waiting for a reply"))
-        if link is not None:
-            try:
-                await link.aclose()
-            except Exception:
-                LOG.debug("error while closing", exc_info=True)
+        # consumers first: their queues are deleted (if unused) as their link closes
+        for one in dict.fromkeys(x for x in (consume, link) if x is not None):
+            await self._close_link(one)
 
-    def _require(self) -> tuple[Link, Settings]:
-        if self._link is None or self._settings is None:
+    @staticmethod
+    async def _close_link(link: Link) -> None:
+        try:
+            await link.aclose()
+        except Exception:
+            LOG.debug("error while closing", exc_info=True)
+
+    def _require(self, consume: bool = False) -> tuple[Link, Settings]:
+        """The link to send on (``consume``: to consume on) and the settings."""
+        link = self._consume_link if consume else self._link
+        if link is None or self._settings is None:
             raise DriverError("the pika transport is not started (use `async with transport:`)")
-        return self._link, self._settings
+        return link, self._settings
 
     def _on_down(self, reason: str) -> None:
         # with retry=0 nothing will be resent and the reply queue dies with the
@@ -132,7 +154,7 @@ class PikaTransport(Transport):
 
     async def serve_rpc(self, target: Target, handler: Handler) -> None:
         """Consume ``<topic>``, ``<topic>.<server>`` and this server's fanout queue."""
-        link, settings = self._require()
+        link, settings = self._require(consume=True)
         server = target.server or self.config.worker
         exchanges = amqp.rpc_exchanges(target)
         on_message = self._server_callback(handler)
@@ -145,7 +167,7 @@ class PikaTransport(Transport):
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         """Consume the pool's shared queue bound to ``<topic>.<priority>``."""
-        link, settings = self._require()
+        link, settings = self._require(consume=True)
         queue = amqp.notification_queue(target, pool)
         exchange = amqp.notification_exchange(target)
         await link.consume(
@@ -278,8 +300,8 @@ class PikaTransport(Transport):
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         """Send a request and wait for its reply; fail fast if it is returned."""
-        link, settings = self._require()
-        reply_to = self._reply_to or await self._reply_queue(link)
+        settings = self._require()[1]
+        reply_to = self._reply_to or await self._reply_queue(self._require(consume=True)[0])
         route = amqp.rpc_route(target)
         exchange = amqp.fanout_exchange(target) if target.fanout else amqp.rpc_exchange(target)
         cid = f"{self._prefix}{next(self._ids)}"

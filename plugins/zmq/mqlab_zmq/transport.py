@@ -64,6 +64,7 @@ class ZmqTransport(Transport):
     """
 
     wire = "zmq"
+    rebuild_of: ClassVar[str] = "oslo.messaging's zmq driver (removed in 9.0.0), on pyzmq"
     features = Features(
         at_most_once=True,  # always: no acks, no redelivery
         mandatory=True,  # a call or cast nobody serves fails at once with Undeliverable
