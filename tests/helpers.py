@@ -52,6 +52,18 @@ def plugin_site(site: Path, name: str, source: str, cls: str) -> Path:
     return site
 
 
+def run_with_plugins(
+    site: Path, *args: str, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    """``mqlab run ...`` with the plugins of ``site`` (:func:`plugin_site`) installed."""
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(site)}
+    return subprocess.run(
+        [sys.executable, "-m", "mqlab.console.cli", "run", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def write_profile(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path

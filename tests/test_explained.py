@@ -9,9 +9,6 @@ its worker processes.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from mqlab.faults.explain import explain
@@ -26,7 +23,7 @@ from mqlab.record.sections import Losses
 from mqlab.record.values import Latency, Series, Throughput
 from mqlab.record.wire import to_wire
 from tests.account_histories import S, got, steady
-from tests.helpers import ROOT, plugin_site, write_profile
+from tests.helpers import mqlab, plugin_site, run_with_plugins, write_profile
 
 _DROPPY = '''
 """A loopback transport whose servers drop every tenth delivery, and say nothing."""
@@ -60,11 +57,7 @@ def test_a_loss_no_event_explains_is_unexplained_in_red_and_fails_the_verdict(
         '[[scenario]]\npattern = "cast"\nconcurrency = 4\n',
     )
     out = tmp_path / "r.json"
-    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(tmp_path / "site")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "mqlab.console.cli", "run", str(profile), "-o", str(out)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = run_with_plugins(tmp_path / "site", str(profile), "-o", str(out), timeout=120)
     assert proc.returncode == 0, proc.stderr
     [step] = json.loads(out.read_text())["steps"]
     assert step["lost"] > 0 and step["spontaneous"] == []
@@ -79,10 +72,7 @@ def test_a_loss_no_event_explains_is_unexplained_in_red_and_fails_the_verdict(
     assert "with no event: unexplained" in proc.stdout  # the step's line and its events table
     # the report says it too, in red
     page = tmp_path / "r.html"
-    shown = subprocess.run(
-        [sys.executable, "-m", "mqlab.console.cli", "report", str(out), "-o", str(page)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    shown = mqlab("report", str(out), "-o", str(page))
     assert shown.returncode == 0, shown.stderr
     html = page.read_text()
     assert '<span class="bad">no event</span>' in html

@@ -11,12 +11,9 @@ is registered, and runs it through ``mqlab run``: its worker processes, its tabl
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.helpers import ROOT, plugin_site, write_profile
+from tests.helpers import plugin_site, run_with_plugins, write_profile
 
 _FLAKY = '''
 """A loopback transport whose casts take 5 ms, and which refuses every cast at once during
@@ -62,11 +59,7 @@ def test_a_driver_failing_fast_fails_its_share_of_the_work_not_of_its_attempts(
         '[[scenario]]\npattern = "cast"\nconcurrency = 4\n',
     )
     out = tmp_path / "r.json"
-    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(tmp_path / "site")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "mqlab.console.cli", "run", str(profile), "-o", str(out)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = run_with_plugins(tmp_path / "site", str(profile), "-o", str(out), timeout=120)
     assert proc.returncode == 0, proc.stderr
     [step] = json.loads(out.read_text())["steps"]
     work, lat = step["work"], step["latency_ms"]
