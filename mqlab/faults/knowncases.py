@@ -202,7 +202,17 @@ def check(name: str, step: StepRecord) -> Found:
         either = {n for n in after if abs(n / RATE - edge) < MARKS_S}
         during = during | {n for n in after - either if n / RATE < edge}
         after -= during | either
-    unexplained = set(before) | after
+    if case.loses:
+        # the event's window opens the step's slowest delivery before it (the account says
+        # how slow: on a loaded machine the first deliveries can take a second or more): a
+        # drop sent after that may be the event's as well
+        fired = [e for e in step.figures.events or () if e.planned_s is not None]
+        account = step.losses.account
+        slack = (account.slowest_ms or 0.0) / 1000 if account is not None else 0.0
+        start = min(((e.t_s or 0.0) for e in fired), default=None)
+        if start is not None:
+            either |= {n for n in before if n / RATE >= start - slack - MARKS_S}
+    unexplained = (set(before) - either) | after
     if not case.loses:
         unexplained |= during
     explained = set(during) if case.loses else set()
