@@ -39,6 +39,31 @@ def mqlab(
     )
 
 
+def plugin_site(site: Path, name: str, source: str, cls: str) -> Path:
+    """A site directory holding a plugin module (``<name>_plugin.py``: ``source``) and an
+    installed distribution registering its class ``cls`` as the plugin ``name``: on a run's
+    ``PYTHONPATH``, its workers find it as they find any installed plugin."""
+    site.mkdir()
+    (site / f"{name}_plugin.py").write_text(source)
+    info = site / f"mqlab_{name}-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mqlab-{name}\nVersion: 0.0.1\n")
+    (info / "entry_points.txt").write_text(f"[mqlab.transports]\n{name} = {name}_plugin:{cls}\n")
+    return site
+
+
+def run_with_plugins(
+    site: Path, *args: str, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    """``mqlab run ...`` with the plugins of ``site`` (:func:`plugin_site`) installed."""
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(site)}
+    return subprocess.run(
+        [sys.executable, "-m", "mqlab.console.cli", "run", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def write_profile(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path

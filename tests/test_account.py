@@ -48,7 +48,7 @@ def test_a_cut_in_force_at_the_end_holds_only_what_was_sent_in_its_window_not_ea
     v = judge(a, NO_LOSS_3)
     assert (v.verdict, v.failed) == ("unexplained", True)
     assert "80 lost with no event: unexplained" in v.note
-    assert "100 held by cut node1" in v.note
+    assert "100 held by link fault cut node1" in v.note
     # the same step without the cut: the 80 are lost the same, and so are the 100
     bare = account(History(1, (c,), (got(c, drops + held),), 0, 6 * S, slowest_ns=20 * MS))
     assert (bare.lost, bare.unexplained_lost, bare.held) == (180, 180, 0)
@@ -68,6 +68,38 @@ def test_a_cut_holds_no_more_than_its_proxy_proves_the_rest_is_the_cuts_loss() -
     assert numbers(a.cells[(0, 1)][("held", "cut node1")]) == list(range(970, 1000))
     assert [(x.name, x.lost) for x in a.causes] == [("cut node1", 70)]
     assert judge(a, NO_LOSS_3).verdict == "broken"
+
+
+def test_the_ready_count_is_queued_and_a_settled_handed_count_never_hides_a_drop() -> None:
+    # pika against RabbitMQ, 200 casts/s for 5 s, every tenth of the first 800 dropped; the
+    # queue's ready count (fresh) says 30 of the last sent are in it; its unacknowledged
+    # count says 900 (statistics a second old: handed to consumers that have since handled
+    # them, or whose acks a cut holds). Neither a cut's proxy (room for 50) nor that count
+    # may claim an early drop
+    c = steady(1, 200, 5)
+    drops = list(range(9, 800, 10))
+    missing = list(range(900, 1000))
+    cut = Event("cut node1", "link", int(4.5 * S))
+    depths = (Depth("q (ready)", 30), Depth("q (unacknowledged)", 900, handed=True))
+    h = History(
+        1, (c,), (got(c, drops + missing),), 0, 6 * S, events=(cut,), keeps=True,
+        depths=depths, holds=(Hold("cut node1", 50),), drain_end="held", quiet_ns=S,
+    )  # fmt: skip
+    a = account(h)
+    assert (a.still_queued, a.held, a.unexplained_lost) == (30, 50, 80), a
+    assert numbers(a.cells[(0, 1)][("still_queued", "q (ready)")]) == list(range(970, 1000))
+    assert [n for n in range(1000) if a.where(0, 1, n) == ("lost", "")] == drops
+    # no fault, servers quiet: what they were handed they had; the drops stay lost
+    quiet = account(History(
+        1, (c,), (got(c, drops + missing),), 0, 6 * S, keeps=True, depths=depths, quiet_ns=S,
+    ))  # fmt: skip
+    assert (quiet.still_queued, quiet.unexplained_lost) == (30, 150), quiet
+    # a drain cut short while consumers were busy: what they hold is still the broker's
+    busy = account(History(
+        1, (c,), (got(c, missing),), 0, 6 * S, keeps=True, depths=depths, quiet_ns=S,
+        drain_end="limit",
+    ))  # fmt: skip
+    assert (busy.still_queued, busy.lost) == (100, 0), busy
 
 
 def test_a_loss_is_the_events_only_when_sent_in_its_window_and_a_failure_only_its_own() -> None:

@@ -51,16 +51,15 @@ def test_a_redis_steps_broker_cpu_is_redis_servers_not_rabbitmqs(tmp_path: Path)
     assert pika["cpu"]["broker_process"]["name"] == "beam.smp"
     assert pika["queues"] and pika["still_queued"] == 0
     # the Redis step: redis-server's CPU, no RabbitMQ node beside it, no RabbitMQ queue
-    # depth or queues (mqlab does not read a Redis stream's length: not read, so null)
+    # depth or queues: its depth is its own streams' (each group's lag and pending)
     process = redis["cpu"]["broker_process"]
     assert process["name"] == "redis-server", process
     assert not psutil.pid_exists(process["pid"])  # the managed server, stopped by the run
     assert "nodes" not in redis["cpu"], redis["cpu"]["nodes"]
     assert redis["cpu"]["broker_percent"] is not None and redis["cpu"]["broker_percent"] > 0
     assert "queues" not in redis and "connections" not in redis
-    assert redis["still_queued"] is None and redis["depth_unknown"] is False
-    assert redis["depth_why"] == "mqlab does not read a redis server's depth"
-    assert "depth_why" not in pika
+    assert redis["still_queued"] == 0 and redis["depth_unknown"] is False
+    assert "depth_why" not in redis and "depth_why" not in pika
     # the report's CPU chart: the Redis step's broker bar is redis-server's figure
     run = load_run(out)
     fig = charts.cpu_figure(run.steps)

@@ -21,6 +21,7 @@ from mqlab.config.profile import parse_profile
 from mqlab.console.cli import main
 from mqlab.errors import ProfileError
 from mqlab.faults.verdict import promise
+from mqlab.measure.account import NO_LOSS, ONCE, Promise
 from mqlab.registry import LoadedPlugin
 from mqlab.transport import Features, Handler, Option, Target, Transport
 
@@ -110,28 +111,10 @@ def test_an_option_asking_for_an_undeclared_feature_is_refused(
 
 
 def test_retry_0_promises_at_most_once_only_where_the_plugin_declares_it() -> None:
-    assert promise({"retry": 0}, at_most_once=True) == (
-        "duplicates",
-        "at most once (retry = 0): no duplicates",
+    assert promise({"retry": 0}, at_most_once=True) == Promise(
+        ONCE, "retry = 0 promises at most once"
     )
     # the kombu-style driver acks after the handler: retry = 0 is no at-most-once promise
+    # (its step's verdict: tests/test_explained.py)
     assert promise({"retry": 0}, at_most_once=False) is None
-
-
-def test_the_step_verdict_of_a_kombu_style_retry_0_promises_nothing() -> None:
-    from mqlab.faults.attribution import Candidate
-    from mqlab.faults.explain import explain
-    from mqlab.record.figures import Figures
-    from mqlab.record.values import Latency, Series, Throughput
-
-    ev = Candidate("connection_lost c1", "connection_lost", 1_000_000_000, "c1", "conn", {1: 5})
-    figures = Figures(lost=0, duplicates=3, throughput=Throughput(), latency_ms=Latency(),
-                      series=Series())  # fmt: skip
-    out = explain(figures, (), [ev], ["lost"], [0], 0, [3], 0, None, {"retry": 0}, "kombu", 1, 0)
-    verdict = out.verdict
-    assert verdict is not None
-    assert verdict.verdict == "no promise" and verdict.promise is None
-    assert "kombu does not declare at-most-once" in verdict.note
-    # pika declares it: the same duplicates break its promise
-    pika = explain(figures, (), [ev], ["lost"], [0], 0, [3], 0, None, {"retry": 0}, "pika", 1, 0)
-    assert pika.verdict is not None and pika.verdict.verdict == "broken"
+    assert promise({"retry": -1}) == Promise(NO_LOSS, "retry = forever promises no loss")

@@ -1,9 +1,10 @@
 """A Ctrl-C during the drain counts what the broker still queues as queued, not lost
 (issue 33, class 5).
 
-A cast step against the real broker whose only consumer is killed early in the window:
-every message after that waits in its queue when the window closes, and the drain
-waits on that evidence (up to a minute). A Ctrl-C then cuts the drain short
+A cast step against the real broker whose only consumer takes one message at a time
+through a link delayed by 300 ms each way: it falls behind from the start, so its queue
+holds a backlog when the window closes, and the drain waits on that evidence (the server
+still receiving, the depth still changing: up to a minute). A Ctrl-C then cuts it short
 (``drain_end: user``), as does a second one at once; the step is kept with its
 backlog counted as ``still_queued`` and ``unaccounted``, never as lost, and the run
 ends cleanly within seconds.
@@ -44,6 +45,7 @@ management_url = "{api}"
 [drivers.pika]
 plugin = "pika"
 retry = 3
+prefetch = 1
 [[scenario]]
 pattern = "cast"
 rate = 200
@@ -51,7 +53,9 @@ exchange = "{name}"
 topic = "{name}"
 [[scenario.event]]
 at = "0.5s"
-action = "kill_server"
+action = "delay"
+node = "node1"
+ms = 300
 """
 
 
@@ -76,12 +80,13 @@ def _depth(url: str, queues: list[str]) -> int:
 def _backlog_settled(broker: BrokerHandle, name: str, deadline: float) -> int:
     """Wait until the step's queues hold messages and stop growing: the window is over
     (its clients stopped sending) and the drain is waiting on that backlog."""
-    last, steady = -1, 0
+    last, falling = -1, 0
     while time.monotonic() < deadline:
         queues = _queues(broker.management_url, name)
         depth = _depth(broker.url, queues) if queues else 0
-        steady = steady + 1 if depth == last and depth > 0 else 0
-        if steady >= 4:  # 1.2 s without a new message, at 200 msg/s
+        # growing at 200 msg/s while the clients send; falling slowly after
+        falling = falling + 1 if 0 < depth <= last else 0
+        if falling >= 4:  # 1.2 s without growing: the window is over
             return depth
         last = depth
         time.sleep(0.3)
@@ -123,10 +128,14 @@ def test_a_ctrl_c_during_the_drain_keeps_the_step_with_its_backlog_queued_not_lo
     (step,) = doc["steps"]  # the measured step is kept
     assert step["drain_end"] == "user", step["drain_end"]
     assert step["sent"] > step["received"] > 0
-    # the backlog the broker still held is counted as queued: nothing of it is lost
-    assert step["still_queued"] >= queued > 0
-    assert step["lost"] == 0, (step["lost"], step.get("verdict"))
-    assert step["unaccounted"] == step["expected"] - step["received"]
+    # the backlog the broker still held is counted as queued: nothing of it is lost (the
+    # server kept taking from it, one by one, until the Ctrl-C)
+    assert queued >= step["still_queued"] > 0
+    # at most the one message the consumer had been handed (prefetch 1) may be missed:
+    # on its way through the delayed link, it is in RabbitMQ's unacknowledged count only
+    # as its statistics (refreshed every second) caught it; the backlog is never lost
+    assert step["lost"] <= 1, (step["lost"], step.get("verdict"))
+    assert step["unaccounted"] + step["lost"] == step["expected"] - step["received"]
     assert step["unaccounted"] <= step["still_queued"]
     assert (step.get("verdict") or {}).get("verdict") != "broken", step.get("verdict")
     assert "unaccounted" in stdout or "still queued" in stdout

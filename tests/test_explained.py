@@ -9,21 +9,21 @@ its worker processes.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from mqlab.faults.attribution import Candidate, attribute
 from mqlab.faults.explain import explain
+from mqlab.faults.history import Place
 from mqlab.faults.losses import not_measured
-from mqlab.measure.ledger import Ledger
+from mqlab.faults.verdict import no_promise, promise
+from mqlab.measure.account import Event as Window
+from mqlab.measure.account import History, account
 from mqlab.record.events import Event, Spontaneous, Verdict
 from mqlab.record.figures import Figures
 from mqlab.record.sections import Losses
 from mqlab.record.values import Latency, Series, Throughput
 from mqlab.record.wire import to_wire
-from tests.helpers import ROOT, write_profile
+from tests.account_histories import S, got, steady
+from tests.helpers import mqlab, plugin_site, run_with_plugins, write_profile
 
 _DROPPY = '''
 """A loopback transport whose servers drop every tenth delivery, and say nothing."""
@@ -43,14 +43,7 @@ class DroppyTransport(LoopbackTransport):
 
 
 def _register_droppy(site: Path) -> None:
-    site.mkdir()
-    (site / "droppy_plugin.py").write_text(_DROPPY)
-    info = site / "mqlab_droppy-0.0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mqlab-droppy\nVersion: 0.0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[mqlab.transports]\ndroppy = droppy_plugin:DroppyTransport\n"
-    )
+    plugin_site(site, "droppy", _DROPPY, "DroppyTransport")
 
 
 def test_a_loss_no_event_explains_is_unexplained_in_red_and_fails_the_verdict(
@@ -64,11 +57,7 @@ def test_a_loss_no_event_explains_is_unexplained_in_red_and_fails_the_verdict(
         '[[scenario]]\npattern = "cast"\nconcurrency = 4\n',
     )
     out = tmp_path / "r.json"
-    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(tmp_path / "site")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "mqlab.console.cli", "run", str(profile), "-o", str(out)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = run_with_plugins(tmp_path / "site", str(profile), "-o", str(out), timeout=120)
     assert proc.returncode == 0, proc.stderr
     [step] = json.loads(out.read_text())["steps"]
     assert step["lost"] > 0 and step["spontaneous"] == []
@@ -83,55 +72,11 @@ def test_a_loss_no_event_explains_is_unexplained_in_red_and_fails_the_verdict(
     assert "with no event: unexplained" in proc.stdout  # the step's line and its events table
     # the report says it too, in red
     page = tmp_path / "r.html"
-    shown = subprocess.run(
-        [sys.executable, "-m", "mqlab.console.cli", "report", str(out), "-o", str(page)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    shown = mqlab("report", str(out), "-o", str(page))
     assert shown.returncode == 0, shown.stderr
     html = page.read_text()
     assert '<span class="bad">no event</span>' in html
     assert f'<span class="bad">{step["lost"]:,}</span>' in html
-
-
-def _ledger(tmp: Path, received: list[int], client: int = 1) -> None:
-    led = Ledger(str(tmp), "s0")
-    for seq in received:
-        led.record(0, client, seq)
-    led.close()
-
-
-def _lost(cause: str, t: int, marks: dict[int, int], worker: str = "c1") -> Candidate:
-    return Candidate(f"connection_lost {worker}", "connection_lost", t, worker, "conn", marks)
-
-
-def test_each_loss_goes_to_the_first_event_after_its_send_and_the_rest_to_none(
-    tmp_path: Path,
-) -> None:
-    # 100 sent; 10..19 lost before the first event (mark 50), 60..64 before the second
-    # (mark 80), 90..94 after every event
-    lost = set(range(10, 20)) | set(range(60, 65)) | set(range(90, 95))
-    _ledger(tmp_path, [s for s in range(100) if s not in lost])
-    evs = [_lost("timed out", 1, {1: 50}), _lost("timed out", 2, {1: 80})]
-    per_event, none, dups, dup_none = attribute(evs, str(tmp_path), 1, {1: 100}, 0, 0)
-    assert (per_event, none, dups, dup_none) == ([10, 5], 5, [0, 0], 0)
-    # three still queued when the drain ended are the last sent: off the no-event share
-    per_event, none, _, _ = attribute(evs, str(tmp_path), 1, {1: 100}, 3, 0)
-    assert (per_event, none) == ([10, 5], 2)
-    # an event on another client's worker explains nothing of this client's
-    other = [Candidate("connection_lost c2", "connection_lost", 1, "c2", "x", {2: 40})]
-    assert attribute(other, str(tmp_path), 1, {1: 100}, 0, 0)[:2] == ([0], 20)
-
-
-def test_a_duplicate_goes_to_the_event_after_its_send_whichever_worker_repeated_it(
-    tmp_path: Path,
-) -> None:
-    _ledger(tmp_path, [*range(100), 5, 5])  # s0: every message, then 5 twice more
-    other = Ledger(str(tmp_path), "s1")  # a second server got 60 too (a redelivery)
-    other.record(0, 1, 60)
-    other.close()
-    evs = [_lost("timed out", 1, {1: 50})]
-    # 5 (sent before the event) repeated twice, 60 (after it) once: 3 duplicates in all
-    assert attribute(evs, str(tmp_path), 1, {1: 100}, 0, 3) == ([0], 0, [2], 1)
 
 
 def _figures(lost: int, duplicates: int = 0) -> Figures:
@@ -148,33 +93,61 @@ SPONTANEOUS = (
 
 
 def test_the_note_names_the_timeout_the_flow_control_and_the_promise() -> None:
-    ev = Candidate("connection_lost c1", "connection_lost", 6_100_000_000, "c1", "conn", {1: 9})
+    # 100 casts a second for 10 s; c1's connection timed out at 6.1 s (the driver noticed
+    # then: what it took was sent up to a second before), taking what was in it
+    c = steady(1, 100, 10)
+    lost = window(c, 5.3, 6.1)
     cause = "TimeoutError(110, 'Connection timed out')"
     at_most_once: dict[str, object] = {"retry": 0, "tcp_user_timeout": 0.25}
+    # reconnected at 6.2 s
+    timed_out = Window(
+        "connection_lost c1", "connection_lost", int(5.1 * S), int(6.2 * S), clients=frozenset({1})
+    )
+    about = {"connection_lost c1": Place("connection_lost", 6.1, "c1", "conn", cause)}
 
-    def judge(options: dict[str, object], lost: int, dups: int = 0) -> Verdict:
-        out = explain(_figures(lost, dups), SPONTANEOUS, [ev], [cause], [lost], 0, [dups], 0,
-                      None, options, "pika", 1, 0)  # fmt: skip
+    def judge(
+        options: dict[str, object],
+        plugin: str = "pika",
+        missing: list[int] = lost,
+        twice: list[int] = (),
+        events: tuple[Window, ...] = (timed_out,),
+    ) -> Verdict:
+        a = account(History(1, (c,), (got(c, missing, twice),), 0, 11 * S, events=events))
+        kept = promise(options, plugin == "pika")
+        out = explain(a, about, kept, no_promise(options, plugin), _figures(len(missing)),
+                      SPONTANEOUS, None, options, plugin, 1)  # fmt: skip
         assert out.verdict is not None
         return out.verdict
 
-    v = judge(at_most_once, 135_828)
+    v = judge(at_most_once)
     assert v.note == (
-        "135,828 lost when pika's connection timed out (TCP_USER_TIMEOUT 0.25 s) during 4.1 s "
-        "of flow control (memory alarm); retry = 0 promises at most once: kept"
+        f"{len(lost)} lost when pika's connection timed out (TCP_USER_TIMEOUT 0.25 s) during "
+        "4.1 s of flow control (memory alarm); retry = 0 promises at most once: kept"
     )
     assert v.verdict == "kept" and v.failed is False
     # at most once must not duplicate; at least once must not lose
-    assert judge(at_most_once, 0, 7).verdict == "broken"
-    assert judge({"retry": 3}, 12).verdict == "broken"
-    assert judge({"retry": 3}, 0, 7).verdict == "kept"
-    assert judge({}, 12).verdict == "no promise"
+    assert judge(at_most_once, missing=[], twice=lost[:7]).verdict == "broken"
+    assert judge({"retry": 3}).verdict == "broken"
+    assert judge({"retry": 3}, missing=[], twice=lost[:7]).verdict == "kept"
+    assert judge({}).verdict == "no promise"
+    # the kombu-style driver acks after its handler: its retry = 0 promises nothing
+    kombu = judge({"retry": 0}, "kombu", missing=[], twice=lost[:3])
+    assert kombu.verdict == "no promise" and kombu.promise is None
+    assert "kombu does not declare at-most-once" in kombu.note
     # one phrase for the same cause, counted
-    twice = explain(_figures(30), SPONTANEOUS, [ev, ev], [cause, cause], [10, 20], 0, [0, 0],
-                    0, None, at_most_once, "pika", 1, 0)  # fmt: skip
-    assert twice.verdict is not None and twice.verdict.note.startswith(
-        "30 lost when pika's connection timed out 2 times (TCP_USER_TIMEOUT 0.25 s) during"
+    again = Window("connection_lost c1 #2", "connection_lost", int(7.1 * S), clients=frozenset({1}))
+    about["connection_lost c1 #2"] = about["connection_lost c1"]
+    more = lost + window(c, 7.3, 8.1)
+    twice = judge(at_most_once, missing=more, events=(timed_out, again))
+    assert twice.note.startswith(
+        f"{len(more)} lost when pika's connection timed out 2 times (TCP_USER_TIMEOUT 0.25 s) "
+        "during"
     )
+
+
+def window(c: object, a: float, b: float) -> list[int]:
+    """The numbers a 100/s client sent from ``a`` s to ``b`` s, every other one."""
+    return list(range(round(a * 100) + 1, round(b * 100) - 1, 2))
 
 
 def test_a_broker_with_no_flow_control_state_says_so_instead_of_a_blank() -> None:

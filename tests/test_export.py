@@ -17,6 +17,10 @@ def _read(path: Path) -> list[dict[str, str]]:
 def test_steps_and_seconds_as_csv_rows_with_the_results_figures(tmp_path: Path) -> None:
     doc = fx.schema2_run()
     doc["steps"][1]["errors"] = {"CallTimeout": 4}
+    doc["steps"][5]["account"] = {
+        "expected": 100, "delivered": 70, "duplicated": 3, "lost": 7, "unexplained": 5,
+        "held": 4, "still_queued": 4, "unaccounted": 12, "slowest_ms": None, "drain_end": "held",
+    }  # fmt: skip
     src = fx.write(tmp_path / "run.json", doc)
     proc = mqlab("export", str(src), "--csv", str(tmp_path / "csv"))
     assert proc.returncode == 0, proc.stderr
@@ -32,6 +36,8 @@ def test_steps_and_seconds_as_csv_rows_with_the_results_figures(tmp_path: Path) 
     assert [r["errors:CallTimeout"] for r in steps] == ["0", "4", "0", "0", "0", "0"]
     assert steps[5]["lost"] == "7" and steps[5]["flags"] == "could_not_keep_up"
     assert steps[5]["censored"] == "p99 p999 max"
+    # the account's held and unexplained beside lost; blank where no account was kept
+    assert (steps[5]["held"], steps[5]["unexplained"], steps[0]["held"]) == ("4", "5", "")
     assert steps[5]["concurrency"] == "" and steps[5]["rate"] == "1000.0"  # not a made-up 0
     series = _read(tmp_path / "csv" / "run.series.csv")
     assert len(series) == sum(len(s["series"]["sent"]) for s in doc["steps"])

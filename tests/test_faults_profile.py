@@ -11,7 +11,7 @@ from mqlab import netns
 from mqlab.config.profile import parse_profile
 from mqlab.console.cli import main
 from mqlab.faults import verdict
-from mqlab.record.events import Phase
+from mqlab.record.events import FaultFigure, Phase
 
 from .helpers import write_profile
 
@@ -179,8 +179,18 @@ def test_loss_on_a_host_without_nftables_is_refused_naming_the_install(
     assert code == 0, err  # this machine has root, ip and nft (scripts/setup.sh installs nft)
 
 
-def _record(lost: int, duplicates: int) -> dict[str, int]:
-    return {"lost": lost, "duplicates": duplicates, "timed_out": 0}
+def _events(
+    phases: list[Phase],
+    series: list[int],
+    errors: list[int],
+    retry: int | None = 3,
+    lost: int = 0,
+    dup: int = 0,
+) -> list[FaultFigure]:
+    """Each event's figures; the last event's own (lost, duplicated) as the account gave it."""
+    kept = verdict.promise({} if retry is None else {"retry": retry})
+    caused = {phases[-1].name: (lost, dup)}
+    return verdict.per_event(phases, 1, 12, series, errors, caused, 0, kept)
 
 
 # a window of 12 s (series index 1 is its first second): steady 100/s, the event at 4 s
@@ -191,7 +201,7 @@ PHASES = [Phase(name="before", start_s=0.0, end_s=4.0),
 
 
 def test_detection_and_recovery_are_read_from_the_series() -> None:
-    [f] = verdict.per_event(PHASES, 1, 12, STEADY, [0] * 13, _record(0, 0), {"retry": 3})
+    [f] = _events(PHASES, STEADY, [0] * 13)
     assert f.detected_by == "throughput"
     assert f.detect_s == 2.0  # the second 5-6 s is the first under half: at most 2 s
     assert f.recover_s == 3.0  # from 7 s, three seconds at 90 % or more
@@ -201,13 +211,13 @@ def test_detection_and_recovery_are_read_from_the_series() -> None:
 def test_an_error_detects_the_event_before_throughput_falls() -> None:
     errors = [0] * 13
     errors[5] = 4  # the second 4-5 s
-    [f] = verdict.per_event(PHASES, 1, 12, STEADY, errors, _record(0, 0), {"retry": 3})
+    [f] = _events(PHASES, STEADY, errors)
     assert (f.detected_by, f.detect_s, f.errors) == ("error", 1.0, 4)
 
 
 def test_no_recovery_within_the_window_is_said_as_none() -> None:
     flat = STEADY[:6] + [0] * 7
-    [f] = verdict.per_event(PHASES, 1, 12, flat, [0] * 13, _record(0, 0), {"retry": 3})
+    [f] = _events(PHASES, flat, [0] * 13)
     assert f.recover_s is None
 
 
@@ -224,12 +234,12 @@ def test_no_recovery_within_the_window_is_said_as_none() -> None:
 def test_the_verdict_holds_the_driver_to_its_promise(
     retry: int, lost: int, dup: int, expected: str
 ) -> None:
-    [f] = verdict.per_event(PHASES, 1, 12, STEADY, [0] * 13, _record(lost, dup), {"retry": retry})
+    [f] = _events(PHASES, STEADY, [0] * 13, retry, lost, dup)
     assert f.verdict == expected
 
 
 def test_a_driver_without_retry_promises_nothing() -> None:
-    [f] = verdict.per_event(PHASES, 1, 12, STEADY, [0] * 13, _record(5, 5), {})
+    [f] = _events(PHASES, STEADY, [0] * 13, None, 5, 5)
     assert (f.verdict, f.promise) == ("no promise", None)
 
 
@@ -238,6 +248,6 @@ def test_a_drop_after_the_next_event_is_that_event_s() -> None:
               Phase(name="kill_node node1", start_s=4.0, end_s=8.0),
               Phase(name="start_node node1", start_s=8.0, end_s=12.0)]  # fmt: skip
     series = [0, 100, 100, 100, 100, 100, 100, 100, 100, 20, 100, 100, 100]
-    kill, start = verdict.per_event(phases, 1, 12, series, [0] * 13, _record(0, 0), {"retry": 1})
+    kill, start = _events(phases, series, [0] * 13, 1)
     assert kill.detect_s is None and kill.recover_s is None
     assert start.detect_s == 1.0 and start.recover_s == 1.0

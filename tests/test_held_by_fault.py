@@ -3,8 +3,9 @@
 A cut never restored, a 60 s delay or a 1 kbit/s limit holds what pika published
 after it in the fault proxy, its sockets and the client's buffers. The drain used to
 end "idle" after 0.1 s and call all of it lost, with a "broken" verdict for a driver
-promising no loss. Now the drain asks the proxies, ends "held", and the step counts
-those messages as held by the fault (``held``, in ``unaccounted``), never as lost.
+promising no loss. Now the drain asks the proxies, ends "held", and the step's account
+puts those messages in its bucket ``held`` (by the fault, as many as the proxy's bytes can
+hold; in the step's ``unaccounted``), never in ``lost``.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def test_a_link_fault_never_restored_holds_its_messages_it_does_not_lose_them(
     assert step["lost"] == 0
     missing = step["expected"] - step["received"]
     assert step["unaccounted"] == missing == held["messages"] + step["still_queued"]
+    assert step["account"]["held_by"] == [{"reason": label, "messages": held["messages"]}]
     # the promise is not broken by messages a fault that never ended still holds
     assert step["verdict"]["verdict"] == "kept", step["verdict"]
     assert [f["verdict"] for f in step["faults"]] == ["kept"]

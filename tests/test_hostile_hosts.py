@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from mqlab.faults.attribution import Candidate
 from mqlab.faults.explain import explain
+from mqlab.measure.account import Client, Failure, History, Receipts, account
 from mqlab.record.figures import Figures
 from mqlab.record.values import Latency, Throughput
 
@@ -207,11 +207,13 @@ def test_zmq_set_to_reach_across_machines_passes_validate(tmp_path: Path) -> Non
 
 def test_a_send_zmq_refused_is_never_said_to_be_returned_by_a_broker() -> None:
     figures = Figures(lost=40, duplicates=0, throughput=Throughput(), latency_ms=Latency())
-    ev = Candidate("returned c1", "returned", 1_000_000_000, "c1", "c1", {0: 40})
-    cause = "no zmq server serves openstack/mqlab"
+    # client 0's first 40 sends refused as undeliverable (Undeliverable: "returned")
+    refused = Failure("returned", "Undeliverable", (1 << 40) - 1)
+    arrived = Receipts(0, 0, ((1 << 100) - 1) ^ ((1 << 40) - 1))
+    h = History(1, (Client(0, 100, failed=(refused,)),), (arrived,), 0, 1)
 
     def note(plugin: str) -> str:
-        out = explain(figures, (), [ev], [cause], [40], 0, [0], 0, None, {}, plugin, 1, 0)
+        out = explain(account(h), {}, None, "no promise", figures, (), None, {}, plugin, 1)
         assert out.verdict is not None
         return out.verdict.note
 

@@ -56,6 +56,23 @@ def test_trouble_is_shown_beside_the_step(tmp_path: Path) -> None:
     assert "not_sent 400" in section and "kept_up False" in section
 
 
+def test_a_steps_account_is_shown_beside_it_bucket_by_bucket(tmp_path: Path) -> None:
+    doc = fx.schema2_run()
+    step = doc["steps"][5]  # type: ignore[index]
+    step["account"] = {
+        "expected": 100, "delivered": 70, "duplicated": 3, "lost": 7, "unexplained": 5,
+        "held": 4, "still_queued": 4, "unaccounted": 12, "slowest_ms": 3.5, "drain_end": "held",
+        "held_by": [{"reason": "cut node1", "messages": 4}],
+        "unaccounted_why": [{"reason": "the depth of q was read 2.0 s before", "messages": 12}],
+    }  # fmt: skip
+    text = _text(_report(tmp_path, doc))
+    section = text[text.index("6. pika notify (notify) 1000/s") :]
+    assert (
+        "account of 100: delivered 70, duplicated 3, lost 7 (unexplained 5 ), held 4, still "
+        "queued 4, unaccounted 12 (4 cut node1; 12 the depth of q was read 2.0 s before)"
+    ) in section
+
+
 def test_censored_percentiles_read_as_lower_bounds(tmp_path: Path) -> None:
     text = _text(_report(tmp_path, fx.schema2_run()))
     row = text[text.index("6 pika notify (notify) 1000/s") :][:300]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import replace
 
 import pytest
 
 from mqlab.config.plan import Layout, Step, layout, make_plan
 from mqlab.config.profile import parse_profile
 from mqlab.measure import latency
+from mqlab.measure.account import Client, Depth, History, Receipts, account
 from mqlab.measure.figures import WorkerFigures
 from mqlab.record.figures import Drain
 from mqlab.record.sections import BrokerFacts, HostsSection, Losses
@@ -71,18 +73,32 @@ def test_a_consumer_falling_behind_with_growing_latency_is_flagged_as_backlog() 
     assert lossy.flags == ()
 
 
-def test_messages_still_queued_are_unaccounted_not_lost() -> None:
-    rec = build(_outcome([700] * 6, [5] * 6, still_queued=1000)).figures
+def _accounted(o: Outcome, depth: int | None) -> Outcome:
+    """The outcome with its account: the 4,200 first of 6,000 messages arrived, the broker
+    said it held ``depth`` of the step's messages (None: it could not say)."""
+    h = History(
+        1, (Client(1, 6000),), (Receipts(0, 1, (1 << 4200) - 1),), 0, 1, keeps=True,
+        depths=(Depth("q", depth, why="" if depth is not None else "the API did not answer"),),
+    )  # fmt: skip
+    return replace(o, account=account(h))
+
+
+def test_the_figures_count_the_account_still_queued_unaccounted_not_lost() -> None:
+    rec = build(_accounted(_outcome([700] * 6, [5] * 6), 1000)).figures
     assert (rec.sent or 0) - (rec.received or 0) == 1800
     assert rec.unaccounted == 1000 and rec.lost == 800
-    assert "unaccounted" in [f.code for f in build(_outcome([700] * 6, [5] * 6, 1000)).flags]
-    # a broker that cannot tell: everything missing is lost, as before
-    unknown = build(_outcome([700] * 6, [5] * 6, still_queued=None)).figures
-    assert unknown.lost == 1800 and unknown.unaccounted == 0
+    flags = build(_accounted(_outcome([700] * 6, [5] * 6), 1000)).flags
+    assert [f.message for f in flags if f.code == "unaccounted"] == [
+        "unaccounted when the drain ended: 1,000 still queued"
+    ]
+    # a broker that keeps messages and cannot say how many: none is called lost
+    unknown = build(_accounted(_outcome([700] * 6, [5] * 6), None))
+    assert unknown.figures.lost == 0 and unknown.figures.unaccounted == 1800
+    assert "1,800 the API did not answer" in unknown.flags[-1].message
 
 
 def test_the_record_is_written_as_its_types_declare_and_read_back_as_itself() -> None:
-    got = build(_outcome([700] * 6, [5] * 6, still_queued=1000))
+    got = build(_accounted(_outcome([700] * 6, [5] * 6, still_queued=1000), 1000))
     rec = record(got, Drain(drain_s=0.5, drain_end="idle", still_queued=1000, depth_unknown=False))
     wire = rec.to_wire()
     shape = shape_of(StepRecord)

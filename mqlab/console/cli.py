@@ -21,7 +21,7 @@ from rich.text import Text
 from mqlab import __version__, redact, registry
 from mqlab.config.plan import make_plan
 from mqlab.config.profile import parse_duration
-from mqlab.console import broker, helptext, hosts, metrics, system
+from mqlab.console import broker, helptext, hosts, metrics, selftest, system
 from mqlab.console.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -356,6 +356,7 @@ def build_parser() -> helptext.Parser:
     report.add_commands(command)  # report, export, compare
     hosts.add_commands(command)  # hosts certs, check, up, down
     system.add_commands(command, _duration_arg)
+    selftest.add_commands(command)
 
     p = command(
         "plugins",

@@ -1,28 +1,25 @@
-"""Every loss explained: the attribution in words, the promise checked, the moment measured.
+"""Every loss explained in words: the account's causes phrased, the verdict, the moments.
 
-From the step's record, its events with what was attributed to each
-(:mod:`mqlab.faults.attribution`) and the broker's side (``broker_flow``), this
-module writes the step's ``attribution``, ``verdict`` and ``at_loss`` fields and
-one flag whose message is the note: "135,828 lost when pika's connection timed
-out (TCP_USER_TIMEOUT 0.25 s) during 4 s of flow control; retry = 0 promises at
-most once: kept".
-
-The verdict follows the rules of injected faults (:mod:`mqlab.faults.verdict`):
-``retry = 0`` (at most once) may lose and must not duplicate; ``retry`` > 0 or
-forever must not lose and may duplicate; a driver without ``retry`` promises
-nothing. Anything lost or duplicated with no event is ``unexplained``, which
-fails the step's verdict whatever the promise.
+From the step's account (:mod:`mqlab.measure.account`: every expected delivery in one
+bucket, each loss with its cause), what the record shows of each event
+(:class:`~mqlab.faults.history.Place`) and the broker's side (``broker_flow``), this
+module writes the step's ``attribution``, ``verdict`` and ``at_loss`` fields and one flag
+whose message is the note: "135,828 lost when pika's connection timed out
+(TCP_USER_TIMEOUT 0.25 s) during 4 s of flow control; retry = 0 promises at most once:
+kept". The verdict's rule is the account's (:func:`mqlab.measure.account.judge`); only
+its words are here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mqlab.faults.attribution import Candidate
-from mqlab.faults.verdict import declares_at_most_once, promise
+from mqlab.faults.history import Place
+from mqlab.measure.account import Account, Cause, Promise, judge
+from mqlab.measure.account.verdict import FAILURES
 from mqlab.record.events import (
     Attributed,
     Attribution,
@@ -35,8 +32,6 @@ from mqlab.record.events import (
 from mqlab.record.figures import Figures
 from mqlab.record.values import Flag, Held
 
-#: the verdicts, as results and tables spell them; the first two fail a step
-FAILED = ("unexplained", "broken")
 #: an event and a flow-control tick this close (s) coincide (the API's resolution is 1 s)
 NEAR_S = 1.5
 
@@ -45,21 +40,34 @@ def _timed_out(cause: str) -> bool:
     return "timed out" in cause.lower() or "TimeoutError(110" in cause
 
 
-def _phrase(ev: Candidate, cause: str, plugin: str, options: Mapping[str, Any]) -> str:
-    """What happened, as the note says it after "N lost "."""
-    if ev.kind == "connection_lost":
-        if _timed_out(cause):
-            tut = options.get("tcp_user_timeout")
-            extra = f" (TCP_USER_TIMEOUT {float(tut):g} s)" if tut else ""
-            return f"when {plugin}'s connection timed out{extra}"
-        return f"when {plugin}'s connection was lost"
-    return {
-        "consumer_cancelled": f"when the broker cancelled {plugin}'s consumer",
-        "returned": _refused(plugin),
-        "nacked": "nacked by the broker (basic.nack)",
-        "send_failed": "in sends that failed",
-        "host_lost": f"to {ev.label} (sent before it went or to it afterwards)",
-    }.get(ev.kind, f"during {ev.label}")
+def phrase(
+    about: Mapping[str, Place], plugin: str, options: Mapping[str, Any]
+) -> Callable[[Cause], str]:
+    """What a cause did, as the note says it after "N lost "."""
+
+    def said(c: Cause) -> str:
+        place = about.get(c.name)
+        cause = place.cause if place is not None else ""
+        if c.kind == "connection_lost":
+            if _timed_out(cause):
+                tut = options.get("tcp_user_timeout")
+                extra = f" (TCP_USER_TIMEOUT {float(tut):g} s)" if tut else ""
+                return f"when {plugin}'s connection timed out{extra}"
+            return f"when {plugin}'s connection was lost"
+        if c.kind == "returned":
+            return _refused(plugin)
+        if c.kind in FAILURES:
+            return (
+                "nacked by the broker (basic.nack)"
+                if c.kind == "nacked"
+                else (f"in sends that failed ({c.name.partition(': ')[2] or c.kind})")
+            )
+        return {
+            "consumer_cancelled": f"when the broker cancelled {plugin}'s consumer",
+            "host_lost": f"to {c.name} (sent before it went or to it afterwards)",
+        }.get(c.kind, f"during {c.name}")
+
+    return said
 
 
 def _refused(plugin: str) -> str:
@@ -144,88 +152,49 @@ class Explained:
 
 
 def explain(
+    a: Account,
+    about: Mapping[str, Place],
+    kept: Promise | None,
+    no_promise: str,
     figures: Figures,
     spontaneous: Sequence[Spontaneous],
-    events: list[Candidate],
-    causes: list[str],
-    lost: list[int],
-    lost_none: int,
-    dups: list[int],
-    dups_none: int,
     flow: BrokerFlow | None,
     options: Mapping[str, Any],
     plugin: str,
     first_s: int,
-    window_start: int,
 ) -> Explained:
     """The step's ``attribution``, ``verdict`` and ``at_loss``, and the flag carrying the note."""
     rows = []
-    for ev, cause, n, d in zip(events, causes, lost, dups, strict=True):
-        if n or d:
-            rows.append(Attributed(
-                event=ev.label, kind=ev.kind, t_s=round((ev.t_ns - window_start) / 1e9, 3),
-                worker=ev.worker, connection=ev.connection, cause=cause, lost=n, duplicates=d,
-            ))  # fmt: skip
+    # a refused send is known by its number, not as an event: shown at its kind's first
+    first = {ev.kind: ev for ev in reversed(spontaneous) if ev.t_s is not None}
+    for c in a.causes:
+        f = first.get(c.kind)
+        p = about.get(c.name) or (
+            Place(c.kind, f.t_s or 0.0, f.worker, f.connection, f.cause)
+            if f is not None
+            else Place(c.kind, 0.0, cause=c.name)
+        )
+        rows.append(Attributed(
+            event=c.name, kind=p.kind, t_s=p.t_s, worker=p.worker, connection=p.connection,
+            cause=p.cause, lost=c.lost, duplicates=c.duplicated,
+        ))  # fmt: skip
     attribution = Attribution(
-        events=tuple(rows), no_event=NoEvent(lost=lost_none, duplicates=dups_none)
+        events=tuple(rows),
+        no_event=NoEvent(lost=a.unexplained_lost, duplicates=a.unexplained_duplicated),
     )
     spell = flow.longest_spell if flow is not None else None
-    held = figures.held
-    step_lost, step_dups = figures.lost or 0, figures.duplicates or 0
-    if not (step_lost or step_dups or spontaneous or spell or held):
+    troubled = a.lost or a.duplicated or a.held or a.unaccounted or a.still_queued
+    if not (troubled or spontaneous or spell):
         return Explained(attribution)  # nothing happened: nothing to explain
-    # what the note says: the losses by what caused them, in the order they first happened
-    by_phrase: dict[str, list[int]] = {}
-    coincide = False
-    for ev, cause, n, d in zip(events, causes, lost, dups, strict=True):
-        if not (n or d):
-            continue
-        p = by_phrase.setdefault(_phrase(ev, cause, plugin, options), [0, 0, 0])
-        p[0] += n
-        p[1] += d
-        p[2] += 1
-        coincide = coincide or _coincides(flow, spontaneous, (ev.t_ns - window_start) / 1e9)
-    during = flow_words(flow, spontaneous) if (coincide or not by_phrase) else ""
-    parts = []
-    for phrase, (n, d, k) in by_phrase.items():
-        if k > 1 and "connection" in phrase:  # "timed out 6 times (TCP_USER_TIMEOUT 0.25 s)"
-            head, paren, tail = phrase.partition(" (")
-            phrase = f"{head} {k} times{paren}{tail}"
-        what = [f"{n:,} lost" if n else "", f"{d:,} duplicated" if d else ""]
-        parts.append(f"{' and '.join(w for w in what if w)} {phrase}")
-    if parts:
-        parts[-1] += during
-    if lost_none or dups_none:
-        what = [f"{lost_none:,} lost" if lost_none else "",
-                f"{dups_none:,} duplicated" if dups_none else ""]  # fmt: skip
-        parts.append(f"{' and '.join(w for w in what if w)} with no event: unexplained")
-    if not parts:
-        parts.append(f"nothing lost or duplicated{during}")
-    if held is not None:  # neither lost nor delivered: the promise is not judged on them
-        parts.append(held_words(held))
-    kept = promise(options, declares_at_most_once(plugin))
-    if lost_none or dups_none:
-        verdict = "unexplained"
-    elif kept is None:
-        verdict = "no promise"
-    else:
-        counted = step_lost if kept[0] == "lost" else step_dups
-        verdict = "broken" if counted > 0 else "kept"
-    if kept is not None:
-        words = _promise_words(options)
-    elif options.get("retry") == 0:  # a plugin that does not declare at-most-once
-        words = f"retry = 0, and {plugin} does not declare at-most-once: no promise"
-    else:
-        words = "no retry set, no promise"
-    note = f"{'; '.join(parts)}; {words}: {verdict}"
-    code = "unexplained" if verdict == "unexplained" else "verdict"
+    coincide = any(_coincides(flow, spontaneous, r.t_s) for r in rows if r.lost)
+    during = flow_words(flow, spontaneous) if (coincide or not rows) else ""
+    v = judge(a, kept, no_promise, phrase(about, plugin, options), during)
+    code = "unexplained" if v.verdict == "unexplained" else "verdict"
     return Explained(
         attribution,
-        Verdict(
-            verdict=verdict, promise=kept[1] if kept else None, failed=verdict in FAILED, note=note
-        ),
-        tuple(_moments(figures, spontaneous, events, lost, flow, first_s, window_start)),
-        Flag(code=code, message=note),
+        Verdict(verdict=v.verdict, promise=v.promise, failed=v.failed, note=v.note),
+        tuple(_moments(figures, spontaneous, rows, flow, first_s)),
+        Flag(code=code, message=v.note),
     )
 
 
@@ -244,22 +213,12 @@ def held_words(held: Held) -> str:
     )
 
 
-def _promise_words(options: Mapping[str, Any]) -> str:
-    retry = options.get("retry")
-    if retry == 0:
-        return "retry = 0 promises at most once"
-    shown = "forever" if retry is None or retry == -1 else retry
-    return f"retry = {shown} promises no loss"
-
-
 def _moments(
     figures: Figures,
     spontaneous: Sequence[Spontaneous],
-    events: list[Candidate],
-    lost: list[int],
+    rows: Sequence[Attributed],
     flow: BrokerFlow | None,
     first_s: int,
-    window_start: int,
 ) -> list[Moment]:
     """At each second a loss coincided with flow control or an alarm: the publish and consume
     rates (msg/s in that second of the step's series) and the broker's and the host's CPU
@@ -272,9 +231,9 @@ def _moments(
     host_cores = flow.host_cores if flow is not None else None
     seen: set[int] = set()
     out = []
-    for ev, n in zip(events, lost, strict=True):
-        t_s = (ev.t_ns - window_start) / 1e9
-        if not n or not _coincides(flow, spontaneous, t_s):
+    for r in sorted(rows, key=lambda r: r.t_s):
+        t_s = r.t_s
+        if not r.lost or not _coincides(flow, spontaneous, t_s):
             continue
         sec = first_s + math.floor(t_s)
         if sec in seen:
@@ -289,7 +248,7 @@ def _moments(
                 "queue_depth": ticks.queue_depth[i],
             }  # fmt: skip
         out.append(Moment(
-            event=ev.label,
+            event=r.event,
             t_s=round(t_s, 3),
             publish_rate=sent[sec] if 0 <= sec < len(sent) else None,
             consumer_rate=received[sec] if 0 <= sec < len(received) else None,

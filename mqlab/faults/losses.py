@@ -1,9 +1,11 @@
-"""What the runner asks per step so that every loss explains itself.
+"""What the runner asks per step so that every message is accounted for and every loss
+explains itself.
 
 :class:`StepLosses` samples the broker's side of the step while it runs (RabbitMQ:
 :mod:`mqlab.rabbitmq.flow`; any other server is said to offer nothing comparable),
-gathers the workers' spontaneous events, and once the step is over attributes its
-losses and duplicates (:mod:`mqlab.faults.attribution`) and explains them
+gathers the workers' spontaneous events, and once the drain is over builds the step's
+history (:mod:`mqlab.faults.history`), has the accountant put every expected delivery in
+one bucket (:func:`mqlab.measure.account.account`) and explains it
 (:mod:`mqlab.faults.explain`). Its :meth:`section` is the step's record's ``losses``.
 """
 
@@ -14,12 +16,15 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mqlab import redact
-from mqlab.faults import attribution, explain
+from mqlab.faults import explain, history, verdict
+from mqlab.measure.account import Account, Promise
 from mqlab.measure.spontaneous import to_step
-from mqlab.record.events import BrokerFlow, Event, Spontaneous
+from mqlab.record.account import Account as AccountFigures
+from mqlab.record.account import Count, Numbers
+from mqlab.record.events import BrokerFlow, Spontaneous
 from mqlab.record.figures import Figures
-from mqlab.record.sections import Hosts, Losses
-from mqlab.record.values import Flag
+from mqlab.record.sections import Losses
+from mqlab.record.values import Flag, Held
 from mqlab.record.wire import from_wire
 
 if TYPE_CHECKING:
@@ -65,7 +70,7 @@ def _plugin_facts(plugin: str, raw: dict[str, Any]) -> tuple[str | None, dict[st
 
 
 class StepLosses:
-    """One step's broker sampling, spontaneous events and attribution."""
+    """One step's broker sampling, spontaneous events, account and explanation."""
 
     def __init__(self, step: Step, broker_steps: BrokerSteps | None, broker_pid: int | None):
         self.step = step
@@ -75,6 +80,11 @@ class StepLosses:
         self.ticks: list[FlowTick] = []
         self._task: asyncio.Task[None] | None = None
         self._sampler: FlowSampler | None = None
+        plugin = step.driver.plugin
+        self.promise: Promise | None = verdict.promise(
+            self.options, verdict.declares_at_most_once(plugin)
+        )
+        self.no_promise = verdict.no_promise(self.options, plugin)
 
     def start(self, marker: str, t0: int) -> None:
         """Sample the broker's side once a second on the step's grid (from ``t0``)."""
@@ -106,47 +116,31 @@ class StepLosses:
         evs = _scrubbed(ev for w in workers for ev in w.last.spontaneous)
         return _typed(to_step(evs, window_start)) if window_start else ()
 
+    @staticmethod
+    def events(workers: Sequence[Worker]) -> list[dict[str, Any]]:
+        """Every spontaneous event the workers reported, their causes scrubbed."""
+        return _scrubbed(ev for w in workers for ev in (w.final or w.last).spontaneous)
+
     def section(
         self,
+        a: Account,
+        said: history.StepHistory,
         figures: Figures,
-        servers: int,
-        hosts: Hosts | None,
         workers: list[Worker],
-        ledger_dir: str,
-        groups: int,
-        sent_by_client: dict[int, int],
         window_start: int,
         first_s: int,
     ) -> tuple[Losses, tuple[Flag, ...]]:
         """The losses stage: ``spontaneous``, ``broker_flow``, ``attribution``, ``verdict``,
-        ``at_loss``, and the flag whose message is the verdict's note."""
+        ``at_loss``, the ``account``, and the flag whose message is the verdict's note."""
         figs = [w.final or w.last for w in workers]
-        evs = _scrubbed(ev for f in figs for ev in f.spontaneous)
         dropped = sum(f.spontaneous_dropped for f in figs)
-        spontaneous = _typed(to_step(evs, window_start, dropped))
+        spontaneous = _typed(to_step(self.events(workers), window_start, dropped))
         flow = self.flow(window_start)
-        if not servers:  # no receipts to count: nothing is lost by definition
+        if not a.expected:  # no receipts owed: nothing is lost by definition
             return Losses(spontaneous=spontaneous, broker_flow=flow), ()
-        roles = {w.spec.worker: w.spec.role for w in workers}
-        clients_of = {w.spec.worker: [c.client_id for c in w.spec.clients] for w in workers}
-        marks = [m for w in workers if w.spec.clients for m in (w.final or w.last).send_marks]
-        # a host lost mid-step is an event of the step like an injected one
-        lost_hosts = [
-            Event(t_s=e.t_s, action=attribution.HOST_LOST, detail=f"host {e.host} lost")
-            for e in (hosts.events if hosts is not None else ())
-        ]
-        cands = attribution.candidates(
-            evs, [*(figures.events or ()), *lost_hosts], roles, clients_of, marks,
-            sent_by_client, window_start,
-        )  # fmt: skip
-        causes = [_cause(c, evs) for c in cands]
-        lost, none, dups, dup_none = attribution.attribute(
-            cands, ledger_dir, groups, sent_by_client, figures.unaccounted or 0,
-            figures.duplicates or 0,
-        )  # fmt: skip
         found = explain.explain(
-            figures, spontaneous, cands, causes, lost, none, dups, dup_none, flow, self.options,
-            self.step.driver.plugin, first_s, window_start,
+            a, said.about, self.promise, self.no_promise, figures, spontaneous, flow, self.options,
+            self.step.driver.plugin, first_s,
         )  # fmt: skip
         losses = Losses(
             spontaneous=spontaneous,
@@ -154,8 +148,70 @@ class StepLosses:
             attribution=found.attribution,
             verdict=found.verdict,
             at_loss=found.at_loss,
+            account=figures_of(a, said.history.slowest_ns),
         )
         return losses, (found.flag,) if found.flag is not None else ()
+
+
+#: at most this many runs of numbers per bucket, cause, client and group in the record
+MOST_RUNS = 50
+#: at most this many (bucket, cause, client, group) entries of numbers in the record
+MOST_ENTRIES = 200
+
+
+def runs(bits: int, most: int = MOST_RUNS) -> tuple[str, int]:
+    """The numbers of ``bits`` as runs, the lowest ``most`` runs ("9,19,200-249"), and how
+    many numbers are left out."""
+    out: list[str] = []
+    at = 0
+    while bits >> at and len(out) < most:
+        rest = bits >> at
+        lo = at + (rest & -rest).bit_length() - 1
+        above = bits >> lo
+        n = (~above & (above + 1)).bit_length() - 1  # the run's length: its low set bits
+        out.append(str(lo) if n == 1 else f"{lo}-{lo + n - 1}")
+        at = lo + n
+    return ",".join(out), (bits >> at).bit_count()
+
+
+def numbers_of(a: Account) -> tuple[Numbers, ...]:
+    """Every bucket but delivered, by cause, client and group, as runs of numbers."""
+    out: list[Numbers] = []
+    for (group, client), slots in sorted(a.cells.items()):
+        for (bucket, cause), bits in sorted(slots.items()):
+            if bucket == "delivered" or not bits or len(out) >= MOST_ENTRIES:
+                continue
+            text, more = runs(bits)
+            out.append(Numbers(
+                bucket=bucket, cause=cause, group=group, client=client, numbers=text, more=more
+            ))  # fmt: skip
+    return tuple(out)
+
+
+def figures_of(a: Account, slowest_ns: int | None = None) -> AccountFigures:
+    """The account as the record holds it."""
+    return AccountFigures(
+        expected=a.expected,
+        delivered=a.delivered,
+        duplicated=a.duplicated,
+        lost=a.lost,
+        unexplained=a.unexplained_lost,
+        held=a.held,
+        still_queued=a.still_queued,
+        unaccounted=a.unaccounted,
+        held_by=tuple(Count(reason=r, messages=n) for r, n in a.held_by),
+        unaccounted_why=tuple(Count(reason=r, messages=n) for r, n in a.unaccounted_why),
+        slowest_ms=None if slowest_ns is None else round(slowest_ns / 1e6, 3),
+        drain_end=a.drain_end,
+        numbers=numbers_of(a),
+    )
+
+
+def held(a: Account, proxy_bytes: int | None) -> Held | None:
+    """The step's ``held``: link faults still in force when the drain ended, what they held."""
+    if not a.held_by:
+        return None
+    return Held(by=tuple(r for r, _ in a.held_by), messages=a.held, proxy_bytes=proxy_bytes)
 
 
 def _typed(events: Sequence[dict[str, Any]]) -> tuple[Spontaneous, ...]:
@@ -165,10 +221,3 @@ def _typed(events: Sequence[dict[str, Any]]) -> tuple[Spontaneous, ...]:
 def _scrubbed(evs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The events with their causes scrubbed of the profile's passwords (a driver's words)."""
     return [{**ev, "cause": redact.scrub(str(ev["cause"]))} for ev in evs]
-
-
-def _cause(c: attribution.Candidate, evs: list[dict[str, Any]]) -> str:
-    for ev in evs:
-        if ev["t_ns"] == c.t_ns and ev["worker"] == c.worker and ev["kind"] == c.kind:
-            return str(ev["cause"])
-    return c.label

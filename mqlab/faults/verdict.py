@@ -20,11 +20,11 @@ throughput of the window's whole seconds before it:
   blocked or waited), ``errors and stalls``, or ``-`` (under half a second of
   outage and no error).
 
-Lost, duplicated and timed-out messages are the step's (a message that never
-arrived has no second to be dated by), so every event of one step shares them.
-The promise: ``retry`` > 0 (or forever) promises no loss; ``retry = 0`` promises
-no duplicates (at most once). A step that breaks its driver's promise has every
-event's verdict ``broken``.
+Lost and duplicated messages are the event's own: those the step's account
+(:mod:`mqlab.measure.account`) attributes to it, sent inside its window; timed-out calls
+are the step's (a call has no number of its own to date it by). The promise: ``retry`` > 0
+(or forever) promises no loss; ``retry = 0`` promises no duplicates (at most once). An
+event whose own losses or duplicates break it is ``broken``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mqlab.measure.account import NO_LOSS, ONCE, Promise
 from mqlab.record.events import FaultFigure, Phase
 
 DETECT_SHARE = 0.5
@@ -51,8 +52,8 @@ def declares_at_most_once(plugin: str) -> bool:
         return False
 
 
-def promise(options: Mapping[str, Any], at_most_once: bool = True) -> tuple[str, str] | None:
-    """(what must stay 0, the promise in words) from the driver's ``retry``; None: none stated.
+def promise(options: Mapping[str, Any], at_most_once: bool = True) -> Promise | None:
+    """What the driver's ``retry`` promises (the account's :class:`Promise`); None: none.
 
     ``retry = 0`` promises at most once only from a plugin that declares
     ``Features.at_most_once``: elsewhere (the kombu-style driver acks after the
@@ -64,9 +65,16 @@ def promise(options: Mapping[str, Any], at_most_once: bool = True) -> tuple[str,
     if retry == 0:
         if not at_most_once:
             return None
-        return "duplicates", "at most once (retry = 0): no duplicates"
+        return Promise(ONCE, "retry = 0 promises at most once")
     forever = retry is None or retry == -1
-    return "lost", f"no loss (retry = {'forever' if forever else retry})"
+    return Promise(NO_LOSS, f"retry = {'forever' if forever else retry} promises no loss")
+
+
+def no_promise(options: Mapping[str, Any], plugin: str) -> str:
+    """Why a driver promises nothing, in the note's words."""
+    if options.get("retry") == 0:  # a plugin that does not declare at-most-once
+        return f"retry = 0, and {plugin} does not declare at-most-once: no promise"
+    return "no retry set, no promise"
 
 
 def fails_by(errors: int, shortfall: float, median: float | None) -> str:
@@ -82,19 +90,18 @@ def per_event(
     seconds: int,
     completions: Sequence[int],
     errors: Sequence[int],
-    counts: Mapping[str, int],
-    options: Mapping[str, Any],
-    at_most_once: bool = True,
+    caused: Mapping[str, tuple[int, int]],
+    timed_out: int,
+    kept: Promise | None,
 ) -> list[FaultFigure]:
-    """One entry per event phase (every phase but "before"), in order; ``counts``: the
-    step's ``lost``, ``duplicates`` and ``timed_out`` (calls that timed out)."""
+    """One entry per event phase (every phase but "before"), in order; ``caused``: each
+    event's (lost, duplicated) from the step's account; ``timed_out``: the step's calls
+    that timed out; ``kept``: the driver's promise."""
     end = first_s + seconds
 
     def at(series: Sequence[int], i: int) -> int:
         return series[i] if 0 <= i < len(series) else 0
 
-    kept = promise(options, at_most_once)
-    broken = kept is not None and counts[kept[0]] > 0
     out = []
     for p in phases[1:]:
         t = p.start_s
@@ -125,6 +132,8 @@ def per_event(
         errs = sum(at(errors, i) for i in secs)
         short = sum(max(0.0, median - at(completions, i)) for i in secs) if median else 0.0
         outage_s = short / median if median else None
+        lost, dups = caused.get(p.name, (0, 0))
+        broken = kept is not None and (lost if kept.keeps == NO_LOSS else dups) > 0
         out.append(FaultFigure(
             event=p.name,
             t_s=round(t, 3),
@@ -135,10 +144,10 @@ def per_event(
             errors=errs,
             outage_s=None if outage_s is None else round(outage_s, 2),
             fails_by=fails_by(errs, short, median),
-            lost=counts["lost"],
-            duplicates=counts["duplicates"],
-            timed_out=counts["timed_out"],
-            promise=kept[1] if kept else None,
+            lost=lost,
+            duplicates=dups,
+            timed_out=timed_out,
+            promise=kept.words if kept else None,
             verdict="no promise" if kept is None else "broken" if broken else "kept",
         ))  # fmt: skip
     return out

@@ -44,6 +44,7 @@ from mqlab.hosts import clock, section
 from mqlab.hosts.cluster import HostsError, check_placement, connect, worker_addresses
 from mqlab.hosts.state import HostState, RemoteWorker
 from mqlab.hosts.supervisor import queue_names, supervise
+from mqlab.measure.account import HostLost
 from mqlab.record.figures import Figures
 from mqlab.record.sections import HostsSection
 from mqlab.record.values import Flag
@@ -423,12 +424,16 @@ class HostPool(WorkerPool):
         for name, off in (await self._offsets()).items():
             self._state[name].before = off
 
+    def lost_hosts(self) -> tuple[HostLost, ...]:
+        """The hosts lost during the step, as the accountant reads them."""
+        return section.lost_hosts(self._events, self._step, self._receipts_at)
+
     async def step_end(
-        self, figures: Figures, pattern: str, window_start_ns: int
+        self, figures: Figures, pattern: str, window_start_ns: int, unknown: Mapping[str, int]
     ) -> tuple[HostsSection, tuple[Flag, ...]]:
         """The hosts stage: each host's clock and CPU over the step, a lost host's share."""
         after = await self._offsets()
         return section.hosts_stage(
             list(self._state.values()), self.hosts, after, self._events, self._step,
-            self._receipts_at, figures, pattern, window_start_ns,
+            self._receipts_at, figures, pattern, window_start_ns, unknown,
         )  # fmt: skip

@@ -4,26 +4,25 @@ Each host's clock before and after the step and its CPU over the window; each ho
 during it (an event of the step, like an injected one); how far a one-way latency between
 two hosts can be trusted (``clock_bound``); and a lost host's share: what its last shipped
 ledger state proves received counts as received (already in the step's ledgers), what it
-may have received after that state and before it died is unknown (moved from ``lost`` to
-``unaccounted`` by the runner), never called lost.
+may have received after that state and before it died is unknown: the step's account
+(:mod:`mqlab.measure.account`) puts it in ``unaccounted``, never in ``lost``, and this
+stage says how many.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mqlab.config.cores import ROLES
 from mqlab.config.hosts import Hosts as HostsConfig
 from mqlab.hosts import clock
-from mqlab.measure import latency
-from mqlab.measure.ledger import arrived, receipts, sent_at_least
+from mqlab.measure.account import HostLost
 from mqlab.record.figures import Figures
 from mqlab.record.sections import Clock, HostEvent, HostFigures, Hosts, HostsSection
 from mqlab.record.values import Flag
 
-__all__ = ["hosts_stage"]
+__all__ = ["hosts_stage", "lost_hosts"]
 
 
 def _clock(offset: clock.Offset | None) -> Clock | None:
@@ -43,10 +42,12 @@ def hosts_stage(
     figures: Figures,
     pattern: str,
     window_start: int,
+    unknown: Mapping[str, int],
 ) -> tuple[HostsSection, tuple[Flag, ...]]:
     """The step's ``hosts`` and ``incomplete``, and the flags they raise (``host_lost``,
     ``clock_bound``); ``states``: each host's state in the pool, ``step``: the step's
-    workers on them, reaped or not."""
+    workers on them, reaped or not; ``unknown``: what the account left unaccounted for
+    each lost host."""
     hosts = []
     for state in states:
         pins = config.placement.get(state.name)
@@ -68,11 +69,10 @@ def hosts_stage(
     flags: list[Flag] = []
     incomplete = None
     as_of: dict[str, float | None] | None = None
-    unknown: int | None = None
+    unknown_all: int | None = None
     if events:
-        by_name = {s.name: s for s in states}
-        as_of, unknown, incomplete, flag = _lost_share(
-            by_name, events, step, receipts_at, figures, window_start
+        as_of, unknown_all, incomplete, flag = _lost_share(
+            events, step, receipts_at, unknown, window_start
         )
         flags.append(flag)
     p50 = figures.latency_ms.p50
@@ -88,19 +88,32 @@ def hosts_stage(
     section = HostsSection(
         hosts=Hosts(
             hosts=tuple(hosts), events=events, latency_bound_us=bound,
-            receipts_as_of_s=as_of, unknown=unknown,
+            receipts_as_of_s=as_of, unknown=unknown_all,
         ),
         incomplete=incomplete,
     )  # fmt: skip
     return section, tuple(flags)
 
 
+def lost_hosts(
+    events: Sequence[Mapping[str, Any]], step: Sequence[Any], receipts_at: Mapping[str, int | None]
+) -> tuple[HostLost, ...]:
+    """Each host lost during the step as the accountant reads it: the delivery groups its
+    servers served, when its last shipped ledger state was read, when it was lost."""
+    out = []
+    for e in events:
+        host = e["host"]
+        groups = frozenset(r.group for w in step if w.host == host for r in w.spec.servers)
+        if groups:
+            out.append(HostLost(host, groups, receipts_at.get(host), int(e["at_ns"])))
+    return tuple(out)
+
+
 def _lost_share(
-    states: Mapping[str, Any],
     events: Sequence[HostEvent],
     step: Sequence[Any],
     receipts_at: Mapping[str, int | None],
-    figures: Figures,
+    unknown_by_host: Mapping[str, int],
     window_start: int,
 ) -> tuple[dict[str, float | None], int, tuple[str, ...], Flag]:
     """A lost host's share (see the module doc): when its receipts count up to, how many
@@ -110,15 +123,11 @@ def _lost_share(
     unknown = 0
     as_of: dict[str, float | None] = {}
     for host in sorted(lost):
-        servers = [w for w in step if w.host == host and w.spec.servers]
-        if not servers:
+        if not any(w.host == host and w.spec.servers for w in step):
             continue
         at = receipts_at.get(host)
         as_of[host] = round((at - window_start) / 1e9, 3) if at and window_start else None
-        lost_at = states[host].lost_at
-        assert lost_at is not None
-        unknown += _unknown_receipts(step, servers, figures.histograms, at, lost_at)
-    unknown = min(unknown, max(0, int(figures.lost or 0)))
+        unknown += unknown_by_host.get(host, 0)
     names = ", ".join(sorted(lost))
     said = []
     if as_of:
@@ -140,51 +149,6 @@ def _lost_share(
     if "client" in roles:
         incomplete += ["sent"]
     return as_of, unknown, tuple(incomplete), flag
-
-
-def _unknown_receipts(
-    workers: Sequence[Any],
-    servers: Sequence[Any],
-    histograms: Mapping[str, str],
-    as_of: int | None,
-    lost_at: int,
-) -> int:
-    """Messages for the groups ``servers`` (on a lost host) served that no ledger holds and
-    that were sent late enough to have reached those servers after their host's last
-    shipped state (``as_of``, None: none) and before it was lost (``lost_at``).
-
-    Per client, from its send marks (its send count at each report, on the controller's
-    clock): from its count at the last mark before ``as_of`` less the step's slowest
-    delivery (a message sent earlier would have arrived before the state was read), to its
-    count at the first mark after the loss (every send, if none): the marks are a second
-    apart, so the span errs on the side of unknown."""
-    ledger_dir = servers[0].spec.ledger_dir
-    if not ledger_dir or not os.path.isdir(ledger_dir):
-        return 0
-    groups = {r.group for w in servers for r in w.spec.servers}
-    hist = histograms.get("one_way") or histograms.get("round_trip")
-    slack = latency.decode(hist).get_max_value() * 1000 if hist else 0
-    sent: dict[int, int] = {}
-    marks: list[list[int]] = []
-    for w in workers:
-        if w.spec.clients:
-            for c, n in w.last.sent_by_client.items():
-                sent[c] = sent.get(c, 0) + n
-            marks += w.last.send_marks
-    # a client killed with its host: the servers' ledgers prove sends beyond its last report
-    sent = sent_at_least(ledger_dir, sent, set(sent))
-    got = receipts(ledger_dir, sent)
-    out = 0
-    cutoff = as_of - slack if as_of is not None else None
-    for c, total in sent.items():
-        mine = [(t, n) for client, t, n in marks if client == c]
-        lo = max((n for t, n in mine if cutoff is not None and t <= cutoff), default=0)
-        hi = min((n for t, n in mine if t >= lost_at), default=total)
-        hi = min(max(hi, lo), total)
-        for g in groups:
-            bits = got.get((g, c), (b"", b""))[0]
-            out += (hi - lo) - arrived(bits, lo, hi)
-    return out
 
 
 def _bound(

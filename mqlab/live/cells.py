@@ -68,8 +68,13 @@ def flags(codes: Iterable[str]) -> Text | str:
     return Text("; ".join(labels), style="bold yellow") if labels else ""
 
 
-def failed(pct: float) -> str:
-    return f"{pct:.2g}%" if pct else "0"
+def failed(pct: float, attempts: int | None = None, units: int | None = None) -> str:
+    """The failed share of the intended work; the failed attempts beside it when they are
+    more than the units of work they cost (a closed loop failing fast tries again at once)."""
+    share = f"{pct:.2g}%" if pct else "0"
+    if attempts is not None and units is not None and attempts > units:
+        return f"{share} ({attempts:,} tries)"
+    return share
 
 
 def pattern(name: str, queue_type: str | None) -> str:

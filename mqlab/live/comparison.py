@@ -17,6 +17,7 @@ from rich.text import Text
 
 from mqlab.live import markdown
 from mqlab.live.cells import failed, flag_label, ms, num, p99, pattern
+from mqlab.record.account import Work
 from mqlab.record.figures import Cell
 from mqlab.record.repeats import within_noise
 from mqlab.record.step import Aggregate, StepRecord
@@ -43,6 +44,7 @@ class _Row:
     failed: bool  # the verdict failed: its note in red
     repeats: RepeatThroughput | None = None
     trust: Trust | None = None  # a step's: its flags' numbers (an aggregate has codes only)
+    work: Work | None = None  # failed attempts beside the failed units
 
 
 def _row(r: StepRecord | Aggregate) -> _Row:
@@ -57,7 +59,7 @@ def _row(r: StepRecord | Aggregate) -> _Row:
     return _Row(
         r.cell, r.repeat, f.throughput.mean, f.throughput.stdev, f.latency_ms, f.lost,
         f.unaccounted, f.duplicates, f.error_count, tuple((x.code, x.message) for x in r.flags),
-        bool(verdict and verdict.failed), trust=r.trust,
+        bool(verdict and verdict.failed), trust=r.trust, work=f.work,
     )  # fmt: skip
 
 
@@ -114,7 +116,11 @@ def _cells(s: _Row, base: _Row, first: bool) -> list[str]:
         num(s.noise, "{:,.0f}"),
         ms(lat.p50),
         p99(lat.p99, "p99" in lat.censored),
-        failed(lat.failed_percent or 0.0),
+        failed(
+            lat.failed_percent or 0.0,
+            s.work.failed_attempts if s.work else None,
+            s.work.failed if s.work else None,
+        ),
         lost,
         num(s.duplicates),
         num(s.errors),

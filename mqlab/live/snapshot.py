@@ -23,7 +23,7 @@ class StepRow:
     received: int = 0
     round_trip: int = 0
     lost: int | None = None  # known after the drain
-    unaccounted: int = 0  # still queued at the broker when the drain ended
+    unaccounted: int = 0  # neither delivered nor known lost when the drain ended (why: note)
     duplicates: int = 0
     errors: int = 0
     rate_now: float = 0.0
@@ -31,7 +31,9 @@ class StepRow:
     p50_ms: float | None = None
     p99_ms: float | None = None
     p99_lower_bound: bool = False  # p99 falls among failed messages: shown as ">= value"
-    failed_percent: float = 0.0
+    failed_percent: float = 0.0  # of the intended work (the account's work units)
+    failed_attempts: int | None = None  # the raw count beside it
+    failed_units: int | None = None
     cpu_clients: float | None = None
     cpu_servers: float | None = None
     cpu_broker: float | None = None

@@ -41,7 +41,7 @@ def _note(row: StepRow) -> Text | str:
     if row.trust:
         parts.append(row.trust)
     if row.unaccounted:
-        parts.append(f"{row.unaccounted:,} queued?")
+        parts.append(f"{row.unaccounted:,} unaccounted")
     note = Text(" ".join(parts), style="bold yellow")
     if row.note:  # every loss in words; an unexplained one (a failed verdict) in red
         note.append(("; " if parts else "") + row.note, style="bold red" if row.note_failed else "")
@@ -104,7 +104,7 @@ def step_table(title: str, rows: Iterable[StepRow], live: bool, width: int = 140
             Text(num(r.lost), style="bold red") if r.lost else num(r.lost),
             Text(str(r.duplicates), style="bold yellow") if r.duplicates else "0",
             Text(num(r.errors), style="bold red") if r.errors else "0",
-            failed(r.failed_percent),
+            failed(r.failed_percent, r.failed_attempts, r.failed_units),
             num(r.rate_now if live else r.rate_mean, "{:,.0f}"),
             ms(r.p50_ms),
             p99(r.p99_ms, r.p99_lower_bound),
@@ -150,11 +150,12 @@ def plain_line(row: StepRow, total: int) -> str:
     flags = "".join(f" [{FLAG_LABEL.get(c, c)}]" for c in shown)
     flags += f" [{row.trust}]" if row.trust else ""
     flags += f" [{row.note}]" if row.note else ""
+    fail = failed(row.failed_percent, row.failed_attempts, row.failed_units)
     return (
         f"[{row.index + 1}/{total}] {row.driver} {pattern(row.pattern, row.queue_type)} "
         f"{row.load} {row.phase}: "
         f"sent={row.sent:,} received={row.received:,}{rt} lost={num(row.lost)}{unacc} "
-        f"dup={row.duplicates} errors={row.errors} failed={failed(row.failed_percent)} "
+        f"dup={row.duplicates} errors={row.errors} failed={fail} "
         f"msg/s={num(row.rate_mean, '{:,.0f}')} "
         f"p50={ms(row.p50_ms)}ms p99={p99(row.p99_ms, row.p99_lower_bound)}ms "
         f"cpu={_cpu(row)}{flags}"

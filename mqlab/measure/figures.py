@@ -86,6 +86,8 @@ class WorkerFigures:
     #: [client, monotonic ns, sent] each time figures were taken (merged: every one kept),
     #: so an event on another worker can be placed among a client's sequence numbers
     send_marks: list[list[int]] = field(default_factory=list)
+    #: sends the driver refused, by number: [client, error kind, lo, hi) runs
+    refused: list[list[Any]] = field(default_factory=list)
 
     def to_wire(self) -> dict[str, Any]:
         d = asdict(self)
@@ -153,6 +155,7 @@ class WorkerFigures:
             spontaneous=self.spontaneous + other.spontaneous,
             spontaneous_dropped=self.spontaneous_dropped + other.spontaneous_dropped,
             send_marks=self.send_marks + other.send_marks,
+            refused=self.refused + other.refused,
         )
 
     @classmethod

@@ -132,7 +132,7 @@ class RabbitQueueDepth:
             await asyncio.gather(conn.close(), return_exceptions=True)
         return total
 
-    async def _depth(self, marker: str) -> int | None:
+    async def _depth(self, marker: str) -> tuple[int, int] | None:
         queues = await asyncio.to_thread(self._queues, marker)
         if queues is None:
             return None
@@ -141,15 +141,21 @@ class RabbitQueueDepth:
         ready = await self._ready(names)
         if ready is None:
             return None
-        return ready + sum(unacked for _, _, unacked in queues)
+        return ready, sum(unacked for _, _, unacked in queues)
 
-    async def depth(self, marker: str) -> int | None:
+    async def parts(self, marker: str) -> tuple[int, int] | None:
+        """(ready, unacknowledged) of the step's queues: the first counted now, the second
+        from the management API's statistics (as stale as their interval)."""
         if not self.available:
             return None
         found = await self._depth(marker)
         if found is None:
             self.available = False  # not there: do not slow every drain tick down
         return found
+
+    async def depth(self, marker: str) -> int | None:
+        found = await self.parts(marker)
+        return None if found is None else sum(found)
 
 
 def rabbit_depth_for(

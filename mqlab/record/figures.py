@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from mqlab import bounds as limits
 from mqlab.measure.load import Load
+from mqlab.record.account import Work
 from mqlab.record.cpu import Cpu
 from mqlab.record.events import Event, FaultFigure, Phase, Update
 from mqlab.record.shape import (
@@ -121,6 +122,8 @@ class Figures:
     latency: Mapping[str, Latency] = key(max=2, factory=_empty)  # every kind measured
     histograms: Mapping[str, str] = key(Table(Histogram(), 2), factory=_empty)
     open_loop: OpenLoop | None = key(since=3)
+    #: failures per unit of intended work beside the failed attempts (the table's failed %)
+    work: Work | None = key(omit=True)
     cpu: Cpu = key(default=Cpu())
     series: Series | None = key(since=3)
     link: Link | None = key(omit=True)

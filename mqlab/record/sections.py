@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqlab import bounds as limits
+from mqlab.record.account import Account
 from mqlab.record.cpu import RoleCpu
 from mqlab.record.events import Attribution, BrokerFlow, Moment, Spontaneous, Verdict
 from mqlab.record.shape import (
@@ -126,6 +127,8 @@ class Losses:
     attribution: Attribution | None = key(omit=True)
     verdict: Verdict | None = key(omit=True)
     at_loss: tuple[Moment, ...] | None = key(omit=True, max=10)
+    #: every expected delivery in one bucket (the accountant's)
+    account: Account | None = key(omit=True)
     #: only when working out the rest failed (a bug): the step's measured figures stand
     explain_error: str | None = key(WORDS, omit=True)
 

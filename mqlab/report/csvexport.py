@@ -23,12 +23,12 @@ from mqlab.results.record import Run
 STEP_COLUMNS = (
     "step", "driver", "plugin", "scenario", "pattern", "concurrency", "rate", "repeat",
     "message_size", "status", "sent", "received", "round_trip", "lost", "duplicates",
-    "out_of_order", "unaccounted", "still_queued", "errors", "throughput_mean",
-    "throughput_stdev", "throughput_seconds", "latency_kind",
+    "out_of_order", "unaccounted", "still_queued", "held", "unexplained", "errors",
+    "throughput_mean", "throughput_stdev", "throughput_seconds", "latency_kind",
     *(f"{p}_ms" for p in PERCENTILES), "latency_count", "failed", "failed_percent",
-    "censored", "cpu_clients_percent", "cpu_servers_percent", "cpu_broker_percent", "flags",
-    "contended", "unstable", "others_percent", "steal_percent", "run_queue", "rate_cv_percent",
-    "trust",
+    "failed_attempts", "censored", "cpu_clients_percent", "cpu_servers_percent",
+    "cpu_broker_percent", "flags", "contended", "unstable", "others_percent", "steal_percent",
+    "run_queue", "rate_cv_percent", "trust",
 )  # fmt: skip
 #: the columns that name a second of a step; its series' columns follow
 SERIES_KEYS = ("step", "driver", "plugin", "scenario", "pattern", "concurrency", "rate")
@@ -86,15 +86,17 @@ def step_rows(steps: Sequence[StepRecord]) -> tuple[list[str], list[list[object]
     head = [*STEP_COLUMNS, *(f"errors:{k}" for k in kinds)]
     rows: list[list[object]] = []
     for s in steps:
-        c, f = s.cell, s.figures
+        c, f, a = s.cell, s.figures, s.losses.account
         lat, thr, cpu = f.latency_ms, f.throughput, f.cpu
         row = [
             s.step + 1, c.driver, c.plugin, c.scenario, c.pattern, c.concurrency, c.rate,
             s.repeat + 1, c.message_size, f.status, f.sent, f.received,
             f.round_trip if c.pattern == "call" else None, f.lost, f.duplicates, f.out_of_order,
-            f.unaccounted, s.drain.still_queued, f.error_count, thr.mean, thr.stdev,
-            thr.seconds, lat.kind, *(lat.get(p) for p in PERCENTILES), lat.count, lat.failed,
-            lat.failed_percent, " ".join(lat.censored),
+            f.unaccounted, s.drain.still_queued, a.held if a else None,
+            a.unexplained if a else None, f.error_count, thr.mean, thr.stdev, thr.seconds,
+            lat.kind, *(lat.get(p) for p in PERCENTILES), lat.count, lat.failed,
+            lat.failed_percent, f.work.failed_attempts if f.work else None,
+            " ".join(lat.censored),
             cpu.clients_percent, cpu.servers_percent, cpu.broker_percent,
             " ".join(flag.code for flag in s.flags), *_trust(s),
             *(f.errors.get(k, 0) for k in kinds),

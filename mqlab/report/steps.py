@@ -205,7 +205,17 @@ def step_section(run: Run, s: StepRecord, ch: Charts, charted: bool) -> str:
         if flag.code == "unexplained" or (flag.code == "verdict" and verdict and verdict.failed):
             text = f'<span class="bad">{text}</span>'
         parts.append(f'<div class="flag"><b>{escape(flag.code)}</b>: {text}</div>')
-    if f.lost or f.duplicates or f.unaccounted:
+    a = s.losses.account
+    if a is not None and a.expected != a.delivered:
+        # every expected delivery in one bucket, as the accountant placed it
+        why = "; ".join(f"{c.messages:,} {c.reason}" for c in (*a.held_by, *a.unaccounted_why))
+        parts.append(
+            f'<div class="flag">account of {num(a.expected)}: delivered {num(a.delivered)}, '
+            f"duplicated {num(a.duplicated)}, lost {bad(a.lost)} (unexplained "
+            f"{bad(a.unexplained)}), held {num(a.held)}, still queued {num(a.still_queued)}, "
+            f"unaccounted {bad(a.unaccounted, 'warn')}{f' ({escape(why)})' if why else ''}</div>"
+        )
+    elif f.lost or f.duplicates or f.unaccounted:
         parts.append(
             f'<div class="flag">lost {num(f.lost)}, duplicates {num(f.duplicates)}, '
             f"unaccounted {num(f.unaccounted)} (still queued {num(s.drain.still_queued)})</div>"

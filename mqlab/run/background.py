@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mqlab.config.background import Background
+from mqlab.faults import history
+from mqlab.measure.account import account
 from mqlab.record.cpu import RoleCpu
 from mqlab.record.sections import Background as BackgroundFigures
 from mqlab.record.values import Latency
@@ -133,9 +135,10 @@ class BackgroundLoad:
         )  # fmt: skip
 
     def figures(
-        self, window: tuple[int, int], first_s: int, interrupted: bool
+        self, window: tuple[int, int], first_s: int, interrupted: bool, keeps: bool
     ) -> BackgroundFigures:
-        """The background stage: the background's own figures, beside the probe's record."""
+        """The background stage: the background's own figures, beside the probe's record;
+        its own account (``keeps``: the broker keeps messages in queues)."""
         figs_c, figs_s, unique, cross = collect.worker_figures(self.workers, self.tmp, False)
         window_s = (window[1] - window[0]) / 1e9
         outcome = stepresult.Outcome(
@@ -152,6 +155,15 @@ class BackgroundLoad:
             workers_lost=tuple(w.spec.worker for w in self.workers if w.final is None),
             cpu=step_cpu(self.workers, window_s, 0, (), None, (), False),
         )
+        hist = {**figs_c.hist, **figs_s.hist}
+        said = history.step_history(
+            self.workers, self.tmp, self.layout.groups, figs_c.sent_by_client, window[0],
+            window[0], self._drain, (), lambda queue: history.depth_groups(queue, self.layout),
+            keeps, min(lo for lo, _, _ in self.step.scenario.message_size.bins),
+            history.slowest(hist),
+            figs_s.duplicates + cross,
+        )  # fmt: skip
+        outcome = dataclasses.replace(outcome, account=account(said.history))
         return summary(stepresult.build(outcome), self.spec, self._drain)
 
 

@@ -277,6 +277,7 @@ class Runner:
             await s.bg.send(go)
         interrupted = False
         s.window = (window_start, window_end)
+        s.sending = start
         if s.faults is not None:
             s.faults.arm(workers, go)
         # CPU samples on the window's own seconds: primed at its start, then each second

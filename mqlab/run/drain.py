@@ -2,15 +2,18 @@
 
 Evidence: a server's own clock shows a receipt within :data:`DRAIN_IDLE` (read from
 a snapshot newer than the drain's start, so a busy server that answers late is
-never read as idle), or the broker still holds the step's messages. The drain
-ends when every expected delivery arrived (``complete``), when neither holds
-(``idle``), when the servers are quiet while a link fault of the step is still in
-force (``held``: a cut never restored, a 60 s delay, a 1 kbit/s limit; what it holds
-would not come in time), at ``[run] drain`` (``limit``) or on a Ctrl-C (``user``).
-Messages the broker still holds at the end are reported, never dropped; when the
-broker's depth cannot be read, that is said too (``depth_unknown``); a link fault
-still in force at the end is named (``held_by``, with the bytes its proxies held), so
-that what it held is counted as held, not lost.
+never read as idle), or the step's own broker still holds the step's messages and that
+figure is still changing. The drain ends when every expected delivery arrived
+(``complete``), when neither holds (``idle``: the servers quiet and the broker's depth
+zero, unknown, or the same as at its previous reading: a queue nobody consumes any more
+will not drain by waiting), when the servers are quiet while a link fault of the step is
+still in force (``held``: a cut never restored, a 60 s delay, a 1 kbit/s limit; what it
+holds would not come in time), at ``[run] drain`` (``limit``) or on a Ctrl-C (``user``).
+
+It judges nothing: what the broker said it held (each queue's :class:`Depth`, when it
+was read), how long the servers had been quiet, what a link fault still in force held,
+and when the drain ended are handed to the accountant (:mod:`mqlab.measure.account`)
+in :class:`Drained`; the step's ``Drain`` section says how it ended and the depth read.
 """
 
 from __future__ import annotations
@@ -34,12 +37,25 @@ __all__ = ["DRAIN_IDLE", "Drained", "drain", "in_flight"]
 
 @dataclass(frozen=True, slots=True)
 class Drained:
-    """The drain stage: its section of the step's record, and the link faults still in
-    force when it ended (what they held is counted as held, not lost)."""
+    """The drain stage: its section of the step's record, and what the accountant reads of
+    it: the broker's depths (read at ``read_ns``; () when its depth is not read), the link
+    fault still in force at the end (``hold``), how long the servers had received nothing
+    when it ended (``quiet_ns``), and when (``ended_ns``, monotonic)."""
 
     section: Drain = Drain()
-    held_by: tuple[str, ...] = ()
-    held_bytes: int | None = None  # what the fault proxies held then (None: not known)
+    depths: tuple[Depth, ...] = ()
+    read_ns: int = 0
+    hold: LinkHold | None = None
+    quiet_ns: int = 0
+    ended_ns: int = 0
+
+    @property
+    def held_by(self) -> tuple[str, ...]:
+        return self.hold.events if self.hold is not None else ()
+
+    @property
+    def drain_end(self) -> str:
+        return self.section.drain_end or "idle"
 
 
 #: a drain is over when every server's own clock shows no receipt for this long
@@ -89,23 +105,29 @@ async def drain(
     """Wait on evidence; how it ended, what the broker still held, what a link fault held.
 
     ``groups`` is how many servers' groups get each message (pools, fanout);
-    ``queue_depth`` is the step's broker's (:meth:`BrokerSide.depth`; None: a broker whose
-    depth is not read, or none: nothing counts as queued); ``tick`` redraws
-    the live view between polls; ``link_hold`` says which link faults of the step are
-    still in force (None: none), asked once the servers are quiet; ``not_read``: why the
-    broker's depth is not read (when ``queue_depth`` is None), said in the step's record.
+    ``queue_depth`` is the step's own broker's (:meth:`BrokerSide.depth`; None: a broker
+    whose depth is not read, or none); ``tick`` redraws the live view between polls;
+    ``link_hold`` says which link faults of the step are still in force (None: none),
+    asked once the servers are quiet; ``not_read``: why the broker's depth is not read
+    (when ``queue_depth`` is None), said in the step's record.
     """
     servers = [w for w in workers if w.spec.servers]
     began = time.monotonic()
     began_ns = time.monotonic_ns()
     limit = began + limit_s
     end = "complete"
-    depth: int | None = None
-    # a broker whose depth is not read counts nothing as queued: what is missing is lost
-    read = queue_depth is not None
-    age: float | None = None
-    why = not_read
+    depths: tuple[Depth, ...] | None = None
+    read_ns = 0
+    before: int | None = None  # the previous reading's total
     hold: LinkHold | None = None
+
+    async def read() -> int | None:
+        nonlocal depths, read_ns
+        assert queue_depth is not None
+        read_ns = time.monotonic_ns()
+        depths = await queue_depth(marker)
+        return total(depths)[0]
+
     while servers:
         for w in workers:
             await w.send(protocol.Snap())
@@ -132,29 +154,40 @@ async def drain(
                 end = "held"
                 break
             hold = None
-            if queue_depth is not None:
-                depth, age, why = total(await queue_depth(marker))
-            if not depth:
+            now = await read() if queue_depth is not None else None
+            # nothing held, not known, or no longer moving: the servers take nothing more
+            if not now or now == before:
                 end = "idle"
                 break
+            before = now
         tick()
-    if end != "complete" and depth is None and queue_depth is not None:
-        depth, age, why = total(await queue_depth(marker))
+    if end != "complete" and queue_depth is not None and depths is None:
+        await read()
     if end in ("limit", "user") and link_hold is not None:
         # in force when the drain was cut off, holding what would not come soon: held
         hold = await link_hold()
         hold = hold if hold is not None and hold.outlasts(DRAIN_IDLE) else None
-    still_queued = (depth if end != "complete" else 0) if read else None
+    ended = time.monotonic_ns()
+    last_rx = max((w.last.last_rx for w in servers), default=0)
+    held, age, why = total(depths) if depths is not None else (None, None, not_read)
+    reads = queue_depth is not None
+    still_queued = (held if end != "complete" else 0) if reads else None
     section = Drain(
         drain_s=round(time.monotonic() - began, 2),
         drain_end=end,
         still_queued=still_queued,
         # a broker with queues that could not say how many it held: nothing is called lost
-        depth_unknown=read and end != "complete" and depth is None,
-        depth_age_s=age if still_queued is not None and depth is not None else None,
+        depth_unknown=reads and end != "complete" and held is None,
+        depth_age_s=age if still_queued is not None and held is not None else None,
         depth_why=(why or None) if still_queued is None else None,
     )
-    # a link fault still in force: what it holds is neither delivered nor lost
-    if hold is None:
-        return Drained(section)
-    return Drained(section, tuple(hold.events), hold.held_bytes)
+    if not reads and not_read:  # a broker whose depth is not read: it says why
+        depths = (Depth("the step's queues", None, why=not_read),)
+    return Drained(
+        section,
+        depths=(depths or ()) if end != "complete" else (),
+        read_ns=read_ns,
+        hold=hold,
+        quiet_ns=max(0, ended - last_rx) if last_rx else ended - began_ns,
+        ended_ns=ended,
+    )

@@ -1,12 +1,15 @@
 """A step after its window: each stage's section of the record, and the one assembly.
 
 The stages, in order: the drain (:mod:`mqlab.run.drain`, during the window's close), the
-collect stage (:func:`mqlab.run.stepresult.build`: the step's cell, figures and their
-flags), the hosts (:meth:`mqlab.worker.pool.WorkerPool.step_end`: a lost host's unknown
-receipts move from ``lost`` to ``unaccounted``), the losses explained
-(:class:`mqlab.faults.losses.StepLosses`: attribution and verdict), the CPUs each process
-had, the host's load and how far to trust the step (:meth:`mqlab.run.hostload.HostLoad.trust`:
-contention and stability), the background stress and, for ``mqlab ceiling``, the ceiling.
+account (the step's history, :mod:`mqlab.faults.history`, read by the accountant,
+:mod:`mqlab.measure.account`: every expected delivery in one bucket), the collect stage
+(:func:`mqlab.run.stepresult.build`: the step's cell, figures and their flags, its
+``lost``, ``unaccounted`` and ``held`` the account's), the hosts
+(:meth:`mqlab.worker.pool.WorkerPool.step_end`: clocks, a lost host's share), the losses
+explained (:class:`mqlab.faults.losses.StepLosses`: attribution, verdict, the account),
+the CPUs each process had, the host's load and how far to trust the step
+(:meth:`mqlab.run.hostload.HostLoad.trust`: contention and stability), the background
+stress and, for ``mqlab ceiling``, the ceiling.
 Each returns a typed section; :meth:`Sections.assemble` makes the step's
 :class:`~mqlab.record.step.StepRecord` once, from them.
 
@@ -17,13 +20,15 @@ ticks, faults, background); nothing in it is written as it is.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mqlab import redact, registry
 from mqlab.config.cores import Cores as Placement
 from mqlab.config.plan import Layout, Step
+from mqlab.faults import history
+from mqlab.measure.account import Account, HostLost, account
 from mqlab.record.figures import Drain, Figures
 from mqlab.record.sections import (
     Background,
@@ -66,6 +71,7 @@ class StepState:
     side: BrokerSide
     broker: BrokerProcess = field(init=False)
     window: tuple[int, int] = (0, 0)  # the measurement window as it really was (monotonic ns)
+    sending: int = 0  # when the clients started sending (monotonic ns)
     ticks: int = 0  # CPU samples kept: one per second of the window, its last part-second one
     drained: Drained = field(default_factory=Drained)
     node_ticks: list[list[NodeSample]] = field(default_factory=list)
@@ -186,7 +192,7 @@ class Sections:
 
     collected: stepresult.Collected
     drain: Drain
-    figures: Figures  # the collect stage's, with a lost host's unknown receipts moved
+    figures: Figures  # the collect stage's
     broker: BrokerFacts
     hosts: HostsSection
     losses: Losses
@@ -216,17 +222,45 @@ class Sections:
         )
 
 
-def _without_unknown(figures: Figures, hosts: HostsSection) -> Figures:
-    """A lost host's receipts after its last shipped state: neither delivered nor known
-    lost, so ``unaccounted``, not ``lost``."""
-    unknown = hosts.hosts.unknown if hosts.hosts is not None else None
-    if not unknown:
-        return figures
-    return dataclasses.replace(
-        figures,
-        lost=(figures.lost or 0) - unknown,
-        unaccounted=(figures.unaccounted or 0) + unknown,
-    )
+def step_account(
+    s: StepState,
+    step: Step,
+    lay: Layout,
+    workers: list[Worker],
+    tmp: str,
+    before: Figures,
+    hosts_lost: Sequence[HostLost],
+    per_second: Mapping[str, Sequence[str]],
+) -> tuple[Account, history.StepHistory]:
+    """The account stage: the step's history, every expected delivery in one bucket.
+    ``before``: the figures without the account (each fault event's detection time);
+    ``per_second``: each second's latency histograms (the usual slowest delivery)."""
+    from mqlab.faults.losses import StepLosses
+
+    sc = step.scenario
+    roles = history.roles_of(workers)
+    named: dict[str, frozenset[int]] = {}
+    for w in workers:  # server1 ..: as the fault timeline names the step's servers
+        if w.spec.role == "server" and w.spec.worker not in named:
+            named[w.spec.worker] = roles[w.spec.worker][1]
+    servers = {f"server{i}": groups for i, groups in enumerate(named.values(), 1)}
+    start = s.window[0]
+    events = [
+        *history.injected(before.events or (), before.faults or (), start, roles, servers),
+        *history.spontaneous(StepLosses.events(workers), start, roles),
+        *history.hosts(hosts_lost, start),
+    ]
+    first = min((e.start_ns for e, _ in events), default=None)
+    t0 = start + (before.series.t0_offset_s if before.series else 0) * 1_000_000_000
+    h = history.step_history(
+        workers, tmp, lay.groups if sc.servers else 0, s.sent_by_client, s.sending or start,
+        start, s.drained, events, lambda queue: history.depth_groups(queue, lay),
+        keeps=bool(s.side.kind), smallest=min(lo for lo, _, _ in sc.message_size.bins),
+        slowest_ns=history.slowest(before.histograms, per_second, t0, first),
+        duplicate_receipts=before.duplicates or 0,
+        hosts_lost=hosts_lost,
+    )  # fmt: skip
+    return account(h.history), h
 
 
 def _cores(placement: Placement | None, processes: Sequence[dict[str, Any]]) -> Cores:
@@ -263,24 +297,42 @@ async def after_window(
 ) -> Sections:
     """Every stage after the drain, each its own section (see the module doc)."""
     sc = step.scenario
-    collected = stepresult.build(outcome(s, step, lay, workers, tmp, interrupted, first_s))
-    # hosts: clocks, events, and a lost host's unknown receipts taken out of `lost` before
-    # the losses are explained, so the explanation counts the same figure
-    hosts, host_flags = await pool.step_end(collected.figures, sc.pattern, s.window[0]) or (
+    out = outcome(s, step, lay, workers, tmp, interrupted, first_s)
+    assert s.losses is not None
+    hosts_lost = pool.lost_hosts()
+    acct: Account | None = None
+    try:
+        # the figures without the account say when each fault event showed; then every
+        # expected delivery goes in one bucket, and the figures count the account's
+        per_second = {**out.clients.per_second, **out.servers.per_second}
+        acct, said = step_account(
+            s, step, lay, workers, tmp, stepresult.build(out).figures, hosts_lost, per_second
+        )
+        out = dataclasses.replace(out, account=acct, promise=s.losses.promise)
+    except Exception as exc:  # noqa: BLE001 - a bug: the step's measured figures stand
+        failed = f"{type(exc).__name__}: {exc}"
+    collected = stepresult.build(out)
+    figures = collected.figures
+    unknown = {
+        h.host: sum(n for why, n in acct.unaccounted_why if why.startswith(f"host {h.host} "))
+        for h in hosts_lost
+    } if acct is not None else {}  # fmt: skip
+    hosts, host_flags = await pool.step_end(figures, sc.pattern, s.window[0], unknown) or (
         HostsSection(),
         (),
     )
-    figures = _without_unknown(collected.figures, hosts)
     # every loss explained: events, the broker's side, attribution, verdict
-    assert s.losses is not None
-    try:
-        losses, loss_flags = s.losses.section(
-            figures, sc.servers, hosts.hosts, workers, tmp, lay.groups, s.sent_by_client,
-            s.window[0], first_s,
-        )  # fmt: skip
-    except Exception as exc:  # noqa: BLE001 - the step's measured figures stand
-        losses, loss_flags = Losses(explain_error=f"{type(exc).__name__}: {exc}"), ()
-    bg = s.bg.figures(s.window, first_s, interrupted) if s.bg is not None else None
+    loss_flags: tuple[Flag, ...] = ()
+    if acct is None:
+        losses = Losses(explain_error=failed)
+    else:
+        try:
+            losses, loss_flags = s.losses.section(
+                acct, said, figures, workers, s.window[0], first_s
+            )
+        except Exception as exc:  # noqa: BLE001 - the step's measured figures stand
+            losses, loss_flags = Losses(explain_error=f"{type(exc).__name__}: {exc}"), ()
+    bg = s.bg.figures(s.window, first_s, interrupted, bool(s.side.kind)) if s.bg else None
     placed = NodePlacement(clients=s.placement[0], servers=s.placement[1])
     cores = _cores(placement, s.affinity)
     load = s.host_load.figures(figures.cpu)

@@ -19,15 +19,17 @@ from typing import Any
 from mqlab.config.plan import Layout, Step
 from mqlab.faults import verdict
 from mqlab.faults.explain import held_words
+from mqlab.faults.losses import held as held_of
 from mqlab.measure import latency, phases
+from mqlab.measure.account import Account, Promise, work
 from mqlab.measure.figures import WorkerFigures
+from mqlab.record.account import Work
 from mqlab.record.cpu import Cpu
 from mqlab.record.events import Event, Phase, Update
 from mqlab.record.figures import Cell, Figures
 from mqlab.record.identity import settings_of
 from mqlab.record.values import (
     Flag,
-    Held,
     Latency,
     Link,
     OpenLoop,
@@ -73,6 +75,9 @@ class Outcome:
     window_start_ns: int = 0  # monotonic ns the window opened at
     #: the driver's options as it ran (the plugin's defaults filled, secrets masked)
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: every expected delivery in one bucket (None while the step runs: nothing is final)
+    account: Account | None = None
+    promise: Promise | None = None  # the driver's, for each fault event's verdict
     #: a pre-filled step: when its consumers were let go (monotonic ns; 0: not yet) and
     #: the step's messages the broker held just before (None: unknown)
     prefill: tuple[int, int | None] | None = None
@@ -185,21 +190,30 @@ def build(o: Outcome) -> Collected:
     groups = o.layout.groups
     expected = sent * groups if sc.servers else sent
     unique = o.unique if o.unique is not None else s.received
-    missing = max(0, expected - unique)
-    unaccounted = missing if drain.depth_unknown else min(missing, drain.still_queued or 0)
-    held = _held(o, missing - unaccounted)
-    if held is not None:
-        unaccounted += held.messages or 0
+    a = o.account
+    # the account's buckets; while the step runs, what has not arrived yet
+    lost = a.lost if a is not None else max(0, expected - unique)
+    # neither delivered nor lost: still queued, held by a fault, or not known
+    unaccounted = a.still_queued + a.held + a.unaccounted if a is not None else 0
+    held = held_of(a, o.drained.hold.held_bytes if o.drained.hold else None) if a else None
     seconds = max(0, math.floor(o.window_s + 1e-9))
     completions = (
         c.series.get("round_trip", []) if kind == "round_trip" else s.series.get("received", [])
     )
     src = c if kind == "round_trip" else s
+    # failures in units of the work the senders meant to do, beside the failed attempts
+    first_event = next((e.t_s for e in o.events if e.t_s is not None), None)
+    window = range(o.first_s, o.first_s + seconds)
+    done = [completions[i] if i < len(completions) else 0 for i in window]
+    # an open loop's schedule for the window, in completions (deliveries to each group)
+    per = groups if kind == "one_way" and sc.servers else 1
+    intended = round((step.rate or 0.0) * o.window_s) * per if c.open_loop else None
+    effort = work(done, failed(o, kind), first_event, intended)
     lat = {
         k: Latency.of(
             latency.summary(
                 latency.decode(f.hist[k]) if k in f.hist else None,
-                failed(o, k) if k == kind else 0,
+                effort.failed if k == kind else 0,
                 k,
                 sc.timeout,
             )
@@ -216,14 +230,12 @@ def build(o: Outcome) -> Collected:
             code="backlog_growing",
             message="backlog growing: the rate is the consumer's, the latency is queue time",
         ))  # fmt: skip
-    if unaccounted:
-        where = [
-            "queue depth unknown" if drain.depth_unknown else f"still queued {drain.still_queued:,}"
-        ]
-        if held is not None and held.messages:
-            where.append(f"held by the link {held.messages:,}")
+    if a is not None and unaccounted:
+        where = [f"{a.still_queued:,} still queued"] if a.still_queued else []
+        where += [f"{n:,} held by {name}" for name, n in a.held_by]
+        where += [f"{n:,} {why}" for why, n in a.unaccounted_why]
         flags.append(Flag(
-            code="unaccounted", message=f"unaccounted ({', '.join(where)}) when the drain ended"
+            code="unaccounted", message=f"unaccounted when the drain ended: {'; '.join(where)}"
         ))  # fmt: skip
     if held is not None:
         flags.append(Flag(code="held_by_fault", message=held_words(held)))
@@ -231,7 +243,6 @@ def build(o: Outcome) -> Collected:
     if s is not c:
         for k, n in s.errors.items():
             errors[k] = errors.get(k, 0) + n
-    lost = missing - unaccounted
     duplicates = s.duplicates + o.cross_duplicates
     # how long everything sent took to arrive, from the window's start (a pre-filled
     # batch: from its consumers' release): a fixed batch (an open loop's rate x duration)
@@ -278,6 +289,15 @@ def build(o: Outcome) -> Collected:
         latency=lat,
         histograms={k: f.hist[k] for k, f in (("round_trip", c), ("one_way", s)) if k in f.hist},
         open_loop=open_loop,
+        work=Work(
+            intended=effort.intended,
+            completed=effort.completed,
+            failed_attempts=effort.failed_attempts,
+            failed=effort.failed,
+            share=effort.share,
+            outage_s=effort.outage_s,
+            per_outage_s=effort.per_outage_s,
+        ),
         cpu=o.cpu,
         series=series,
         link=o.link,
@@ -365,31 +385,16 @@ def _phases(
     )]  # fmt: skip
     faults = None
     if o.faults:
-        step = o.step
+        caused = {x.name: (x.lost, x.duplicated) for x in (o.account.causes if o.account else ())}
         faults = tuple(verdict.per_event(
-            cut, o.first_s, seconds, completions, series.errors,
-            {**counts, "timed_out": int(errors.get("CallTimeout", 0))},
-            step.driver.options_dict, verdict.declares_at_most_once(step.driver.plugin),
+            cut, o.first_s, seconds, completions, series.errors, caused,
+            int(errors.get("CallTimeout", 0)), o.promise,
         ))  # fmt: skip
     update = None
     if o.update:
         figures = [to_wire(p) for p in cut]
         update = from_wire(Update, phases.cost(figures, p99, o.first_s, counts, errors, o.update))
     return tuple(cut), faults, update
-
-
-def _held(o: Outcome, not_queued: int) -> Held | None:
-    """The step's ``held``: link faults still in force when the drain ended, and the
-    messages they hold (missing and not queued at the broker; None when the broker's
-    depth is unknown: queued and held cannot be told apart, all are unaccounted)."""
-    d = o.drained
-    if not d.held_by or d.section.drain_end == "complete":
-        return None
-    return Held(
-        by=d.held_by,
-        messages=None if d.section.depth_unknown else not_queued,
-        proxy_bytes=d.held_bytes,
-    )
 
 
 def per_queue(

@@ -156,6 +156,7 @@ class ServerSide(NoBroker):
         nodes: ProcessNodes | None = None,
     ) -> None:
         self.kind = kind
+        self.urls = urls
         self.label = ", ".join(mask(u) for u in urls)
         # nothing known (it did not answer): no facts, rather than a bare "managed: false"
         self._facts = {"managed": managed, **facts} if facts else {}

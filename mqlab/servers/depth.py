@@ -8,7 +8,8 @@ asked), or a single one with ``messages`` None and why it could not tell:
 - **Redis Streams**: each consumer group of each of the step's streams holds its *lag*
   (entries added to the stream that the group has not read yet) plus its *pending*
   entries (read by a consumer, not acknowledged), from ``XINFO GROUPS``; a group whose
-  lag Redis cannot tell (entries deleted from the middle of its stream) is unknown;
+  lag Redis cannot tell (entries deleted from the middle of its stream) is unknown; a
+  list of the step (a Redis list queue) holds its length (``LLEN``);
 - **Kafka**: each of the step's consumer groups holds, per partition of its topic, the
   end offset less its committed offset (the partition's start when it committed none),
   from the admin API and a group-less consumer;
@@ -71,6 +72,9 @@ class RedisDepth:
     async def _read(self, marker: str) -> tuple[Depth, ...]:
         pattern = "*" + re.sub(r"([*?\[\]\\])", r"\\\1", marker) + "*"
         out = []
+        async for raw in self._conn.scan_iter(match=pattern, _type="LIST", count=1000):
+            key = raw.decode() if isinstance(raw, bytes) else str(raw)
+            out.append(Depth(f"{key} list", int(await self._conn.llen(key))))
         async for raw in self._conn.scan_iter(match=pattern, _type="STREAM", count=1000):
             key = raw.decode() if isinstance(raw, bytes) else str(raw)
             for g in await self._conn.xinfo_groups(key):
@@ -232,13 +236,19 @@ class NatsDepth:
 
     async def _read(self, marker: str) -> tuple[Depth, ...]:
         import nats
+        from nats.errors import NoRespondersError
+        from nats.js.errors import ServiceUnavailableError
 
         spelled = (marker, _NOT_IN_NAME.sub("_", marker))
         nc = await nats.connect(self.url, connect_timeout=TIMEOUT_S, allow_reconnect=False)
         try:
             jsm = nc.jsm()
             out = []
-            for stream in await jsm.streams_info():
+            try:
+                streams = await jsm.streams_info()
+            except (ServiceUnavailableError, NoRespondersError):
+                return ()  # no JetStream on this server: core NATS keeps nothing
+            for stream in streams:
                 name = stream.config.name or ""
                 for c in await jsm.consumers_info(name):
                     if any(m in (c.name or "") for m in spelled):

@@ -27,10 +27,11 @@ from mqlab.config.profile import Profile
 from mqlab.errors import BrokerError
 from mqlab.rabbitmq.backlog import rabbit_depth_for
 from mqlab.sdk.urls import host_port, mask
-from mqlab.servers import declared
+from mqlab.servers import declared, depthsides
 from mqlab.servers.artemisha import ReplicatedArtemis
 from mqlab.servers.brokerside import BrokerSide, NoBroker, ServerSide
 from mqlab.servers.daemons import ChildServers, Mosquitto, NatsServer, RedisServer
+from mqlab.servers.depthsides import DepthSide
 from mqlab.servers.handle import ManagedServer, ServerHandle
 from mqlab.servers.kafkaha import ReplicatedKafka
 from mqlab.servers.rabbithost import RemoteRabbitMQ, RemoteSide
@@ -267,13 +268,15 @@ def _side(
         if handle is not None:
             return declared.Side(kind, handle.urls, handle.facts, handle.pids, adopted.server)
         return declared.Side(kind, urls, {}, (), adopted.server)
+    # a server whose depth mqlab reads, or one it only knows by its processes
+    side = DepthSide if kind in depthsides.KINDS else ServerSide
     if handle is not None:
         # a replicated Kafka's or Artemis' nodes, for node fault events
         own = STARTERS.get(kind)
         nodes = own.nodes.get(handle.state_dir) if isinstance(own, ChildServers) else None
-        return ServerSide(kind, handle.urls, handle.facts, handle.pids, managed=True, nodes=nodes)
+        return side(kind, handle.urls, handle.facts, handle.pids, managed=True, nodes=nodes)
     info, pid = STARTERS[kind].probe(urls[0]) if kind in STARTERS else (None, None)
-    return ServerSide(kind, urls, info or {}, (pid,) if pid is not None else ())
+    return side(kind, urls, info or {}, (pid,) if pid is not None else ())
 
 
 def _rabbit_side(urls: tuple[str, ...], handle: ServerHandle | None, given_api: str) -> RabbitSide:

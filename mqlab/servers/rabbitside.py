@@ -27,7 +27,8 @@ __all__ = ["RabbitSide"]
 #: interval (mqlab's own nodes: 1 s; RabbitMQ's default: 5 s); its ready count is fresh
 _MANAGED_AGE_NS = 1_000_000_000
 _GIVEN_AGE_NS = 5_000_000_000
-#: the depth is one figure for all the step's queues (the ready counts, the unacknowledged)
+#: the depth is two figures for all the step's queues: the ready counts (read now, by a
+#: passive queue.declare) and the unacknowledged (the management API's statistics)
 _QUEUES = "the step's queues"
 
 
@@ -70,12 +71,16 @@ class RabbitSide(ServerSide):
     async def depth(self, marker: str) -> tuple[Depth, ...]:
         if self._depth is None:
             return (Depth(_QUEUES, None, why="no AMQP 0-9-1 URL to count the queues with"),)
-        found = await self._depth.depth(marker)
+        found = await self._depth.parts(marker)
         if found is None:
             why = "the management API could not say (or is another broker's)"
             return (Depth(_QUEUES, None, why=why),)
+        ready, unacked = found
         age = _MANAGED_AGE_NS if self._state_dir is not None else _GIVEN_AGE_NS
-        return (Depth(_QUEUES, found, age_ns=age),)
+        return (
+            Depth(f"{_QUEUES} (ready)", ready),
+            Depth(f"{_QUEUES} (unacknowledged)", unacked, age_ns=age, handed=True),
+        )
 
     async def prepare(self, marker: str, queue_type: str, replicas: int | None) -> None:
         if self.management is not None:

@@ -19,6 +19,7 @@ import pytest
 
 from mqlab.errors import CallTimeout, TransportError, Undeliverable
 from mqlab.faults.verdict import promise
+from mqlab.measure.account import NO_LOSS, ONCE
 from mqlab.testing.kit import Kit, Pair
 from mqlab.testing.subject import Subject
 from mqlab.transport import CALL_TIMEOUT_SLACK, Target, Transport
@@ -71,12 +72,12 @@ async def restart_under_load(subject: Subject, options: Mapping[str, Any]) -> No
     assert not lost or reports or load.failed, (
         f"{len(lost)} accepted cast(s) lost across the restart and nothing told of it"
     )
-    if kept is not None and kept[0] == "duplicates":
+    if kept is not None and kept.keeps == ONCE:
         assert not twice, f"{len(twice)} cast(s) delivered twice across the restart: {twice[:3]}"
-    if kept is not None and kept[0] == "lost":
+    if kept is not None and kept.keeps == NO_LOSS:
         assert not lost, (
             f"{len(lost)} of {len(load.accepted)} accepted cast(s) lost across the server's "
-            f"restart, though it promises {kept[1]} (first: {lost[:3]})"
+            f"restart, though {kept.words} (first: {lost[:3]})"
         )
 
 

@@ -21,6 +21,9 @@ from mqlab.transport import START_LIMIT
 from mqlab.worker import affinity, protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from mqlab.measure.account import HostLost
     from mqlab.record.figures import Figures
     from mqlab.record.sections import HostsSection
     from mqlab.record.values import Flag
@@ -196,11 +199,16 @@ class WorkerPool:
     async def step_start(self) -> None:
         """Before a step's first worker starts."""
 
+    def lost_hosts(self) -> tuple[HostLost, ...]:
+        """The hosts lost during the step (workers on other hosts); none here."""
+        return ()
+
     async def step_end(
-        self, figures: Figures, pattern: str, window_start_ns: int
+        self, figures: Figures, pattern: str, window_start_ns: int, unknown: Mapping[str, int]
     ) -> tuple[HostsSection, tuple[Flag, ...]] | None:
         """After the collect stage: what the pool adds to the step's record (workers on
-        other hosts: :class:`mqlab.hosts.pool.HostPool`); None: nothing."""
+        other hosts: :class:`mqlab.hosts.pool.HostPool`; ``unknown``: what the account left
+        unaccounted per lost host); None: nothing."""
         return None
 
     def last_times(self, w: Worker) -> None:

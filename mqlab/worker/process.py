@@ -24,8 +24,10 @@ from mqlab.errors import MqlabError, TransportError
 from mqlab.eventloop import run
 from mqlab.transport import CLOSE_LIMIT, Target, Transport
 from mqlab.worker import clock, protocol
-from mqlab.worker.recorder import Recorder
+from mqlab.worker.recorder import MARK_NS, Recorder
 from mqlab.worker.workload import ClientLoad, server_handler
+
+_NS = 1_000_000_000
 
 
 def _error(exc: BaseException) -> protocol.Error:
@@ -250,9 +252,14 @@ async def serve(
 async def _snapshots(writer: asyncio.StreamWriter, rec: Recorder) -> None:
     # every snapshot carries the per-second histograms: the live monitor's timeline
     # draws them, and a worker killed on purpose (a rolling update's abrupt stop)
-    # never sends its final figures
+    # never sends its final figures. Between snapshots, the clients' send counts are
+    # marked every MARK_NS (a timer, not a cost per message): the accountant dates each
+    # message by them
+    marks = round(_NS / MARK_NS)
     while True:
-        await asyncio.sleep(1.0)
+        for _ in range(marks):
+            await asyncio.sleep(MARK_NS / _NS)
+            rec.mark()
         await protocol.send(writer, protocol.Snapshot(rec.figures()))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from hdrh.histogram import HdrHistogram
 
@@ -23,6 +23,12 @@ from mqlab.measure.spontaneous import SEND_ERRORS, SpontaneousLog
 from mqlab.worker import clock
 
 _NS: Final = 1_000_000_000
+#: how often a worker marks each client's send count (each message dated to within it)
+MARK_NS: Final = 100_000_000
+#: at most this many marks kept per worker (beyond, the older half is thinned)
+MAX_MARKS: Final = 50_000
+#: at most this many runs of refused sends kept by number per worker
+MAX_REFUSED_RUNS: Final = 100_000
 #: a pending latency is one int: (second << 33) | (microseconds << 1) | in_window;
 #: microseconds are clamped to [0, _US_MAX], above latency.HIGHEST_US so the fold
 #: still counts them as over the range
@@ -56,7 +62,11 @@ class Recorder:
         self._senders: dict[int, Callable[[], int]] = {}
         #: what happened to this worker's connections, with each client's send count then
         self.spontaneous = SpontaneousLog(worker, self._senders)
-        self._marks: list[list[int]] = []  # [client, monotonic ns, sent] at each report
+        self._marks: list[list[int]] = []  # [client, monotonic ns, sent], every MARK_NS
+        self._marked: dict[int, int] = {}  # each client's count at its latest mark
+        #: sends the driver refused, by number: (client, kind) -> runs [lo, hi) of numbers
+        self._refused: dict[tuple[int, str], list[list[int]]] = {}
+        self._refused_runs = 0
         # open loops: each client's final account, or, while it runs, its account so far
         # (a client killed mid-step never gives a final one)
         self._ol_final: dict[int, OpenLoop] = {}
@@ -164,8 +174,16 @@ class Recorder:
         self.last_rx = now
         self._pending_rt.append(self._pack(now, ts))
 
-    def on_error(self, kind: str, intended: int | None = None, message: str = "") -> None:
-        """An error; a send whose intended time is in the window also counts as failed."""
+    def on_error(
+        self,
+        kind: str,
+        intended: int | None = None,
+        message: str = "",
+        client: int = -1,
+        seq: int = -1,
+    ) -> None:
+        """An error; a send whose intended time is in the window also counts as failed.
+        A send the driver refused (``client``'s message ``seq``) is kept by its number."""
         self.errors[kind] = self.errors.get(kind, 0) + 1
         if message:  # the latest of each kind, for the live monitor's errors view
             self.error_messages[kind] = message[:200]
@@ -174,8 +192,22 @@ class Recorder:
         if intended is not None:
             if kind in SEND_ERRORS:  # a send the driver or broker refused: an event too
                 self.spontaneous.add(SEND_ERRORS[kind], message, now=now)
+                if seq >= 0:
+                    self._refuse(client, kind, seq)
             if self.in_window(intended):
                 self.failed += 1
+
+    def _refuse(self, client: int, kind: str, seq: int) -> None:
+        """One refused send, in runs of consecutive numbers (a closed loop failing fast
+        refuses long runs): at most MAX_REFUSED_RUNS per worker, the rest counted only."""
+        runs = self._refused.setdefault((client, kind), [])
+        if runs and runs[-1][1] == seq:
+            runs[-1][1] = seq + 1
+        elif self._refused_runs < MAX_REFUSED_RUNS:
+            runs.append([seq, seq + 1])
+            self._refused_runs += 1
+        else:
+            self.errors["RefusedNotNumbered"] = self.errors.get("RefusedNotNumbered", 0) + 1
 
     def count_open_loop(self, client: int, so_far: Callable[[], OpenLoop]) -> None:
         """Report ``client``'s open-loop account as ``so_far()`` until its final one."""
@@ -240,11 +272,27 @@ class Recorder:
                 encoded.pop(sec, None)
             self.over_range += latency.record(self.hist[kind], window)
 
-    def _send_marks(self) -> list[list[int]]:
-        """Each client's send count now, added to those of every earlier report."""
+    def mark(self) -> None:
+        """Each client's send count now, if it changed since its last mark: the marks date
+        every message to within their spacing (the worker marks every MARK_NS)."""
         now = clock.now()
-        self._marks.extend([c, now, sent()] for c, sent in self._senders.items())
+        marked = self._marked
+        for c, sent in self._senders.items():
+            n = sent()
+            if marked.get(c) != n:
+                marked[c] = n
+                self._marks.append([c, now, n])
+        if len(self._marks) > MAX_MARKS:  # a long step: the older marks thinned, halved
+            half = len(self._marks) // 2
+            self._marks[:half] = self._marks[:half:2]
+
+    def _send_marks(self) -> list[list[int]]:
+        """Every mark so far, this report's included."""
+        self.mark()
         return list(self._marks)
+
+    def _refused_sends(self) -> list[list[Any]]:
+        return [[c, kind, lo, hi] for (c, kind), runs in self._refused.items() for lo, hi in runs]
 
     def figures(self) -> WorkerFigures:
         """What this worker has measured so far, per-second histograms included: every
@@ -287,4 +335,5 @@ class Recorder:
             spontaneous=self.spontaneous.snapshot(),
             spontaneous_dropped=self.spontaneous.dropped,
             send_marks=self._send_marks(),
+            refused=self._refused_sends(),
         )

@@ -142,7 +142,7 @@ class ClientLoad:
                 if waiting is not None:
                     await waiting
         except Exception as exc:  # noqa: BLE001 - an unmapped library error is still counted
-            self._failed(exc, intended)
+            self._failed(exc, intended, seq)
 
     def _next(self, now: int, intended: int) -> tuple[int, Target, bytes]:
         """Number, count and encode the next message: (its number, target, body)."""
@@ -152,10 +152,11 @@ class ClientLoad:
         target = self._only or self.targets[seq % len(self.targets)]
         return seq, target, self._encode.encode(seq, intended, self._fixed or self._size())
 
-    def _failed(self, exc: Exception, intended: int) -> None:
-        """A send that raised, counted by its kind; an error the driver did not map, too."""
+    def _failed(self, exc: Exception, intended: int, seq: int) -> None:
+        """A send that raised (message ``seq``), counted by its kind; an error the driver
+        did not map, too."""
         if isinstance(exc, TransportError):
-            self.rec.on_error(exc.kind, intended, str(exc))
+            self.rec.on_error(exc.kind, intended, str(exc), self.client_id, seq)
         else:
             self.rec.on_error(f"Unmapped:{type(exc).__name__}", intended, str(exc))
 
@@ -202,7 +203,7 @@ class ClientLoad:
                         if stop.is_set():
                             return
                 except Exception as exc:  # noqa: BLE001 - counted, as in one()
-                    self._failed(exc, now)
+                    self._failed(exc, now, seq)
             await asyncio.sleep(0)
 
     async def open_loop(self, rate: float, start: int, end: int, schedule_from: int = 0) -> None:

@@ -1,7 +1,8 @@
 """The drain's queue depth is the broker's count now, or it is unknown: never a stale 0.
 
 The step's only pika server is killed early in the window: its queue keeps filling,
-and the drain is cut at 1 s. What the queue holds then is unaccounted, never lost. The management
+and the drain ends (its depth stops changing, or at 1 s). What the queue holds then is
+unaccounted, never lost. The management
 API's ``messages`` (refreshed every 5 s) read 0 for such a queue, and every one of
 those messages used to be called lost.
 """
@@ -63,7 +64,8 @@ def test_a_backlog_cut_by_the_drain_is_counted_by_the_queue_itself(tmp_path: Pat
     # the managed node's API names the queue, the queue counts its messages now: every
     # missing one is there (a stale count from the API would leave some "lost")
     missing = step["expected"] - step["received"]
-    assert step["depth_unknown"] is False and step["drain_end"] == "limit"
+    # (the drain ends when that depth stops changing, or at its limit on a busy machine)
+    assert step["depth_unknown"] is False and step["drain_end"] in ("idle", "limit")
     assert step["still_queued"] >= missing, (step["still_queued"], missing)
 
 
@@ -74,6 +76,6 @@ def test_a_backlog_on_a_broker_that_cannot_say_its_depth_is_not_lost(
     # depth is unknown, so the missing messages may still be queued
     step = _step(tmp_path, PROFILE, "--broker", broker.url)
     assert step["depth_unknown"] is True and step["still_queued"] is None
-    assert "queue depth unknown" in next(
+    assert "the management API could not say" in next(
         f["message"] for f in step["flags"] if f["code"] == "unaccounted"
     )

@@ -6,14 +6,17 @@ each such delivery ends in one bucket, decided in this order:
 
 1. it arrived once: ``delivered``; more than once: ``duplicated``;
 2. its send raised (the driver refused it): ``lost``, caused by that failure;
-3. a link fault still in force at the end held it: ``held`` by that fault, only as many as
+3. the broker keeps messages: up to a depth read no earlier than the servers' last
+   delivery, ``still_queued``, the last sent first (the broker's own count, exact: before
+   a proxy's, which is a bound; what it handed to consumers and they did not acknowledge
+   counts only on a drain cut short: see ``_settled``);
+4. a link fault still in force at the end held it: ``held`` by that fault, only as many as
    its proxy proves it holds, the last sent first, and only messages sent in its window;
-4. it went to the servers of a host lost mid-step, sent between the host's last shipped
+5. it went to the servers of a host lost mid-step, sent between the host's last shipped
    receipts (less the slowest delivery) and its loss: ``unaccounted`` (it may have had it);
-5. the broker keeps messages: up to a depth read no earlier than the servers' last
-   delivery, ``still_queued``, the last sent first; up to an older depth, and for a group
-   whose depth is unknown, ``unaccounted``, with why. A broker that keeps nothing, on a
-   drain cut short while messages could still arrive: ``unaccounted`` too;
+   so is what a depth read before that last delivery counts (up to it), and what a group
+   whose depth is unknown misses, with why; and, for a broker that keeps nothing, what a
+   drain cut short while messages could still arrive misses;
 6. the rest is ``lost``, attributed to the first event (by start) that can lose, touches
    its group and client, and whose window its send may lie in (see ``Event.window``);
    outside every window it is unexplained. Duplicated messages are attributed the same
@@ -29,6 +32,7 @@ from mqlab.measure.account.history import (
     Bits,
     Chunk,
     Client,
+    Depth,
     Event,
     History,
     count,
@@ -184,19 +188,21 @@ def account(h: History) -> Account:
             b.failures[name] = f.kind
             for g in range(h.groups):
                 b.put((g, c), (LOST, name), b.missing[(g, c)] & f.numbers)
-    # 3. held by a link fault still in force, no more than its proxy proves
+    # 3. what the broker's fresh depth says it still holds
+    _queued(b, h, fresh=True)
+    # 4. held by a link fault still in force, no more than its proxy proves
     named = {e.name: e for e in h.events}
     for hold in h.holds:
         ev = named.get(hold.event) or Event(hold.event, "link", h.start_ns)
         start = ev.window(h.slowest_ns)[0]
         b.take((HELD, hold.event), hold.messages, ev.groups, ev.clients, (start, None))
-    # 4. a lost host may have received what was sent around its loss
+    # 5. a lost host may have received what was sent around its loss
     for lost in h.hosts_lost:
         start = (h.start_ns if lost.as_of_ns is None else lost.as_of_ns) - h.slowest_ns
         why = f"host {lost.host} lost: what it received after its last shipped state is unknown"
         b.take((UNACCOUNTED, why), None, lost.groups, None, (start, lost.lost_at_ns))
-    # 5. what the broker still holds
-    _queued(b, h)
+    # ... and what an old or unknown depth may hold
+    _queued(b, h, fresh=False)
     # 6. the rest is lost, to the first event whose window it may have been sent in
     losing = [e for e in by_start if e.loses]
     for (g, c), missing in list(b.missing.items()):
@@ -207,11 +213,22 @@ def account(h: History) -> Account:
     return _summed(b, h)
 
 
-def _queued(b: _Books, h: History) -> None:
+def _settled(d: Depth, h: History) -> bool:
+    """What the broker handed to consumers and they did not acknowledge, after servers
+    quiet for the drain's idle time, they had: delivered (the ack, or the broker's
+    statistics, not caught up yet) or given back (a connection closed: ready again), or it
+    is in a link fault's proxy. Only a drain cut short while they were busy leaves it open."""
+    return d.handed and (bool(h.holds) or h.drain_end not in ("limit", "user"))
+
+
+def _queued(b: _Books, h: History, fresh: bool) -> None:
+    """Still queued by the fresh depths (``fresh``), else unaccounted by the rest."""
     covered: set[int] = set()
     for d in h.depths:
         groups = d.groups if d.groups is not None else frozenset(range(h.groups))
         covered |= groups
+        if fresh != (d.messages is not None and d.age_ns <= h.quiet_ns) or _settled(d, h):
+            continue
         if d.messages is None:
             b.take((UNACCOUNTED, d.why or f"the depth of {d.queue} is unknown"), None, groups)
         elif d.age_ns > h.quiet_ns:
@@ -223,6 +240,8 @@ def _queued(b: _Books, h: History) -> None:
         else:
             b.take((QUEUED, d.queue), d.messages, groups)
     rest = frozenset(range(h.groups)) - covered
+    if fresh:
+        return
     if h.keeps and rest:
         why = "the broker keeps messages and their queue depth was not read"
         b.take((UNACCOUNTED, why), None, rest)

@@ -174,13 +174,17 @@ class Hold:
 @dataclass(frozen=True, slots=True)
 class Depth:
     """How many messages the broker held for some delivery groups (None: every group) when
-    the history ended, read ``age_ns`` before its end; ``messages`` None: not known, ``why``."""
+    the history ended, read ``age_ns`` before its end; ``messages`` None: not known, ``why``.
+    ``handed``: messages the broker handed to a consumer, not acknowledged yet (RabbitMQ's
+    unacknowledged count): with a link fault in force at the end they may as well be in
+    its proxy or delivered with their acknowledgement held, so they are not counted then."""
 
     queue: str
     messages: int | None
     groups: frozenset[int] | None = None
     age_ns: int = 0
     why: str = ""
+    handed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,11 +19,12 @@ they are said, and judge nothing. The note says it all in words.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from mqlab.measure.account.buckets import Account
+from mqlab.measure.account.buckets import Account, Cause
 
-__all__ = ["FAILED", "NO_LOSS", "ONCE", "Promise", "Verdict", "judge"]
+__all__ = ["FAILED", "FAILURES", "NO_LOSS", "ONCE", "Promise", "Verdict", "judge", "told"]
 
 #: the verdicts that fail a step
 FAILED = ("unexplained", "broken")
@@ -48,8 +49,15 @@ class Verdict:
     note: str
 
 
-def judge(a: Account, promise: Promise | None, no_promise: str = "no promise") -> Verdict:
-    """The account judged against ``promise``; ``no_promise`` says why there is none."""
+def judge(
+    a: Account,
+    promise: Promise | None,
+    no_promise: str = "no promise",
+    phrase: Callable[[Cause], str] | None = None,
+    during: str = "",
+) -> Verdict:
+    """The account judged against ``promise``; ``no_promise`` says why there is none;
+    ``phrase`` and ``during`` word the causes (see :func:`told`)."""
     if a.unexplained_lost or a.unexplained_duplicated:
         verdict = "unexplained"
     elif promise is None:
@@ -61,28 +69,50 @@ def judge(a: Account, promise: Promise | None, no_promise: str = "no promise") -
     else:
         verdict = "kept"
     words = promise.words if promise is not None else no_promise
-    note = f"{'; '.join(told(a))}; {words}: {verdict}"
+    note = f"{'; '.join(told(a, phrase, during))}; {words}: {verdict}"
     return Verdict(verdict, verdict in FAILED, promise.words if promise else None, note)
 
 
-def told(a: Account) -> list[str]:
-    """The account in words, one part per cause and bucket that is not plain delivery."""
-    parts = []
+def told(a: Account, phrase: Callable[[Cause], str] | None = None, during: str = "") -> list[str]:
+    """The account in words, one part per cause and bucket that is not plain delivery.
+
+    ``phrase`` says what a cause did after "N lost " (default: "during <event>", "in sends
+    that failed (<kind>)"); causes of one phrase are told together ("... 2 times").
+    ``during`` (" during 4.1 s of flow control") follows the last cause, or "nothing lost".
+    """
+    say = phrase or _phrase
+    by_phrase: dict[str, list[int]] = {}
     for c in a.causes:
-        where = f"in sends that failed ({c.name})" if c.kind in _FAILURES else f"during {c.name}"
-        parts.append(f"{_counts(c.lost, c.duplicated)} {where}")
+        counts = by_phrase.setdefault(say(c), [0, 0, 0])
+        counts[0] += c.lost
+        counts[1] += c.duplicated
+        counts[2] += 1
+    parts = []
+    for words, (lost, duplicated, times) in by_phrase.items():
+        if times > 1:  # "timed out 2 times (TCP_USER_TIMEOUT 0.25 s)"
+            head, paren, tail = words.partition(" (")
+            words = f"{head} {times} times{paren}{tail}"
+        parts.append(f"{_counts(lost, duplicated)} {words}")
+    if parts:
+        parts[-1] += during
     if a.unexplained_lost or a.unexplained_duplicated:
-        counts = _counts(a.unexplained_lost, a.unexplained_duplicated)
-        parts.append(f"{counts} with no event: unexplained")
+        counts_ = _counts(a.unexplained_lost, a.unexplained_duplicated)
+        parts.append(f"{counts_} with no event: unexplained")
     if not parts:
-        parts.append("nothing lost or duplicated")
+        parts.append(f"nothing lost or duplicated{during}")
     for name, n in a.held_by:
-        parts.append(f"{n:,} held by {name}, still in force when the drain ended: not lost")
+        parts.append(
+            f"{n:,} held by link fault {name}, still in force when the drain ended: not lost"
+        )
     if a.still_queued:
         parts.append(f"{a.still_queued:,} still queued")
     for why, n in a.unaccounted_why:
         parts.append(f"{n:,} unaccounted ({why})")
     return parts
+
+
+def _phrase(c: Cause) -> str:
+    return f"in sends that failed ({c.name})" if c.kind in FAILURES else f"during {c.name}"
 
 
 def _counts(lost: int, duplicated: int) -> str:
@@ -91,4 +121,4 @@ def _counts(lost: int, duplicated: int) -> str:
 
 
 #: the kinds of a send the driver refused
-_FAILURES = frozenset({"returned", "nacked", "send_failed"})
+FAILURES = frozenset({"returned", "nacked", "send_failed"})

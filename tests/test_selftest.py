@@ -1,0 +1,31 @@
+"""``mqlab selftest``: the known-answer cases on the loopback and on a managed RabbitMQ node,
+each expected account printed beside the one found (issue 41)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mqlab.faults import knowncases
+from tests.helpers import mqlab
+
+pytestmark = pytest.mark.serial  # a node killed and an alarm timed within a step
+
+
+def test_selftest_finds_every_known_answer_and_says_so_per_case() -> None:
+    proc = mqlab("selftest", timeout=900)
+    print(proc.stdout)  # the closing note's table: loopback and pika, every case
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # each case's first line in the table: plugin, case, expected, found, found?
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in proc.stdout.splitlines()]
+    rows = [(c[0], c[-1]) for c in cells if len(c) == 5 and c[0]]
+    want = [p for p in ("loopback", "pika") for _ in knowncases.PLUGINS[p]]
+    assert rows == [(p, "yes") for p in want], proc.stdout
+    assert f"every known answer found ({len(want)} cases)" in proc.stdout
+
+
+def test_selftest_refuses_an_unknown_case_in_one_line() -> None:
+    proc = mqlab("selftest", "--case", "nope")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"mqlab: selftest: no case nope; the cases are {', '.join(knowncases.CASES)}"
+    ]
