@@ -31,6 +31,7 @@ METAVARS = {
     "N": "a whole number",
     "PERCENT": "a percentage",
     "TABLE": "the name of one of mqlab show's tables",
+    "CASE": "the name of one of mqlab selftest's known-answer cases",
     "COMMAND": "a subcommand",
     "ACTION": "what to do",
 }

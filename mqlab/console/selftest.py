@@ -106,7 +106,7 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
         example="mqlab selftest --case alone",
     )
     p.add_argument(
-        "--case", action="append", metavar="NAME",
-        help=f"run only this case (repeatable): {', '.join(knowncases.CASES)}",
+        "--case", action="append", metavar="CASE",
+        help=f"run only this case (repeatable; default: every case): {', '.join(knowncases.CASES)}",
     )  # fmt: skip
     p.set_defaults(func=cmd_selftest)
