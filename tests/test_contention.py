@@ -169,6 +169,9 @@ def test_a_step_beside_busy_loops_is_flagged_contended_wherever_its_figures_are_
         first = mqlab("run", str(profile), "-o", str(a))
         second = mqlab("run", str(profile), "-o", str(b))
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    # before the run, what on the machine moves the figures: the busy loops' share
+    assert first.machine[0].startswith("mqlab: this machine may move the figures"), first.machine
+    assert any("other processes:" in line for line in first.machine), first.machine
     (step,) = results(a)["steps"]
     trust = step["trust"]
     # the results: the flag, the others' share (of the whole machine) and its reasons

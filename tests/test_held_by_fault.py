@@ -84,7 +84,10 @@ def test_a_link_fault_never_restored_holds_its_messages_it_does_not_lose_them(
     # every missing message is either still queued at the broker or held: none lost
     assert step["lost"] == 0
     missing = step["expected"] - step["received"]
-    assert step["unaccounted"] == missing == held["messages"] + step["still_queued"]
+    # (the account's buckets: the drain's raw depth may also count a delivery whose ack the
+    # cut holds, which RabbitMQ's statistics show unacknowledged; the account does not)
+    account = step["account"]
+    assert step["unaccounted"] == missing == held["messages"] + account["still_queued"], account
     assert step["account"]["held_by"] == [{"reason": label, "messages": held["messages"]}]
     # the promise is not broken by messages a fault that never ended still holds
     assert step["verdict"]["verdict"] == "kept", step["verdict"]

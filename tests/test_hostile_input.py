@@ -188,6 +188,7 @@ COMMANDS = {
     "plugins": [],
     "broker": ["status"],
     "system": [],
+    "selftest": [],
 }
 
 

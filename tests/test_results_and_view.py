@@ -205,7 +205,8 @@ def test_show_verbose_prints_again_what_run_printed_after_its_comparison(tmp_pat
     # the fault's tables: its phases, each event, what each loss is put down to
     start = run.stdout.index("phase ")
     details = run.stdout[start : run.stdout.index("codec cost per message")]
-    assert "faults: zmq cast" in details and "injected" in details
+    assert "faults: zmq cast" in details and "kill_server server1" in details
+    assert "events: zmq cast" in details  # what each loss is put down to
     plain = mqlab("show", str(out))
     verbose = mqlab("show", str(out), "-v")
     assert plain.returncode == verbose.returncode == 0, plain.stderr + verbose.stderr

@@ -147,7 +147,7 @@ async def test_an_error_a_driver_reports_counts_in_the_step_and_fails_no_message
         "msgpack", False, ((64, 64, 1),),
     )  # fmt: skip
     rec = Recorder(str(tmp_path), "w0")
-    transport = await process._start(spec, rec, Codec("msgpack", False))
+    (transport,) = await process._start(spec, rec, Codec("msgpack", False))
     await transport.aclose()
     rec.ledger.close()
     assert rec.errors == {"ConnectionLost": 1}
