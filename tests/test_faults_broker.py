@@ -190,4 +190,4 @@ def test_a_driver_that_loses_messages_when_its_node_dies_breaks_its_promise(
     # the node is back before the next step starts: started in the window or after it
     assert any(e["action"] == "start_node" and e["ok"] for e in s["events"])
     # and the table says it, per event
-    assert "broken: no loss (retry = 3)" in run[1]
+    assert "retry = 3 promises no loss: broken" in run[1]

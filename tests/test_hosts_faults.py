@@ -187,7 +187,7 @@ def test_a_node_killed_under_load_on_its_broker_host_as_on_one_host(
     killed = next(f for f in s["faults"] if f["event"].startswith("kill_node"))
     assert "retry = 3" in killed["promise"] and "no loss" in killed["promise"], killed
     _accounted(s)
-    assert "broken: no loss (retry = 3)" in stdout
+    assert "retry = 3 promises no loss: broken" in stdout
 
 
 def test_a_link_cut_between_one_load_host_and_the_broker_loses_nothing(
