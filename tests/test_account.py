@@ -220,3 +220,58 @@ def test_a_lost_host_leaves_what_it_may_have_received_unaccounted_and_the_rest_i
     assert a.unaccounted == 100  # sent 1 s .. 2 s: it may have had them
     assert [(x.name, x.lost) for x in a.causes] == [("host h2 lost", 200)]
     assert a.unexplained_lost == 0
+
+
+def _reported(*said: tuple[float, str, str]) -> list[dict[str, object]]:
+    """What a pika client worker ``c1`` reported (its ``spontaneous`` events), in seconds."""
+    return [
+        {"t_ns": int(t * S), "kind": kind, "worker": "c1", "connection": "mqlab-pika c1",
+         "cause": cause}
+        for t, kind, cause in said
+    ]  # fmt: skip
+
+
+def test_a_connection_lost_under_flow_control_owns_what_its_client_wrote_since_the_block() -> None:
+    # issue 41: pika at most once, 200 casts/s for 8 s; the broker blocked c1's connection
+    # at 2 s (memory alarm) and stopped reading it; the kernel gave up on it at 4.5 s. The
+    # 500 casts written into it since the block (400 .. 899) are lost: to the connection
+    # lost, blamed on c1's sends to whichever group (c1 serves none)
+    from mqlab.faults.history import spontaneous as events_of
+
+    c = steady(1, 200, 8)
+    roles = {"c1": (frozenset({1}), frozenset()), "s1": (frozenset(), frozenset({0}))}
+    said = events_of(_reported(
+        (2.0, "blocked", "the broker blocked the connection (low on memory)"),
+        (4.5, "connection_lost", "timed out"),
+        (4.51, "reconnected", ""),
+    ), 0, roles)  # fmt: skip
+    lost = list(range(400, 900))
+    h = History(1, (c,), (got(c, lost),), 0, 9 * S, events=tuple(e for e, _ in said))
+    a = account(h)
+    assert (a.lost, a.unexplained_lost) == (500, 0)
+    assert [(x.name, x.kind, x.lost) for x in a.causes] == [
+        ("connection_lost c1", "connection_lost", 500)
+    ]
+    assert judge(a, AT_MOST_ONCE).verdict == "kept"
+    # the same report without the block: only what was sent in the second before it (from
+    # the 100 ms mark that reaches into it, 3.4 s): the 280 sent before are unexplained
+    bare = events_of(_reported((4.5, "connection_lost", "timed out"), (4.51, "reconnected", "")),
+                     0, roles)  # fmt: skip
+    b = account(History(1, (c,), (got(c, lost),), 0, 9 * S, events=tuple(e for e, _ in bare)))
+    assert b.unexplained_lost == 280 and b.lost == 500
+
+
+def test_a_node_killed_not_the_connection_lost_with_it_is_blamed() -> None:
+    # a node killed at 3 s; c1 reports its connection lost at 3.2 s (its window reaches back
+    # a second, before the kill): what was sent from 3 s is the kill's, not the symptom's
+    from mqlab.faults.history import spontaneous as events_of
+
+    c = steady(1, 200, 6)
+    roles = {"c1": (frozenset({1}), frozenset())}
+    said = events_of(_reported((3.2, "connection_lost", "reset"), (3.3, "reconnected", "")),
+                     0, roles)  # fmt: skip
+    kill = Event("kill_node node1", "injected", 3 * S, None)
+    lost = list(range(600, 660))
+    h = History(1, (c,), (got(c, lost),), 0, 7 * S, events=(kill, *(e for e, _ in said)))
+    a = account(h)
+    assert [(x.name, x.lost) for x in a.causes] == [("kill_node node1", 60)]

@@ -129,8 +129,10 @@ def test_a_ctrl_c_during_the_drain_keeps_the_step_with_its_backlog_queued_not_lo
     assert step["drain_end"] == "user", step["drain_end"]
     assert step["sent"] > step["received"] > 0
     # the backlog the broker still held is counted as queued: nothing of it is lost (the
-    # server kept taking from it, one by one, until the Ctrl-C)
-    assert queued >= step["still_queued"] > 0
+    # server kept taking from it, one by one, until the Ctrl-C). The broker's count also holds
+    # the one message handed to the consumer (prefetch 1, unacknowledged), which the passive
+    # declare above does not count as ready: one more than that backlog at most
+    assert queued + 1 >= step["still_queued"] > 0
     # at most the one message the consumer had been handed (prefetch 1) may be missed:
     # on its way through the delayed link, it is in RabbitMQ's unacknowledged count only
     # as its statistics (refreshed every second) caught it; the backlog is never lost

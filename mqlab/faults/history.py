@@ -13,8 +13,10 @@ The accountant (:mod:`mqlab.measure.account`) reads one frozen
   from when it fired to when another undid it (a ``restore``, a node started again, a
   server restarted; in force to the end otherwise), plus the driver's detection time (the
   event's ``detect_s`` when the series showed it, else :data:`DETECT_NS`); a connection a
-  driver reported lost from :data:`NOTICED_LATE_NS` before its report (it noticed late) to
-  its reconnection; a rolling update's stop to its successor serving; a host lost to the
+  driver reported lost from :data:`NOTICED_LATE_NS` before its report (it noticed late),
+  or before the broker blocked it if it was blocked (flow control), to its reconnection,
+  touching its clients' sends or its servers' groups, and blamed only where no injected
+  event reaches; a rolling update's stop to its successor serving; a host lost to the
   end. A delay, a bandwidth cap and a memory alarm only hold: they lose nothing;
 - the step's own broker's depth per queue, each queue mapped to its delivery groups
   through the step's layout, how old each figure is at the end, or why it is unknown;
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mqlab.measure import latency
@@ -180,9 +182,7 @@ def injected(
         if ev.action in ("kill_server", "restart_server"):
             groups = servers.get(_target(ev))
         elif ev.action == "stop":  # a rolling update's worker: "s0 (kombu), abrupt"
-            mine = roles.get(ev.detail.split(" ", 1)[0])
-            if mine is not None:
-                clients, groups = mine[0] or frozenset(), mine[1] or frozenset()
+            clients, groups = reach(roles, ev.detail.split(" ", 1)[0])
         holds = ev.action in HOLDS_ONLY  # a memory alarm: flow control, it only holds
         out.append((
             Event(
@@ -195,6 +195,20 @@ def injected(
     return out
 
 
+def reach(
+    roles: Mapping[str, tuple[frozenset[int], frozenset[int]]], worker: str
+) -> tuple[frozenset[int] | None, frozenset[int] | None]:
+    """Whose messages a worker's own trouble can touch, as (clients, groups), None for
+    every one: a client's, what its clients sent to any group; a server's, what any client
+    sent to its groups; a worker that does both (or one not known), everyone's."""
+    clients, groups = roles.get(worker, (frozenset(), frozenset()))
+    if clients and not groups:
+        return clients, None
+    if groups and not clients:
+        return None, groups
+    return None, None
+
+
 def spontaneous(
     events: Sequence[Mapping[str, Any]],
     window_start: int,
@@ -202,19 +216,27 @@ def spontaneous(
 ) -> list[tuple[Event, Place]]:
     """What nobody injected and can lose or repeat a message in flight: a connection lost
     (until it is reconnected), a consumer cancelled, a nack. Refused sends are not events:
-    they are known by number."""
+    they are known by number. A connection lost while the broker had it blocked (flow
+    control) is in trouble from the block on: what the driver wrote into it since then
+    went into a connection the broker no longer read."""
     out: list[tuple[Event, Place]] = []
     open_: dict[tuple[str, str], int] = {}  # (worker, connection) -> its event in out
+    blocked: dict[tuple[str, str], int] = {}  # (worker, connection) -> blocked since
     seen: dict[str, int] = {}
     for ev in sorted(events, key=lambda e: int(e["t_ns"])):
         kind, worker, conn = str(ev["kind"]), str(ev["worker"]), str(ev["connection"])
         t = int(ev["t_ns"])
+        if kind == "blocked":
+            blocked.setdefault((worker, conn), t)
+            continue
+        if kind == "unblocked":
+            blocked.pop((worker, conn), None)
+            continue
         if kind == "reconnected":
             k = open_.pop((worker, conn), None)
             if k is not None:
                 e, p = out[k]
-                out[k] = (Event(e.name, e.kind, e.start_ns, t, 0, e.clients, e.groups,
-                                e.loses, e.duplicates), p)  # fmt: skip
+                out[k] = (replace(e, end_ns=t), p)
             continue
         if kind not in _SPONTANEOUS:
             continue
@@ -222,10 +244,14 @@ def spontaneous(
         base = f"{kind} {worker}"
         seen[base] = seen.get(base, 0) + 1
         name = base if seen[base] == 1 else f"{base} #{seen[base]}"
-        clients, groups = roles.get(worker, (None, None))
+        clients, groups = reach(roles, worker)
         end = t if kind == "nacked" else None
+        start = t
+        if kind == "connection_lost":  # a new connection starts unblocked
+            start = min(t, blocked.pop((worker, conn), t))
         out.append((
-            Event(name, kind, t - NOTICED_LATE_NS, end, 0, clients, groups, loses, dups),
+            Event(name, kind, start - NOTICED_LATE_NS, end, 0, clients, groups, loses, dups,
+                  symptom=True),
             Place(kind, round((t - window_start) / _NS, 3), worker, conn, str(ev["cause"])),
         ))  # fmt: skip
         if end is None:

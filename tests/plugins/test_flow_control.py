@@ -72,12 +72,6 @@ def _step(doc: dict[str, Any], driver: str) -> dict[str, Any]:
     return next(s for s in doc["steps"] if s["driver"] == driver)
 
 
-@pytest.mark.xfail(
-    reason="issue 41's accountant attributes a loss only inside an event's window: the casts "
-    "pika sent into its blocked connection, seconds before the connection timed out, are "
-    "counted lost but not yet put down to connection_lost (no_event instead); open in issue 41",
-    strict=False,
-)
 def test_pika_at_most_once_loses_to_its_connection_timeout_under_flow_control_and_says_so(
     run: tuple[dict[str, Any], str],
 ) -> None:

@@ -18,9 +18,11 @@ each such delivery ends in one bucket, decided in this order:
    whose depth is unknown misses, with why; and, for a broker that keeps nothing, what a
    drain cut short while messages could still arrive misses;
 6. the rest is ``lost``, attributed to the first event (by start) that can lose, touches
-   its group and client, and whose window its send may lie in (see ``Event.window``);
-   outside every window it is unexplained. Duplicated messages are attributed the same
-   way, to events that can deliver twice.
+   its group and client, and whose window its send may lie in (see ``Event.window``), a
+   driver's own report (``Event.symptom``: a connection lost) only where no injected event's
+   window reaches (a node killed is the cause of the connections lost with it); outside
+   every window it is unexplained. Duplicated messages are attributed the same way, to
+   events that can deliver twice.
 """
 
 from __future__ import annotations
@@ -162,7 +164,8 @@ def _first(events: list[Event], g: int, c: int, ch: Chunk, slowest: int) -> str:
 def account(h: History) -> Account:
     """The step's account (the rules in the module's doc)."""
     b = _Books(h)
-    by_start = sorted(h.events, key=lambda e: (e.start_ns, e.name))
+    # causes before symptoms, each by start: _first blames the first whose window fits
+    by_start = sorted(h.events, key=lambda e: (e.symptom, e.start_ns, e.name))
     receipts = {(r.group, r.client): r for r in h.receipts}
     # 1. what arrived; duplicated messages dated like losses
     redelivering = [e for e in by_start if e.duplicates]

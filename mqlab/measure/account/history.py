@@ -138,6 +138,8 @@ class Event:
     ``end_ns`` None: still in force when the history ends. ``clients`` and ``groups``: whose
     messages it can touch (None: everyone's). ``loses`` / ``duplicates``: whether it can
     lose or deliver twice a message in flight (a delay or a memory alarm only holds).
+    ``symptom``: a driver's own report (a connection lost, a consumer cancelled), which an
+    injected event in force may have caused: blamed only where no other event's window reaches.
     """
 
     name: str
@@ -149,6 +151,7 @@ class Event:
     groups: frozenset[int] | None = None
     loses: bool = True
     duplicates: bool = True
+    symptom: bool = False
 
     def concerns(self, group: int, client: int) -> bool:
         return (self.clients is None or client in self.clients) and (
