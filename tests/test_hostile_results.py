@@ -176,9 +176,9 @@ def test_every_field_mutated_is_shown_reported_and_compared_or_refused_in_one_li
                 assert run is not None
                 _figures(run, base_run)
                 counts["accepted"] += 1
-            if g % 5:
-                continue  # the commands themselves: one in five mutants, each in turn
-            args = commands[(g // 5) % len(commands)]
+            if g % 10:
+                continue  # the commands themselves: one in ten mutants, each in turn
+            args = commands[(g // 10) % len(commands)]
             code, _, err = _run(capsys, *args)
             counts["commands"] += 1
             if run is None:

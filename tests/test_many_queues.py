@@ -105,7 +105,9 @@ def _drained(broker: BrokerHandle, tmp_path: Path, duration: str, scenario: str)
     # ten queues, 200 each: the senders go round robin, the consumers took every one
     q = step["per_queue"]
     assert (q["queues"], q["min"], q["max"]) == (10, 200, 200)
-    assert 0 < q["last_done_s"] == step["drained_in_s"]
+    # the last queue done is the batch drained (each read from its own worker's clock
+    # report: a millisecond's rounding apart at most)
+    assert q["last_done_s"] > 0 and abs(q["last_done_s"] - step["drained_in_s"]) <= 0.002
     assert step["batch_rate"] == pytest.approx(2000 / step["drained_in_s"], rel=0.01)
     return step
 

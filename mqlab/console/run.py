@@ -112,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         if not args.quiet or line.startswith("mqlab:"):
             with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-                err.print(redact.scrub(line))
+                err.print(redact.scrub(line), soft_wrap=True)  # one line, as a log reads it
 
     state = Path(args.state_dir) if args.state_dir else None
     try:
@@ -203,7 +203,7 @@ def _run(
 
     def warn(line: str) -> None:
         with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-            err.print(redact.scrub(line))
+            err.print(redact.scrub(line), soft_wrap=True)  # one line, never wrapped
 
     # before the codec's cost is measured: that measuring would count as this run's own load
     found = machine.facts(machine.measure_others(1.0, all_pids(brokers.values())))
