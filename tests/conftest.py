@@ -15,26 +15,6 @@ from dataclasses import dataclass
 
 import pytest
 
-#: the files that take longest (a minute or more of one worker each, measured on the 2-core
-#: VM). pytest-xdist hands test files to its workers in collection order: these go first, so
-#: that at the end no worker is still busy with one of them while the others stand idle
-HEAVIEST = (
-    "tests/plugins/test_conformance.py", "tests/test_packaging.py",
-    "tests/plugins/test_conformance_beyond.py", "tests/test_hostile_results.py",
-    "tests/plugins/test_rolling.py", "tests/test_hosts_faults.py",
-    "tests/plugins/test_rolling_crossfamily.py", "tests/plugins/test_runs.py",
-    "tests/test_hostile_hosts.py", "tests/test_hostile_output.py",
-    "tests/test_hostile_managed.py", "tests/test_broker.py", "tests/test_replicated.py",
-    "tests/test_run.py", "tests/plugins/test_oslo_kafka.py", "tests/test_replicated_kafka.py",
-    "tests/test_cluster_runs.py", "tests/test_hosts.py", "tests/test_hostsup.py",
-)  # fmt: skip
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {path: i for i, path in enumerate(HEAVIEST)}
-    # a stable sort: every other file keeps its place, after these
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
-
 
 @dataclass(frozen=True)
 class BrokerHandle:

@@ -101,3 +101,40 @@ def test_sigterm_during_broker_start_stops_the_node_it_was_starting(tmp_path: Pa
     status = mqlab("broker", "status", "--state-dir", str(state))
     assert "no broker recorded" in status.stdout, status.stdout
     json.dumps(status.stdout)  # printable
+
+
+def _deaf_to_ctrl_c() -> None:
+    """What a parent may pass on across exec: SIGINT ignored and blocked (a shell's
+    background job ignores it; a thread of a test runner or a library may block it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def test_a_ctrl_c_stops_a_run_whose_parent_left_sigint_ignored_and_blocked(
+    tmp_path: Path,
+) -> None:
+    profile = write_profile(
+        tmp_path / "p.toml",
+        '[run]\nduration = "30s"\nwarmup = "0s"\n[drivers.lb]\nplugin = "loopback"\n'
+        '[[scenario]]\npattern = "cast"\nrate = 100\n',
+    )
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mqlab.console.cli", "run", str(profile), "-o", str(out)],
+        cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=_deaf_to_ctrl_c,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not out.exists():
+            time.sleep(0.1)
+        time.sleep(2.0)  # inside the window
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)  # not the 30 s window
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    doc = strict_json(out)
+    assert doc["status"] == "interrupted" and len(doc["steps"]) == 1

@@ -382,9 +382,22 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM and SIGHUP clean up like Ctrl-C (`run` has its own)
 
 
+def _ctrl_c_reaches_us() -> None:
+    """Ctrl-C and SIGINT stop mqlab whatever the parent left: a signal blocked or SIGINT
+    ignored is inherited across exec (a test runner's thread, a shell's background job),
+    and a run would then go on to its end deaf to it while its broker starts."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, *_STOPS))
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    stops = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    _ctrl_c_reaches_us()
+    stops = _STOPS
     previous = {sig: signal.signal(sig, _terminated) for sig in stops}
     try:
         args, extra = parser.parse_known_args(argv)

@@ -86,11 +86,11 @@ class TestRedisStreamsConformance(ConformanceSuite):
 class TestMqttConformance(ConformanceSuite):
     @pytest.fixture
     def subject(self, mosquitto_server: ServerHandle) -> Subject:
-        # mosquitto has no API listing subscriptions: no leftovers check; no restart: the
-        # plugin does not reconnect after the server restarts (the kit's restart check says so)
+        # mosquitto has no API listing subscriptions: no leftovers check
         return Subject(
             "mqtt",
             urls=mosquitto_server.urls,
             at_most_once_options={"qos": 0},
             bad_options={"inflight": 0, "session_expiry": -1},
+            restart=restarts("mosquitto", mosquitto_server),
         )

@@ -14,7 +14,9 @@ dispatcher routes each incoming message by it (a shared subscription's
 messages arrive under the plain topic, so the topic alone could not tell).
 QoS 0 is at-most-once, 1 at-least-once, 2 exactly-once (between the client and
 mosquitto, hop by hop). MQTT cannot tell a publisher that nobody subscribed,
-so a call to nobody waits for its timeout.
+so a call to nobody waits for its timeout. A connection that drops (a restarted
+mosquitto) is said once and made again (:class:`mqlab.sdk.link.Link`), with every
+subscription restored before it is used; sends meanwhile raise ``ConnectionLost``.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from mqlab.errors import ConnectionLost, DriverError, ErrorRule, map_errors
-from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
+from mqlab.errors import ConnectionLost, DriverError, ErrorRule, TransportError, map_errors
+from mqlab.sdk.connect import CONNECT_TIMEOUT
 from mqlab.sdk.lifecycle import Tasks
+from mqlab.sdk.link import Link
 from mqlab.sdk.pending import PendingCalls
 from mqlab.sdk.urls import host_port
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
@@ -43,8 +46,18 @@ LOG = logging.getLogger(__name__)
 #: pending publishes above which aiomqtt warns once per publish: never, in practice
 PENDING_WARNING = 1 << 30
 
+#: paho's codes for "no connection" and "the connection was lost"
+_GONE = (4, 7)
+
+
+def _code_error(e: BaseException) -> TransportError:
+    if getattr(e, "rc", None) in _GONE:  # a publish on a connection that just went
+        return ConnectionLost(f"MQTT connection: {e}")
+    return DriverError(f"mqtt: {e}")
+
+
 RULES: list[ErrorRule] = [
-    (aiomqtt.MqttCodeError, lambda e: DriverError(f"mqtt: {e}")),
+    (aiomqtt.MqttCodeError, _code_error),
     ((aiomqtt.MqttError, ConnectionError), lambda e: ConnectionLost(f"MQTT connection: {e}")),
 ]
 
@@ -126,6 +139,27 @@ def inflight_limit(client: aiomqtt.Client, inflight: int, qos: int) -> Callable[
     return lambda: min(inflight, seen[-1]) if seen else inflight
 
 
+class MqttLink(Link[aiomqtt.Client]):
+    """The worker's one MQTT connection, made again when it drops (a restarted mosquitto):
+    the transport's subscriptions are restored on the new one before it is announced."""
+
+    gone = (aiomqtt.MqttError, OSError, TimeoutError)
+
+    def __init__(self, transport: MqttTransport, name: str) -> None:
+        per_url = float(transport.options["connect_timeout"])
+        super().__init__(transport, transport.urls, name, per_url=per_url)
+        self.owner = transport
+
+    async def open(self, url: str, timeout: float) -> aiomqtt.Client:
+        return await self.owner.open(url, timeout)
+
+    async def shut(self, conn: aiomqtt.Client) -> None:
+        await conn.__aexit__(None, None, None)
+
+    async def restore(self, conn: aiomqtt.Client) -> None:
+        await self.owner.restore(conn)
+
+
 class MqttTransport(Transport):
     wire = "mqtt5"
     url_schemes: ClassVar[Mapping[str, int | None]] = {"mqtt": 1883}
@@ -153,11 +187,11 @@ class MqttTransport(Transport):
     def __init__(self, config: TransportConfig) -> None:
         super().__init__(config)
         self.qos: int = self.options["qos"]
-        self.client: aiomqtt.Client | None = None
-        self._stack = contextlib.AsyncExitStack()
+        self._link = MqttLink(self, f"mqlab-mqtt {config.worker}")
         self._routes: dict[int, Handler] = {}
         self._sub_ids = itertools.count(1)
-        self._topics: list[str] = []
+        #: every subscription (topic, its identifier; 0: none), made again on a new connection
+        self._topics: list[tuple[str, int]] = []
         self._pending = PendingCalls()
         self._corr = itertools.count()
         self._reply_topic = f"mqlab/reply/{level(config.worker)}"
@@ -170,15 +204,25 @@ class MqttTransport(Transport):
     # -- connection --------------------------------------------------------------
 
     async def start(self) -> None:
-        _, self.client = await connect_first(
-            self.urls,
-            self._open,
-            explain,
-            per_url=float(self.options["connect_timeout"]),
-        )
-        self._tasks.start(self._dispatch(), "mqlab-mqtt dispatch")
+        await self._link.start()
+        assert self._link.conn is not None
+        self._watch(self._link.conn)
 
-    async def _open(self, url: str, timeout: float) -> aiomqtt.Client:
+    def _watch(self, client: aiomqtt.Client) -> None:
+        self._tasks.start(self._dispatch(client), "mqlab-mqtt dispatch")
+
+    async def restore(self, client: aiomqtt.Client) -> None:
+        """A new connection made what the lost one was: its subscriptions, its dispatcher.
+        A clean session's subscriptions went with the old one; a kept one's (``session_expiry``)
+        are still there, and subscribing again changes nothing."""
+        for topic, sub_id in self._topics:
+            properties = props(PacketTypes.SUBSCRIBE)
+            if sub_id:
+                properties.SubscriptionIdentifier = sub_id
+            await client.subscribe(topic, qos=self.qos, properties=properties if sub_id else None)
+        self._watch(client)
+
+    async def open(self, url: str, timeout: float) -> aiomqtt.Client:
         properties = props(PacketTypes.CONNECT)
         expiry = self.options["session_expiry"]
         if expiry:
@@ -192,30 +236,32 @@ class MqttTransport(Transport):
             timeout=timeout,
         )
         limit = inflight_limit(client, self.options["inflight"], self.qos)
-        await self._stack.enter_async_context(client)
-        if self.qos == 2:  # paho's own window stays as it was set: this one keeps the limit
+        await client.__aenter__()
+        if self.qos == 2 and self._qos2_window is None:
+            # paho's own window stays as it was set: this one keeps the limit
             self._qos2_window = asyncio.Semaphore(limit())
         return client
 
     def _client(self) -> aiomqtt.Client:
-        if self.client is None:
-            raise ConnectionLost("the MQTT connection is closed")
-        return self.client
+        client = self._link.connection
+        if client is None:
+            raise ConnectionLost(f"the MQTT connection is down ({self._link.down_reason})")
+        return client
 
     async def aclose(self) -> None:
-        client, self.client = self.client, None
         self._pending.close()
-        if client is None:
-            return
+        client = self._link.connection
         try:
             async with asyncio.timeout(3.0):
-                await self._tasks.aclose()
-                if not self.options["session_expiry"]:
-                    for topic in self._topics:
+                if client is not None and not self.options["session_expiry"]:
+                    for topic, _ in self._topics:
                         await client.unsubscribe(topic)
-                await self._stack.aclose()
         except Exception as exc:  # noqa: BLE001 - aclose never raises
             LOG.debug("mqtt: close: %r", exc)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(3.0):
+                await self._tasks.aclose()
+        await self._link.aclose()
 
     # -- routing -----------------------------------------------------------------
 
@@ -226,10 +272,9 @@ class MqttTransport(Transport):
         self._routes[sub_id] = handler
         with map_errors(RULES):
             await self._client().subscribe(topic, qos=self.qos, properties=properties)
-        self._topics.append(topic)
+        self._topics.append((topic, sub_id))
 
-    async def _dispatch(self) -> None:
-        client = self._client()
+    async def _dispatch(self, client: aiomqtt.Client) -> None:
         try:
             async for message in client.messages:
                 body = message.payload if isinstance(message.payload, bytes) else b""
@@ -250,6 +295,7 @@ class MqttTransport(Transport):
                         )
         except aiomqtt.MqttError as exc:
             self._pending.reject_all(ConnectionLost(f"MQTT connection lost: {exc}"))
+            self._link.lost(exc, client)  # said once, and made again
 
     def _reply(self, topic: str, corr: bytes, body: bytes) -> None:
         # a reply at QoS 1/2 waits for its PUBACK; the dispatcher must not wait with it
@@ -284,7 +330,7 @@ class MqttTransport(Transport):
         if not self._replying:
             with map_errors(RULES):
                 await self._client().subscribe(self._reply_topic, qos=self.qos)
-            self._topics.append(self._reply_topic)
+            self._topics.append((self._reply_topic, 0))
             self._replying = True
         corr = str(next(self._corr))
         properties = props(PacketTypes.PUBLISH)
