@@ -159,8 +159,8 @@ set +e
 # the slowest tests are listed so the suite's time stays visible. Four pytest-xdist
 # workers, a test file each at a time, each with its own RabbitMQ node: most of a test's
 # time is waiting (a run's fixed duration, a broker starting), so four overlap even on two
-# cores: on the 2-core VM the parallel pass took 20.6 min with three, 18 with four (the CPU
-# still a sixth idle), and the whole of it about 26 (docs/development.md).
+# cores: on the 2-core VM the parallel pass took 20.6 min with three, 18.9 with four, and
+# the whole of .ci/run 28.4 and 26.7 (docs/development.md).
 # MQLAB_TEST_WORKERS=0 runs it serially. Tests marked
 # `serial` time a broker fault within a step through rabbitmqctl, whose own start took 8 s
 # beside the parallel pass: they run after it, alone. Arguments go to pytest (one pass).

@@ -17,7 +17,7 @@ from mqlab.testing.subject import SECRET, Subject, build
 from mqlab.transport import CLOSE_LIMIT, START_LIMIT, Target, Transport
 
 #: How long a server may take to drop what a closed transport declared.
-CLEANUP_LIMIT = 10.0
+CLEANUP_LIMIT = 20.0
 
 
 def bad_values(cls: type[Transport]) -> Iterator[tuple[str, Any]]:
