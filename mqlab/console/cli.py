@@ -382,23 +382,23 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM and SIGHUP clean up like Ctrl-C (`run` has its own)
 
 
+#: the signals that stop mqlab as Ctrl-C does
+_STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 def _ctrl_c_reaches_us() -> None:
-    """Ctrl-C and SIGINT stop mqlab whatever the parent left: a signal blocked or SIGINT
-    ignored is inherited across exec (a test runner's thread, a shell's background job),
-    and a run would then go on to its end deaf to it while its broker starts."""
+    """Ctrl-C and the other stops reach mqlab whatever the parent left: a blocked signal or
+    an ignored SIGINT is inherited across exec (a test runner's thread, a shell's background
+    job), and a run would then go on to its end deaf to it while its broker starts."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, *_STOPS))
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-_STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     _ctrl_c_reaches_us()
-    stops = _STOPS
-    previous = {sig: signal.signal(sig, _terminated) for sig in stops}
+    previous = {sig: signal.signal(sig, _terminated) for sig in _STOPS}
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # name the command whose options they are not, as its own parser would
