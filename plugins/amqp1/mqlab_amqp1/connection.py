@@ -38,8 +38,12 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
         url: BrokerUrl,
         container_id: str,
         sasl_mechanisms: str,
-        on_lost: Callable[[TransportError], None],
+        on_lost: Callable[[TransportError, str], None],
+        name: str = "",
     ) -> None:
+        """``on_lost(error, why)``: the open connection failed without being asked to close
+        (``why`` says how, without the URL); called on the loop, once. ``name``: the
+        connection's name, in its open frame's properties (the broker shows it)."""
         super().__init__()
         self.url = url
         self._on_lost = on_lost
@@ -53,6 +57,8 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
             # ANONYMOUS, and RabbitMQ then logs in as guest whatever the password
             "x-sasl-mechs": sasl_mechanisms,
         }
+        if name:
+            props["properties"] = {proton.symbol("connection_name"): name}
         self.pyngus = self._container.create_connection(url.masked, self, props)
         self.error: TransportError | None = None
         self._senders: list[Sender] = []
@@ -101,15 +107,17 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
         if self.pyngus is None:
             return
         self._closing = True
-        if self.error is None and self._transport is not None:
-            self.pyngus.close()
-            self.wake()
-            try:
+        try:
+            if self.error is None and self._transport is not None:
+                self.pyngus.close()
+                self.wake()
                 async with asyncio.timeout(timeout):
                     await self._closed.wait()
-            except TimeoutError:
-                LOG.debug("AMQP 1.0 close to %s timed out; dropping the socket", self.url.masked)
-        self._teardown()
+        except TimeoutError:
+            LOG.debug("AMQP 1.0 close to %s timed out; dropping the socket", self.url.masked)
+        finally:
+            # cancelled too (a caller's own bound): the socket must not outlive the close
+            self._teardown()
 
     def _teardown(self) -> None:
         self._closing = True
@@ -212,7 +220,7 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
             )
         return ConnectionLost(f"link {address} on {self.url.masked} failed: {text}")
 
-    def _fail(self, error: TransportError) -> None:
+    def _fail(self, error: TransportError, why: str = "") -> None:
         if self.error is not None:
             return
         self.error = error
@@ -221,7 +229,7 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
         if not self._active.done():
             self._active.set_exception(error)
         elif not self._closing:
-            self._on_lost(error)
+            self._on_lost(error, why or str(error))
 
     # -- pyngus connection callbacks ---------------------------------------
 
@@ -231,7 +239,8 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
 
     def connection_failed(self, connection: Any, error: Any) -> None:
         if self._active.done():
-            self._fail(ConnectionLost(f"connection to {self.url.masked} failed: {error}"))
+            why = f"the engine failed: {error}"
+            self._fail(ConnectionLost(f"connection to {self.url.masked} failed: {error}"), why)
         else:
             self._fail(ConnectFailed(f"cannot open an AMQP 1.0 connection: {error}"))
 
@@ -241,7 +250,8 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
             return
         what = describe(pn_condition)
         if self._active.done():
-            self._fail(ConnectionLost(f"broker closed the connection {self.url.masked}: {what}"))
+            lost = ConnectionLost(f"broker closed the connection {self.url.masked}: {what}")
+            self._fail(lost, f"the broker closed it: {what}")
         else:
             self._fail(ConnectFailed(f"the broker refused the connection: {what}"))
 
@@ -269,5 +279,6 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
         conn.close_output()
         if not self._closing and self.error is None:
             reason = f": {exc}" if exc else ""
-            self._fail(ConnectionLost(f"connection to {self.url.masked} lost{reason}"))
+            why = str(exc) if exc else "the socket closed"
+            self._fail(ConnectionLost(f"connection to {self.url.masked} lost{reason}"), why)
         self._run()

@@ -19,7 +19,7 @@ import aiormq
 import aiormq.abc
 from aiormq import exceptions as amqp_errors
 
-from mqlab.errors import ConnectFailed, DriverError, map_errors
+from mqlab.errors import ConnectFailed, ConnectionLost, DriverError, map_errors
 from mqlab.sdk import amqp
 from mqlab.sdk.amqp import Declared, ExchangeDecl, QueueDecl
 from mqlab_amqp1.url import BrokerUrl
@@ -31,9 +31,12 @@ CLEAN_UP_BUDGET = 2.5
 
 
 class Topology:
-    """Declares exchanges, queues and bindings; opens its connection on first use."""
+    """Declares exchanges, queues and bindings; opens its connection on first use.
 
-    def __init__(self, url: BrokerUrl) -> None:
+    ``url``: the broker the AMQP 1.0 connection is on (:meth:`moved` follows it).
+    """
+
+    def __init__(self, url: BrokerUrl | None = None) -> None:
         self._url = url
         self._conn: aiormq.abc.AbstractConnection | None = None
         self._channel: aiormq.abc.AbstractChannel | None = None
@@ -41,10 +44,25 @@ class Topology:
         self._exchanges: set[str] = set()
         self._created = Declared()  # deleted at close
 
+    async def moved(self, url: BrokerUrl) -> None:
+        """The AMQP 1.0 connection is (again) on ``url``: declare there from now on, every
+        exchange once more (a restarted broker lost the transient ones)."""
+        self._exchanges.clear()
+        if url == self._url:
+            return
+        self._url = url
+        conn, self._conn, self._channel = self._conn, None, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2.0):
+                    await conn.close()
+
     async def _ready(self) -> aiormq.abc.AbstractChannel:
         if self._channel is not None and not self._channel.is_closed:
             return self._channel
         url = self._url
+        if url is None:
+            raise DriverError("nothing to declare on: the amqp1 transport is not connected")
         try:
             async with asyncio.timeout(TIMEOUT):
                 if self._conn is None or self._conn.is_closed:
@@ -124,8 +142,15 @@ class Topology:
                 async with asyncio.timeout(2.0):
                     await conn.close()
 
-    def _mapped(self, what: str) -> contextlib.AbstractContextManager[None]:
-        return _map_declare_errors(what, self._url.masked)
+    @contextlib.contextmanager
+    def _mapped(self, what: str) -> Iterator[None]:
+        try:
+            with _map_declare_errors(what, self._url.masked if self._url else "no broker"):
+                yield
+        except ConnectionLost:
+            # not trusted again: the next declaration opens a new connection
+            self._conn, self._channel = None, None
+            raise
 
 
 @contextlib.contextmanager
@@ -160,7 +185,13 @@ def _map_declare_errors(what: str, where: str) -> Iterator[None]:
                 ),
             ),
             (
-                (OSError, amqp_errors.AMQPError),
+                # the 0-9-1 connection went with the broker (a restart, a cut): made again
+                # on the next declaration, as the AMQP 1.0 one is
+                (OSError, amqp_errors.ChannelInvalidStateError),
+                lambda e: ConnectionLost(f"declaring {what} on {where}: connection lost ({e})"),
+            ),
+            (
+                amqp_errors.AMQPError,
                 lambda e: DriverError(f"declaring {what} on {where} failed: {e}"),
             ),
         ]

@@ -19,6 +19,13 @@ message's ``subject``. Requests carry ``reply-to`` = ``/queue/reply_<id>``
 ``message-id``. Queues, exchanges and bindings are declared over AMQP 0-9-1
 (:mod:`mqlab_amqp1.topology`): the AMQP 1.0 plugin cannot. Artemis creates
 its addresses and queues as links name them: nothing is declared there.
+
+A lost connection (the broker closed it, restarted, the network cut it) is reported
+once and made again from the next URL (:mod:`mqlab_amqp1.link`), every queue declared
+and every receiver attached again before sends use it. A settled cast or notification
+whose connection was lost before the broker accepted it is sent again on the new one
+(at least once); a pre-settled one never is (at most once); calls waiting for their
+reply fail with ``ConnectionLost``.
 """
 
 from __future__ import annotations
@@ -32,18 +39,13 @@ from typing import Any, ClassVar
 
 import proton
 
-from mqlab.errors import (
-    ConnectFailed,
-    DriverError,
-    TransportError,
-)
+from mqlab.errors import ConnectionLost, DriverError, TransportError
 from mqlab.sdk.amqp import (
     ExchangeDecl,
     notification_exchange,
     reply_queue,
     rpc_exchanges,
 )
-from mqlab.sdk.connect import connect_first
 from mqlab.sdk.pending import PendingCalls
 from mqlab.transport import (
     Features,
@@ -57,17 +59,14 @@ from mqlab.transport import (
 from mqlab_amqp1.addressing import BROKERS, Addressing, Destination, Node, addressing
 from mqlab_amqp1.codec import Encoded, encode
 from mqlab_amqp1.connection import Amqp1Connection
-from mqlab_amqp1.links import OnMessage, Sender
-from mqlab_amqp1.linkset import LinkSet, attached, body_of, queue_of
+from mqlab_amqp1.link import Amqp1Link
+from mqlab_amqp1.links import OnMessage, Outgoing
+from mqlab_amqp1.linkset import LinkSet, body_of, queue_of
 from mqlab_amqp1.topology import Topology
-from mqlab_amqp1.url import BrokerUrl, parse_url
 
 LOG = logging.getLogger(__name__)
 
 PATTERNS = ("call", "cast", "notify")
-#: bound on the AMQP handshake and the polite close (attach: :mod:`mqlab_amqp1.linkset`)
-CONNECT_TIMEOUT = 10.0
-CLOSE_TIMEOUT = 2.0
 
 
 class Amqp1Transport(Transport):
@@ -76,7 +75,7 @@ class Amqp1Transport(Transport):
     One connection per transport; one sender link per exchange; one receiver
     link per queue with a fixed credit window. Sends are settled (the call or
     cast returns once the broker accepted the message) unless their pattern is
-    listed in ``presettled``.
+    listed in ``presettled``. A lost connection is made again (:class:`Amqp1Link`).
     """
 
     wire: ClassVar[str] = "amqp10"
@@ -127,9 +126,8 @@ class Amqp1Transport(Transport):
 
     def __init__(self, config: TransportConfig) -> None:
         super().__init__(config)
-        self._conn: Amqp1Connection | None = None
-        self._topology: Topology | None = None
-        self._url: BrokerUrl | None = None
+        self._link: Amqp1Link | None = None
+        self._topology = Topology()
         self._presettled: frozenset[str] = frozenset()
         self._addressing: Addressing = addressing("rabbitmq")
         self._links = LinkSet(self._connection, self._declarer)
@@ -168,48 +166,24 @@ class Amqp1Transport(Transport):
         self._presettled = frozenset(opts["presettled"])
         self._links.credit = opts["credit"]
         self._addressing = self._links.addressing = addressing(opts["broker"])
-        reply_node = self._addressing.reply_sender
         container = opts["container_id"] or f"mqlab-{self.config.worker}-{uuid.uuid4().hex[:8]}"
-
-        async def open_url(raw: str, timeout: float) -> tuple[BrokerUrl, Amqp1Connection, Sender]:
-            url = parse_url(raw)
-            conn = Amqp1Connection(url, container, opts["sasl_mechanisms"], self._lost)
-            try:
-                await conn.connect(timeout)
-                # RabbitMQ opens the connection whatever the vhost and refuses at
-                # the first link: attach the reply link now to fail here, not later
-                reply = conn.sender(reply_node.address, reply_node.capability)
-                await attached(reply)
-            except BaseException:
-                await conn.close(CLOSE_TIMEOUT)
-                raise
-            return url, conn, reply
-
-        _, (url, conn, reply) = await connect_first(
-            self.urls,
-            open_url,
-            _explain,
-            per_url=CONNECT_TIMEOUT,
-            budget=CONNECT_TIMEOUT * len(self.urls),
-        )
-        self._conn, self._url = conn, url
-        self._links.adopt_reply_sender(reply)
-        self._topology = Topology(url)
+        link = self._link = Amqp1Link(
+            self, self._links, self._topology,
+            container=container, mechanisms=opts["sasl_mechanisms"], on_lost=self._lost,
+        )  # fmt: skip
+        await link.start()
+        assert link.conn is not None
+        await self._topology.moved(link.conn.url)
 
     async def aclose(self) -> None:
         """Close the AMQP 1.0 and the 0-9-1 topology connections; never raises, never hangs."""
-        conn, self._conn = self._conn, None
+        link, self._link = self._link, None
         self._calls.close()
         if self._reply_ready is not None and not self._reply_ready.done():
             self._reply_ready.cancel()
-        try:
-            if conn is not None:
-                await conn.close(CLOSE_TIMEOUT)
-        except Exception:
-            LOG.debug("error while closing the AMQP 1.0 connection", exc_info=True)
-        topology, self._topology = self._topology, None
-        if topology is not None:
-            await topology.close()
+        if link is not None:
+            await link.aclose()  # the receivers go with it: their queues are unused now
+            await self._topology.close()
         self._links.clear()
 
     @property
@@ -223,21 +197,21 @@ class Amqp1Transport(Transport):
         return self._links.max_unsettled
 
     def _lost(self, error: TransportError) -> None:
-        # servers and listeners have no caller to raise to: say it once here
-        LOG.warning("amqp1 transport %s: %s (no reconnection)", self.config.worker, error)
+        # the link reports the loss and reconnects; the replies awaited went with it
         self._calls.reject_all(error)
 
     def _connection(self) -> Amqp1Connection:
-        conn = self._conn
-        if conn is None:
+        link = self._link
+        if link is None:
             raise DriverError("amqp1 transport is not started (use `async with` or start())")
-        if conn.error is not None:
-            raise conn.error
+        conn = link.connection
+        if conn is None:
+            raise ConnectionLost(f"the AMQP 1.0 connection is down ({link.down_reason})")
         return conn
 
     def _declarer(self) -> Topology:
-        self._connection()
-        assert self._topology is not None
+        if self._link is None:
+            raise DriverError("amqp1 transport is not started (use `async with` or start())")
         return self._topology
 
     # -- server side ----------------------------------------------------------
@@ -257,16 +231,24 @@ class Amqp1Transport(Transport):
         """Consume ``<topic>``, ``<topic>.<server>`` and this server's fanout queue."""
         server = target.server or self.config.worker
         nodes = self._addressing.rpc_from(target, server)
-        await self._declare(nodes, *rpc_exchanges(target), queue_type=target.queue_type)
+        exchanges = rpc_exchanges(target)
+
+        async def declare() -> None:
+            await self._declare(nodes, *exchanges, queue_type=target.queue_type)
+
         presettled = {"call", "cast"} <= self._presettled
-        await self._links.consume(nodes, presettled, self._server_callback(handler))
+        await self._links.consume(nodes, presettled, self._server_callback(handler), declare)
 
     async def serve_notifications(self, target: Target, pool: str, handler: Handler) -> None:
         """Consume the pool's queue, bound to ``<topic>.<priority>`` on the exchange."""
         node = self._addressing.notify_from(target, pool)
-        await self._declare((node,), notification_exchange(target), queue_type=target.queue_type)
+        exchange = notification_exchange(target)
+
+        async def declare() -> None:
+            await self._declare((node,), exchange, queue_type=target.queue_type)
+
         presettled = "notify" in self._presettled
-        await self._links.consume((node,), presettled, self._server_callback(handler))
+        await self._links.consume((node,), presettled, self._server_callback(handler), declare)
 
     async def _declare(
         self, nodes: tuple[Node, ...], *exchanges: ExchangeDecl, queue_type: str = "classic"
@@ -301,8 +283,11 @@ class Amqp1Transport(Transport):
         # not exclusive (as oslo's): it is declared on the 0-9-1 connection and
         # consumed on the 1.0 one; the topology deletes it at close
         node, reply_to = self._addressing.replies_from(reply_queue())
-        await self._declare((node,))
-        await self._links.consume((node,), "call" in self._presettled, self._on_reply)
+
+        async def declare() -> None:
+            await self._declare((node,))
+
+        await self._links.consume((node,), "call" in self._presettled, self._on_reply, declare)
         self._reply_address = reply_to
 
     def _on_reply(self, message: proton.Message) -> None:
@@ -311,12 +296,35 @@ class Amqp1Transport(Transport):
             self._calls.resolve(corr, body_of(message))
 
     async def _send(self, to: Destination, durable: bool, body: bytes, pattern: str) -> None:
-        sender = await self._links.sender(to.node)
-        await sender.wait_credit()
         message = Encoded(encode(body, subject=to.subject, durable=durable))
-        outcome = sender.send(message, pattern in self._presettled)
-        if outcome is not None:
-            await outcome
+        if pattern in self._presettled:
+            # at most once: a message handed to a connection that then went may have
+            # arrived; it is never sent again, and one sent while down fails at once
+            sender = await self._links.sender(to.node)
+            await sender.wait_credit()
+            sender.send(message, True)
+            return
+        await self._settled(to.node, message)
+
+    async def _settled(self, node: Node, message: Outgoing) -> None:
+        """Send until the broker accepts: a connection lost before it did is waited out and
+        the message sent again on the new one (at least once)."""
+        link = self._link
+        while True:
+            used = link.generation if link is not None and link.connection is not None else 0
+            try:
+                sender = await self._links.sender(node)
+                await sender.wait_credit()
+                outcome = sender.send(message, False)
+                assert outcome is not None
+                await outcome
+                return
+            except ConnectionLost:
+                if link is None or link.alive(used):
+                    raise  # the link failed, not the connection: said as it is
+            # the generation sent on, or (none: it was down) any that comes up
+            if not await link.wait_newer(used, None):
+                raise ConnectionLost(f"{link.name}: the transport closed before a resend")
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         """Send a request and wait for its reply; CallTimeout after ``timeout`` seconds."""
@@ -357,11 +365,3 @@ def _fail_with(fut: asyncio.Future[bytes], outcome: asyncio.Future[None]) -> Non
     if exc is not None and not fut.done():
         fut.set_exception(exc)
 
-
-def _explain(url: str, exc: BaseException, timeout: float) -> str:
-    if isinstance(exc, TimeoutError):
-        return f"no AMQP 1.0 answer within {timeout:g}s (is this an AMQP 1.0 listener?)"
-    if isinstance(exc, ConnectFailed):
-        return str(exc)
-    # refused at the first link: the vhost or the user's rights
-    return f"{exc} (check the vhost and the user's permissions)"
