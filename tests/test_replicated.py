@@ -2,8 +2,8 @@
 casts and notifications under load, a node killed with SIGKILL in the window, nothing lost
 that the driver's promise covers, what "durable" and "replicated" meant stated in the
 results, and nothing left running after the run. Plus the promise Artemis' replication
-makes that a run cannot show with mqlab's amqp1 (it does not reconnect): every message the
-killed primary accepted is on its backup.
+makes that a run does not show by itself: every message the killed primary accepted is on
+its backup.
 """
 
 from __future__ import annotations
