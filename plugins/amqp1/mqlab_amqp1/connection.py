@@ -39,11 +39,9 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
         container_id: str,
         sasl_mechanisms: str,
         on_lost: Callable[[TransportError, str], None],
-        name: str = "",
     ) -> None:
         """``on_lost(error, why)``: the open connection failed without being asked to close
-        (``why`` says how, without the URL); called on the loop, once. ``name``: the
-        connection's name, in its open frame's properties (the broker shows it)."""
+        (``why`` says how, without the URL); called on the loop, once."""
         super().__init__()
         self.url = url
         self._on_lost = on_lost
@@ -57,8 +55,6 @@ class Amqp1Connection(EnginePump, pyngus.ConnectionEventHandler):  # type: ignor
             # ANONYMOUS, and RabbitMQ then logs in as guest whatever the password
             "x-sasl-mechs": sasl_mechanisms,
         }
-        if name:
-            props["properties"] = {proton.symbol("connection_name"): name}
         self.pyngus = self._container.create_connection(url.masked, self, props)
         self.error: TransportError | None = None
         self._senders: list[Sender] = []

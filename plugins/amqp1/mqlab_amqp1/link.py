@@ -60,7 +60,7 @@ class Amqp1Link(Link[Amqp1Connection]):
             self._on_lost(error)
             self.lost(why, conn)  # reported, and made again if it was the current one
 
-        conn = Amqp1Connection(broker, self._container, self._mechanisms, gone, self.name)
+        conn = Amqp1Connection(broker, self._container, self._mechanisms, gone)
         try:
             await conn.connect(timeout)
             # RabbitMQ opens the connection whatever the vhost and refuses at the first

@@ -364,4 +364,3 @@ def _fail_with(fut: asyncio.Future[bytes], outcome: asyncio.Future[None]) -> Non
     exc = outcome.exception()
     if exc is not None and not fut.done():
         fut.set_exception(exc)
-
