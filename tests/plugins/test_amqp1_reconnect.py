@@ -166,7 +166,8 @@ async def test_presettled_casts_are_never_sent_twice_across_a_reset(
     proxy.command(action="cut")
     held = [b"held-%d" % i for i in range(20)]
     for body in held:
-        await client.cast(target, body)  # at most once: handed over, not waited for
+        # at most once: handed over, not waited for
+        await asyncio.wait_for(client.cast(target, body), 5)
     proxy.command(action="reset")
     proxy.command(action="restore")
     await eventually(lambda: "reconnected" in client.kinds(), 20)
