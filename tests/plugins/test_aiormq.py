@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -14,7 +11,7 @@ import pytest
 from mqlab_aiormq import AiormqTransport
 
 from mqlab import registry
-from mqlab.errors import ConnectFailed, ConnectionLost, OptionError, Undeliverable
+from mqlab.errors import ConnectFailed, OptionError, Undeliverable
 from mqlab.transport import Target, Transport, TransportConfig
 from tests.test_faults_proxy import Proxy
 
@@ -170,28 +167,6 @@ async def test_casts_without_confirms_wait_while_the_broker_takes_nothing(
             await casts_wait_while_nothing_leaves(proxy, client, server, rpc_target(uid))
     finally:
         proxy.stop()
-
-
-async def test_dropped_connection_fails_a_pending_call(make: Make, uid: str, mgmt: Mgmt) -> None:
-    server = await make("srv")
-    await server.serve_rpc(rpc_target(uid, server="s1"), lambda b: None)  # never replies
-    worker = f"cli-{uid}"
-    client = await make(worker)
-    call = asyncio.ensure_future(client.call(rpc_target(uid), b"x", 20))
-
-    def connection_name() -> str | None:
-        for conn in mgmt.get("/api/connections"):
-            if conn.get("client_properties", {}).get("connection_name") == f"mqlab {worker}":
-                return str(conn["name"])
-        return None
-
-    await eventually(lambda: connection_name() is not None, timeout=10)
-    name = urllib.parse.quote(connection_name() or "", "")
-    mgmt.request("DELETE", f"/api/connections/{name}")
-    with pytest.raises(ConnectionLost):
-        await asyncio.wait_for(call, 5)
-    with pytest.raises(ConnectionLost):
-        await client.cast(rpc_target(uid), b"after")
 
 
 async def test_heartbeat_option_is_negotiated(make: Make, uid: str, mgmt: Mgmt) -> None:
