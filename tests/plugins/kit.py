@@ -44,6 +44,20 @@ async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
+async def kill_connections(mgmt: Mgmt, worker: str) -> int:
+    """Close every connection of ``worker`` through the management API (off the loop)."""
+    names: list[str] = []
+    deadline = time.monotonic() + 10
+    while not names:  # the management database lists a new connection after a moment
+        names = await asyncio.to_thread(mgmt.connections, worker)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no connection named after {worker} in the management API")
+        await asyncio.sleep(0.1)
+    for name in names:
+        await asyncio.to_thread(mgmt.close_connection, name)
+    return len(names)
+
+
 async def casts_wait_while_nothing_leaves(
     proxy: Proxy, client: Transport, server: Transport, target: Target
 ) -> None:
