@@ -26,7 +26,7 @@ from .test_conformance import FIELDS, on_rabbitmq
 pytestmark = pytest.mark.broker
 
 #: plugins that do not reconnect yet (issue 43's branches i43r1 and i43r2 make them)
-NOT_RECONNECTING = ("aiormq", "amqp1")
+NOT_RECONNECTING = ("amqp1",)
 
 #: what the restart check found and left to the plugin: a cast resent once the node is back
 #: can reach the exchange before the server's consumer has declared its queue again (not
