@@ -12,6 +12,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -56,21 +57,26 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
         yield _STARTED[-1]
         return
     # Managed mode: a private node on free loopback ports, data in a tmp dir.
+    with private_node(tmp_path_factory.mktemp("broker")) as handle:
+        _STARTED.append(handle)
+        yield handle
+
+
+@contextlib.contextmanager
+def private_node(state_dir: Path) -> Iterator[BrokerHandle]:
+    """A private RabbitMQ node (:mod:`mqlab.rabbitmq`) with its data in ``state_dir``,
+    stopped at the end; a node that cannot start fails the test (never skips it)."""
     from mqlab import rabbitmq as managed
     from mqlab.errors import BrokerError
 
     problem = managed.installed()
     if problem:
         pytest.fail(f"{problem} (or set MQLAB_TEST_BROKER_URL to a running broker)", pytrace=False)
-    state_dir = tmp_path_factory.mktemp("broker")
     try:
         node = managed.start(state_dir)
     except BrokerError as exc:
         pytest.fail(f"cannot start the test broker: {exc}", pytrace=False)
     try:
-        _STARTED.append(
-            BrokerHandle(node.url, node.management_url, node.port, node.prometheus_url or "")
-        )
-        yield _STARTED[-1]
+        yield BrokerHandle(node.url, node.management_url, node.port, node.prometheus_url or "")
     finally:
         managed.stop(state_dir)

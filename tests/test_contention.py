@@ -214,3 +214,30 @@ def test_a_step_on_a_quiet_machine_is_not_contended(tmp_path: Path) -> None:
     (step,) = results(out)["steps"]
     assert step["trust"]["contended"] is False, step["trust"]
     assert "contended" not in done.stdout
+
+
+#: a probe beside a background load of its own, heavy enough that counting the background's
+#: workers as "other processes" would cross the contention threshold on its own
+WITH_BACKGROUND = JUDGED.replace(
+    "concurrency = [2]", 'concurrency = [2]\nbackground = { pattern = "cast", rate = 30000 }'
+)
+
+
+@pytest.mark.serial
+def test_a_steps_own_background_load_is_not_other_processes(tmp_path: Path) -> None:
+    """A stress probe's background load is the step's own work: on a quiet machine it must
+    not make the step `contended` by "other processes" (it did: the stress-probe profile's
+    steps under load were flagged with others 20-31 %, all of it their own background)."""
+    out = tmp_path / "bg.json"
+    done = mqlab("run", str(write_profile(tmp_path / "p.toml", WITH_BACKGROUND)), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    under = [s for s in results(out)["steps"] if s.get("background")]
+    assert under, "no step ran under its background load"
+    for step in under:
+        bg_cpu = step["background"]["cpu"]
+        bg_share = sum(bg_cpu[k] or 0 for k in ("clients_percent", "servers_percent")) / (
+            os.cpu_count() or 1
+        )
+        # the background alone is more than the threshold: were it "others", this would fail
+        assert bg_share >= OTHERS_LIMIT, f"the background used only {bg_share:.0f} %"
+        assert step["trust"]["others_percent"] < OTHERS_LIMIT, step["trust"]

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 
 from mqlab.machine import CpuTimes
 from mqlab.record.cpu import Cpu
@@ -32,10 +33,15 @@ class HostLoad:
         self._last: CpuTimes | None = None
         self._load: list[float] = []
         self._queue: list[int] = []  # the run queue at each of the window's ticks
+        # the controller's own CPU (its live view, the fault proxies' and workers' control):
+        # the instrument's, not another job's
+        self._own: tuple[float, float] | None = None  # (cpu s, wall s) at start
+        self._own_percent: float | None = None
 
     def start(self) -> None:
         self._first = CpuTimes.read()
         self._last = None
+        self._own, self._own_percent = (time.process_time(), time.monotonic()), None
         self._load = [os.getloadavg()[0]]
         self._queue = []
 
@@ -48,15 +54,23 @@ class HostLoad:
     def stop(self) -> None:
         self._last = CpuTimes.read()
         self._load.append(os.getloadavg()[0])
+        if self._own is not None:
+            cpu, wall = time.process_time() - self._own[0], time.monotonic() - self._own[1]
+            self._own_percent = 100.0 * cpu / wall if wall > 0 else None
 
-    def figures(self, cpu: Cpu) -> Figures:
+    def figures(self, cpu: Cpu, besides: Iterable[float | None] = ()) -> Figures:
         """CPU in % of one core (as every other CPU figure of a step), over the window.
 
-        ``cpu``: the step's own CPU figures (workers, the broker or each node, as
-        sampled); ``other_percent`` is the host's busy time less those (never below
-        zero: the two are sampled a few milliseconds apart).
+        ``cpu``: the step's own CPU figures (workers, the broker or each node, the fault
+        proxies, as sampled); ``besides``: more of the step's own, in % of one core (its
+        background load's workers); with the controller's own CPU, ``other_percent`` is the
+        host's busy time less all those (never below zero: they are sampled a few
+        milliseconds apart).
         """
         ours_percent = _ours(cpu)
+        if ours_percent is not None:
+            more = [*besides, self._own_percent]
+            ours_percent += sum(v for v in more if v is not None)
         ncpu = os.cpu_count() or 1
         load = tuple(round(v, 2) for v in self._load)
         a, b = self._first, self._last
@@ -108,8 +122,10 @@ class HostLoad:
 
 
 def _ours(cpu: Cpu) -> float | None:
-    """The step's own processes' CPU, % of one core: workers, and every node or the broker."""
+    """The step's own processes' CPU, % of one core: workers, every node or the broker, and
+    the fault proxies."""
     nodes = [n.cpu_percent for n in cpu.nodes or ()]
     parts = [cpu.clients_percent, cpu.servers_percent] + (nodes if nodes else [cpu.broker_percent])
+    parts += [p.cpu_percent for p in cpu.proxies or ()]
     known = [p for p in parts if p is not None]
     return sum(known) if known else None

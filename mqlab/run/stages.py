@@ -335,7 +335,9 @@ async def after_window(
     bg = s.bg.figures(s.window, first_s, interrupted, bool(s.side.kind)) if s.bg else None
     placed = NodePlacement(clients=s.placement[0], servers=s.placement[1])
     cores = _cores(placement, s.affinity)
-    load = s.host_load.figures(figures.cpu)
+    # a background load is the step's own work: its workers are not "other processes"
+    own_bg = (bg.cpu.clients_percent, bg.cpu.servers_percent) if bg and bg.cpu else ()
+    load = s.host_load.figures(figures.cpu, own_bg)
     # a fault or an update moves the rate on purpose: its spread says nothing of the machine
     moved = bool(sc.events) or step.rolling_to is not None
     trust = s.host_load.trust(load, cores, _rates(figures, sc.pattern), not moved, s.waited)

@@ -9,6 +9,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from mqlab.config.events import NodeActions
 from mqlab.testing import RabbitMQ, Recorder
 from mqlab.transport import Target, Transport
 from tests.test_faults_proxy import Proxy
@@ -41,6 +42,20 @@ async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(0.01)
+
+
+async def kill_connections(mgmt: Mgmt, worker: str) -> int:
+    """Close every connection of ``worker`` through the management API (off the loop)."""
+    names: list[str] = []
+    deadline = time.monotonic() + 10
+    while not names:  # the management database lists a new connection after a moment
+        names = await asyncio.to_thread(mgmt.connections, worker)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no connection named after {worker} in the management API")
+        await asyncio.sleep(0.1)
+    for name in names:
+        await asyncio.to_thread(mgmt.close_connection, name)
+    return len(names)
 
 
 async def casts_wait_while_nothing_leaves(
@@ -84,3 +99,18 @@ async def casts_wait_while_nothing_leaves(
     await eventually(lambda: len(rpc) >= total + 1, 30)
     await asyncio.sleep(0.1)  # anything beyond would be a duplicate
     assert len(rpc) == total + 1
+
+
+def node_restarts(nodes: NodeActions) -> Callable[[bool], None]:
+    """The kit's ``Subject.restart`` for a managed server's node 1, acted on as a fault event
+    acts on it: stopped (``hard``: killed with SIGKILL, a crash), then started again on its
+    own ports and data."""
+
+    def restart(hard: bool) -> None:
+        if hard:
+            nodes.kill(1)
+        else:
+            nodes.stop(1)
+        nodes.start(1)
+
+    return restart

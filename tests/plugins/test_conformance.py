@@ -21,7 +21,42 @@ from tests.conftest import BrokerHandle
 pytestmark = pytest.mark.broker
 
 
+#: each RabbitMQ plugin's Subject fields beyond its broker's: what it declares and refuses
+#: (tests/plugins/test_restart_rabbitmq.py restart-checks them on a node of its own)
+FIELDS: dict[str, dict[str, Any]] = {
+    "kombu": {"bad_options": {"retry": -2, "prefetch": 70000}},
+    "pika": {
+        "mandatory_options": {"mandatory": True},
+        "at_most_once_options": {"retry": 0},
+        "bad_options": {
+            "retry": -2,
+            "prefetch": 70000,
+            "heartbeat": -1,
+            "tcp_user_timeout": -0.5,
+            "connect_timeout": 0,
+        },
+    },
+    "aiormq": {
+        "mandatory_options": {"mandatory": True},
+        "at_most_once_options": {"no_ack": True},
+        "bad_options": {"prefetch": -1, "multi_ack": 0, "heartbeat": 70000},
+        "bad_combinations": [
+            {"no_ack": True, "multi_ack": 2},
+            {"prefetch": 4, "multi_ack": 8},
+            {"mandatory": True, "confirm": False},
+        ],
+    },
+    "amqp1": {
+        "at_most_once_options": {"presettled": ["call", "cast", "notify"]},
+        "bad_options": {"credit": 0, "presettled": ["broadcast"], "sasl_mechanisms": " "},
+    },
+    "pyamqp": {"bad_options": {"threads": 0, "prefetch": -1}},
+    "oslo": {"bad_options": {"threads": 0, "retry": -2}},
+}
+
+
 def on_rabbitmq(plugin: str, broker: BrokerHandle, **fields: Any) -> Subject:
+    """``plugin`` (with its :data:`FIELDS`, then ``fields``) on the RabbitMQ of ``broker``."""
     mgmt = RabbitMQ(broker.management_url)
     return Subject(
         plugin,
@@ -29,66 +64,38 @@ def on_rabbitmq(plugin: str, broker: BrokerHandle, **fields: Any) -> Subject:
         leftovers=mgmt.leftovers,
         queue_types=mgmt.queue_types,
         drop=mgmt.drop,
-        **fields,
+        **{**FIELDS.get(plugin, {}), **fields},
     )
 
 
 class TestKombu(ConformanceSuite):
     @pytest.fixture
     def subject(self, broker: BrokerHandle) -> Subject:
-        return on_rabbitmq("kombu", broker, bad_options={"retry": -2, "prefetch": 70000})
+        return on_rabbitmq("kombu", broker)
 
 
 class TestPika(ConformanceSuite):
     @pytest.fixture
     def subject(self, broker: BrokerHandle) -> Subject:
-        return on_rabbitmq(
-            "pika",
-            broker,
-            mandatory_options={"mandatory": True},
-            at_most_once_options={"retry": 0},
-            bad_options={
-                "retry": -2,
-                "prefetch": 70000,
-                "heartbeat": -1,
-                "tcp_user_timeout": -0.5,
-                "connect_timeout": 0,
-            },
-        )
+        return on_rabbitmq("pika", broker)
 
 
 class TestAiormq(ConformanceSuite):
     @pytest.fixture
     def subject(self, broker: BrokerHandle) -> Subject:
-        return on_rabbitmq(
-            "aiormq",
-            broker,
-            mandatory_options={"mandatory": True},
-            at_most_once_options={"no_ack": True},
-            bad_options={"prefetch": -1, "multi_ack": 0, "heartbeat": 70000},
-            bad_combinations=[
-                {"no_ack": True, "multi_ack": 2},
-                {"prefetch": 4, "multi_ack": 8},
-                {"mandatory": True, "confirm": False},
-            ],
-        )
+        return on_rabbitmq("aiormq", broker)
 
 
 class TestAmqp1(ConformanceSuite):
     @pytest.fixture
     def subject(self, broker: BrokerHandle) -> Subject:
-        return on_rabbitmq(
-            "amqp1",
-            broker,
-            at_most_once_options={"presettled": ["call", "cast", "notify"]},
-            bad_options={"credit": 0, "presettled": ["broadcast"], "sasl_mechanisms": " "},
-        )
+        return on_rabbitmq("amqp1", broker)
 
 
 class TestPyamqp(ConformanceSuite):
     @pytest.fixture
     def subject(self, broker: BrokerHandle) -> Subject:
-        return on_rabbitmq("pyamqp", broker, bad_options={"threads": 0, "prefetch": -1})
+        return on_rabbitmq("pyamqp", broker)
 
 
 class TestOslo(ConformanceSuite):
@@ -96,7 +103,7 @@ class TestOslo(ConformanceSuite):
 
     @pytest.fixture
     def subject(self, broker: BrokerHandle) -> Subject:
-        return on_rabbitmq("oslo", broker, bad_options={"threads": 0, "retry": -2})
+        return on_rabbitmq("oslo", broker)
 
 
 class TestZmq(ConformanceSuite):

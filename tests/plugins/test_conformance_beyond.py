@@ -50,15 +50,6 @@ class TestNatsConformance(ConformanceSuite):
             restart=restarts("nats", nats_server),
         )
 
-    @pytest.mark.xfail(
-        reason="found by this check, left to the nats plugin: the first durable notification "
-        "sent right after a pool's only listener closed is sometimes pushed by JetStream to the "
-        "listener that left, and comes to the next one only after ack_wait (30 s)",
-        strict=False,
-    )
-    def test_a_clean_close_keeps_what_is_queued_for_a_durable_pool(self, subject: Subject) -> None:
-        super().test_a_clean_close_keeps_what_is_queued_for_a_durable_pool(subject)
-
 
 def redis_leftovers(url: str) -> Callable[[str], list[str]]:
     """Keys naming the tag: streams of servers, pools and clients that closed."""

@@ -11,6 +11,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
@@ -41,19 +42,25 @@ def kafka_leftovers(url: str) -> Callable[[str], list[str]]:
     return leftovers
 
 
+def on_kafka(server: ServerHandle, **fields: Any) -> Subject:
+    """The kafka plugin on ``server`` as the kit checks it (``fields``: more Subject fields)."""
+    return Subject(
+        "kafka",
+        urls=server.urls,
+        at_most_once_options={"acks": 0, "commit": "before"},
+        bad_options={"partitions": 0, "batch": 0, "linger_ms": -1, "acks": 2},
+        leftovers=kafka_leftovers(server.urls[0]),
+        # the URL is only where clients bootstrap: they then connect to the listener the
+        # broker advertises, so dropping connections to the URL never touches a message
+        drops=False,
+        **fields,
+    )
+
+
 class TestKafkaConformance(ConformanceSuite):
     @pytest.fixture
     def subject(self, kafka_server: ServerHandle) -> Subject:
-        return Subject(
-            "kafka",
-            urls=kafka_server.urls,
-            at_most_once_options={"acks": 0, "commit": "before"},
-            bad_options={"partitions": 0, "batch": 0, "linger_ms": -1, "acks": 2},
-            leftovers=kafka_leftovers(kafka_server.urls[0]),
-            # the URL is only where clients bootstrap: they then connect to the listener the
-            # broker advertises, so dropping connections to the URL never touches a message
-            drops=False,
-        )
+        return on_kafka(kafka_server)
 
 
 def _transport(server: ServerHandle, worker: str, **options: object) -> Transport:

@@ -15,7 +15,7 @@ from mqlab import registry
 from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, DriverError, TransportError
 from mqlab.transport import Target, TransportConfig
 
-from .kit import Mgmt, eventually
+from .kit import Mgmt, eventually, kill_connections
 
 pytestmark = pytest.mark.broker
 
@@ -207,20 +207,6 @@ async def test_first_working_url_of_the_list_is_used(make: Make, broker: Any, ta
 
 
 # -- faults: the broker closes a connection under load -------------------------------
-
-
-async def kill_connections(mgmt: Mgmt, worker: str) -> int:
-    """Close every connection of ``worker`` through the management API (off the loop)."""
-    names: list[str] = []
-    deadline = time.monotonic() + 10
-    while not names:  # the management database lists a new connection after a moment
-        names = await asyncio.to_thread(mgmt.connections, worker)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no connection named after {worker} in the management API")
-        await asyncio.sleep(0.1)
-    for name in names:
-        await asyncio.to_thread(mgmt.close_connection, name)
-    return len(names)
 
 
 async def test_retry_republishes_every_cast_across_a_connection_loss(

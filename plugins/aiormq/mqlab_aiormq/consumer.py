@@ -154,6 +154,15 @@ class Consumer:
         with contextlib.suppress(Exception):
             await self._flush(force=True)
 
+    def abandon(self) -> None:
+        """Its connection is gone: what it had in flight fails quietly, nothing is acked
+        (the broker delivers the unacked again, to the consumer that replaces this one)."""
+        self._stopping = True
+        self._pending = 0
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     async def stop(self) -> None:
         """Cancel the consumers, ack what was processed, close the channel. Never raises."""
         channel = self._channel

@@ -56,7 +56,7 @@ def runtime(exc: BaseException, what: str, connection_open: bool) -> TransportEr
     if not connection_open or isinstance(exc, aex.AMQPConnectionError | ConnectionError):
         return ConnectionLost(
             f"{what}: the connection to the broker was lost ({type(exc).__name__}); "
-            "check the broker and restart the step"
+            "the transport reconnects"
         )
     if isinstance(exc, aex.ChannelPreconditionFailed):
         return DriverError(

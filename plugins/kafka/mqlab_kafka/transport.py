@@ -2,7 +2,10 @@
 
 - cast and notify: one record produced to the target's topic (no key: the
   producer spreads records over the topic's ``partitions``), awaited until the
-  broker acknowledges it as ``acks`` asks (``0``: once written to the socket);
+  broker acknowledges it as ``acks`` asks; with ``acks = 0`` the broker never
+  answers, and a send returns once the producer holds the record in its batch
+  (as oslo's kafka driver returns once librdkafka queued it), a batch that then
+  fails to be written reported (``report()``);
 - the servers of a topic are one consumer group of its topic; a targeted call
   or cast has the named server's own topic; a fanout cast a topic where each
   server has a group of its own; each pool of listeners is a group of the
@@ -42,7 +45,7 @@ from aiokafka.errors import (
 )
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
-from mqlab.errors import ConnectionLost, DriverError, ErrorRule, map_errors
+from mqlab.errors import ConnectionLost, DriverError, ErrorRule, TransportError, map_errors
 from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
 from mqlab.sdk.lifecycle import Tasks
 from mqlab.sdk.pending import PendingCalls
@@ -280,7 +283,25 @@ class KafkaTransport(Transport):
         await self._topic(topic)
         with map_errors(RULES):
             delivered = await producer.send(topic, body, headers=headers or None)
-            await delivered
+            if self.options["acks"] != 0:
+                await delivered
+                return
+        # acks = 0: waiting for the socket write tells of no loss (nobody answers) and
+        # caps the records in flight at the senders' concurrency: batches of 25 at c=25,
+        # a third of what aiokafka's own loop sends. The producer's buffer bounds them.
+        delivered.add_done_callback(self._written)
+
+    def _written(self, delivered: asyncio.Future[Any]) -> None:
+        """A batch sent with ``acks = 0``: one that failed to be written is told."""
+        if delivered.cancelled() or (exc := delivered.exception()) is None:
+            return
+        try:
+            with map_errors(RULES):
+                raise exc
+        except TransportError as told:
+            self.report(told)
+        except Exception as other:  # noqa: BLE001 - a callback must not raise
+            self.report(DriverError(f"a batch sent with acks = 0 failed: {other!r}"))
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         await self._ensure_replies()

@@ -8,7 +8,7 @@
   fanout casts use their own subjects;
 - notifications: a publish to a subject each pool subscribes to as a queue
   group; ``Target.durable`` ones go through a JetStream stream (publish acked
-  by the server, one durable consumer per pool, acked after handling).
+  by the server, one durable pull consumer per pool, acked after handling).
 
 Core NATS is at-most-once: a subscriber that falls ``pending_messages``
 behind is a slow consumer and the server or client drops what does not fit.
@@ -17,6 +17,7 @@ behind is a slow consumer and the server or client drops what does not fit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import ClassVar
@@ -42,6 +43,13 @@ LOG = logging.getLogger(__name__)
 PENDING_SIZE = 8 * 1024 * 1024
 #: seconds a publish waits for that flusher once the buffer is past PENDING_SIZE
 FLUSH_WITHIN = 5.0
+#: durable notifications are pulled, each request waiting this long at the server; a
+#: closing listener finishes its request instead of leaving one open. (A push consumer,
+#: or a pull left open, had JetStream hand a notification published right after the
+#: pool's only listener closed to that listener, for the next one only after ack_wait.)
+PULL_WAIT = 0.5
+#: notifications one pull request may bring
+PULL_BATCH = 256
 
 
 class NatsTransport(Transport):
@@ -91,6 +99,8 @@ class NatsTransport(Transport):
         self.nc: Client | None = None
         self.js: JetStreamContext | None = None
         self._subs: list[Subscription] = []
+        self._pulls: list[asyncio.Task[None]] = []  # each durable pool's pull loop
+        self._closing = False
         self._streams: set[str] = set()
         self._last_error: BaseException | None = None
         self._url = ""  # the URL start() connected to (nats-py forgets it when it drops)
@@ -179,6 +189,12 @@ class NatsTransport(Transport):
         return self.nc
 
     async def aclose(self) -> None:
+        self._closing = True
+        if self._pulls:  # each finishes its pull request (PULL_WAIT), then unsubscribes
+            _, late = await asyncio.wait(self._pulls, timeout=PULL_WAIT + 2.0)
+            for task in late:
+                task.cancel()
+            self._pulls = []
         nc, self.nc, self.js = self.nc, None, None
         subs, self._subs = self._subs, []
         if nc is None:
@@ -226,23 +242,41 @@ class NatsTransport(Transport):
             return
         js = self._jetstream()
         durable = subjects.durable_name(target, pool)
-
-        async def on_message(msg: Msg) -> None:
-            handler(msg.data)
-            await msg.ack()  # after handling: a crash before this means redelivery
-
         with map_errors(RULES):
             await self._ensure_stream(target)
-            sub = await js.subscribe(
+            pull = await js.pull_subscribe(
                 subjects.notification(target),
-                queue=durable,
                 durable=durable,
-                cb=on_message,
-                manual_ack=True,
                 pending_msgs_limit=self.options["pending_messages"],
                 config=nats.js.api.ConsumerConfig(ack_wait=float(self.options["ack_wait"])),
             )
-        self._subs.append(sub)
+        self._pulls.append(
+            asyncio.create_task(self._pull(pull, handler), name=f"mqlab-nats pull {durable}")
+        )
+
+    async def _pull(self, pull: JetStreamContext.PullSubscription, handler: Handler) -> None:
+        """Pull, handle and ack durable notifications until the transport closes."""
+        try:
+            while not self._closing:
+                try:
+                    msgs = await pull.fetch(PULL_BATCH, timeout=PULL_WAIT)
+                except nats.errors.TimeoutError:
+                    continue  # nothing came: the request expired at the server too
+                except Exception as exc:  # noqa: BLE001 - a drop: nats-py reconnects
+                    if self._closing:
+                        return
+                    LOG.debug("nats: a pull failed: %r", exc)
+                    await asyncio.sleep(PULL_WAIT)
+                    continue
+                for msg in msgs:
+                    handler(msg.data)
+                    try:  # after handling: a crash before this means redelivery
+                        await msg.ack()
+                    except Exception as exc:  # noqa: BLE001 - unacked: redelivered, counted twice
+                        LOG.debug("nats: an ack failed: %r", exc)
+        finally:
+            with contextlib.suppress(Exception):
+                await pull.unsubscribe()
 
     def _jetstream(self) -> JetStreamContext:
         self._client()
