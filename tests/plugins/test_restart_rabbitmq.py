@@ -25,9 +25,6 @@ from .test_conformance import FIELDS, on_rabbitmq
 
 pytestmark = pytest.mark.broker
 
-#: plugins that do not reconnect yet (none since issue 43: amqp1 was the last)
-NOT_RECONNECTING: tuple[str, ...] = ()
-
 #: what the restart check found and left to the plugin: a cast resent once the node is back
 #: can reach the exchange before the server's consumer has declared its queue again (not
 #: durable, so the restart deleted it): unroutable, and dropped unheard (no mandatory flag).
@@ -51,9 +48,6 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
 
 def _case(plugin: str, *more: str) -> Any:  # a pytest.param
     marks = []
-    if plugin in NOT_RECONNECTING:
-        reason = f"{plugin} does not reconnect yet (issue 43)"
-        marks.append(pytest.mark.xfail(reason=reason, strict=True))
     found = FOUND.get((plugin, *more))
     if found is not None:
         marks.append(pytest.mark.xfail(reason=UNROUTED.format(found), strict=False))
