@@ -50,7 +50,10 @@ def _case(plugin: str, *more: str) -> Any:  # a pytest.param
     marks = []
     found = FOUND.get((plugin, *more))
     if found is not None:
-        marks.append(pytest.mark.xfail(reason=UNROUTED.format(found), strict=False))
+        # not run in CI: it fails in some runs only (which side reconnects first), so a run
+        # proves nothing either way, and each costs a node restart under load (the suite's
+        # time); run it by hand with `--runxfail`
+        marks.append(pytest.mark.xfail(reason=UNROUTED.format(found), strict=False, run=False))
     return pytest.param(plugin, *more, marks=marks, id="-".join((plugin, *more)))
 
 
