@@ -130,6 +130,7 @@ class KafkaTransport(Transport):
         super().__init__(config)
         self.reading = Reading(self.options["commit"] == "after", self.options["batch"])
         self.producer: AIOKafkaProducer | None = None
+        self._answered = self.options["acks"] != 0  # a send waits for the broker's answer
         self.admin: AIOKafkaAdminClient | None = None
         self._bootstrap: list[str] = []
         self._client_id = f"mqlab-{config.worker}"
@@ -283,7 +284,7 @@ class KafkaTransport(Transport):
         await self._topic(topic)
         with map_errors(RULES):
             delivered = await producer.send(topic, body, headers=headers or None)
-            if self.options["acks"] != 0:
+            if self._answered:
                 await delivered
                 return
         # acks = 0: waiting for the socket write tells of no loss (nobody answers) and
