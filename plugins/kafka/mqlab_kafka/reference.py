@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaTimeoutError
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
 from mqlab.sdk.reference import STOP_GRACE, AsyncReferenceLoop, Tally, run_until_stopped
@@ -113,8 +114,7 @@ class KafkaReference(AsyncReferenceLoop):
             # the end of the loop does not wait for
             await run_until_stopped(tally, flood())
         finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(producer.stop(), STOP_GRACE)
+            await _stop(producer)
             # after a consumer that stopped first, its deleted topic was made again by the
             # broker for these sends (auto-creation): whoever ends last removes it
             admin = AIOKafkaAdminClient(bootstrap_servers=[bootstrap(self.spec.urls[0])])
@@ -122,3 +122,24 @@ class KafkaReference(AsyncReferenceLoop):
                 await admin.start()
                 await admin.delete_topics([topic])
             await admin.close()
+
+
+async def _stop(producer: AIOKafkaProducer) -> None:
+    """Stop ``producer`` within STOP_GRACE seconds, and for good.
+
+    ``stop()`` waits for every batch to be delivered. Batches for a topic the consumer
+    deleted wait up to ``request_timeout_ms`` while the producer's sender keeps asking for
+    the topic's metadata, and the broker makes the topic again for each ask (auto-creation):
+    cancelling ``stop()`` would leave that sender running, and it would bring back the topic
+    after this loop deleted it. So what is still undelivered then fails, and the sender and
+    the connections end here."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(producer.stop(), STOP_GRACE)
+        return
+    producer._message_accumulator.fail_all(KafkaTimeoutError())
+    sender = producer._sender.sender_task
+    if sender is not None:
+        sender.cancel()
+        await asyncio.wait([sender])
+    with contextlib.suppress(Exception):
+        await producer.client.close()
