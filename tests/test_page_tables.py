@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from mqlab.record.cpu import Cpu
 from mqlab.record.events import Event, FaultFigure, Phase, Update
 from mqlab.record.sections import Background, Ceiling
 from mqlab.record.step import StepRecord
@@ -139,6 +140,18 @@ def test_the_codec_table_and_each_scenarios_best_rate_side_by_side(tmp_path: Pat
     assert off[:5] == ["kombu", "HA off", "174", "332", "-"]
     assert on[:5] == ["kombu", "HA on", "120", "340", "-"]
     assert off_ratio[2:] == ["1.00x", "1.00x", "-"] and on_ratio[2:] == ["0.69x", "1.02x", "-"]
+
+
+def test_the_cpu_table_gives_the_brokers_and_the_workers_cpu_per_message(
+    tmp_path: Path,
+) -> None:
+    """mandatory-cost's question: what one message costs the broker, from a stored run."""
+    busy = Cpu(broker_percent=57.2, clients_percent=59.6, servers_percent=37.7)
+    steps = [_step("pika-mandatory", "cast", 6654.0, cpu=busy), _step("kombu", cpu=Cpu())]
+    _, row, unsampled = _table(tmp_path, steps, "cpu")
+    # 57.2 % of a core over 6,654 msg/s: 86 µs of broker a message; 97.3 % of workers: 146 µs
+    assert row[4:11] == ["pika-mandatory", "6,654", "57.2", "86", "59.6", "37.7", "146"]
+    assert unsampled[6:11] == ["-"] * 5  # not sampled: no figure made up
 
 
 def test_a_table_the_run_cannot_fill_is_one_line(tmp_path: Path) -> None:

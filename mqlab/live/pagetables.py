@@ -13,7 +13,9 @@ every table of figures in the findings comes from a results file by one command
 - ``codec``: what encoding and decoding one message cost for each codec setting;
 - ``topologies``: one row per scenario, each pattern's best msg/s, the losses, the broker
   nodes' CPU; and each row's rates as ratios to the first row's;
-- ``trust``: how far to trust each step: contended, unstable and their figures.
+- ``trust``: how far to trust each step: contended, unstable and their figures;
+- ``cpu``: each step's CPU, the broker's and the workers', as % of one core and per
+  delivered message.
 
 Each is a header and rows of text, rendered by :func:`mqlab.live.seedtables.table` or
 :func:`mqlab.live.seedtables.markdown`. Every row ends with the step's trust flags.
@@ -220,6 +222,31 @@ def trust(steps: Sequence[StepRecord], env: Mapping[str, Any]) -> tuple[list[str
     return head, rows
 
 
+def _per_message(percent: float | None, rate: float | None) -> str:
+    """CPU µs per message: ``percent`` of one core over ``rate`` messages a second."""
+    if percent is None or not rate:
+        return "-"
+    return _f(percent * 1e4 / rate)
+
+
+def cpu(steps: Sequence[StepRecord], env: Mapping[str, Any]) -> tuple[list[str], Rows]:
+    head = ["#", "scenario", "pattern", "load", "driver", "msg/s", "broker CPU %",
+            "broker µs/msg", "clients CPU %", "servers CPU %", "clients+servers µs/msg",
+            "note"]  # fmt: skip
+    rows = []
+    for s in steps:
+        c, rate = s.figures.cpu, s.figures.throughput.mean
+        workers = [v for v in (c.clients_percent, c.servers_percent) if v is not None]
+        rows.append([
+            str(s.step + 1), s.cell.scenario, s.cell.pattern, s.cell.load.label(),
+            s.cell.driver, _f(rate), _f(c.broker_percent, "{:.1f}"),
+            _per_message(c.broker_percent, rate), _f(c.clients_percent, "{:.1f}"),
+            _f(c.servers_percent, "{:.1f}"),
+            _per_message(sum(workers) if workers else None, rate), trust_note(s.trust),
+        ])  # fmt: skip
+    return head, rows
+
+
 Table = Callable[[Sequence[StepRecord], Mapping[str, Any]], tuple[list[str], Rows]]
 #: ``--table`` NAME -> its title and how it is built (a name may build more than one table)
 TABLES: dict[str, tuple[tuple[str, Table], ...]] = {
@@ -235,6 +262,7 @@ TABLES: dict[str, tuple[tuple[str, Table], ...]] = {
         ("each scenario's rates as ratios to the first scenario's", ratios),
     ),
     "trust": (("how far to trust each step", trust),),
+    "cpu": (("each step's CPU: the broker's and the workers', per delivered message", cpu),),
 }
 
 
