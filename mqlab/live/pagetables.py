@@ -231,18 +231,17 @@ def _per_message(percent: float | None, rate: float | None) -> str:
 
 def cpu(steps: Sequence[StepRecord], env: Mapping[str, Any]) -> tuple[list[str], Rows]:
     head = ["#", "scenario", "pattern", "load", "driver", "msg/s", "broker CPU %",
-            "broker µs/msg", "clients CPU %", "servers CPU %", "clients+servers µs/msg",
-            "note"]  # fmt: skip
+            "broker µs/msg", "clients CPU %", "clients µs/msg", "servers CPU %",
+            "servers µs/msg", "note"]  # fmt: skip
     rows = []
     for s in steps:
         c, rate = s.figures.cpu, s.figures.throughput.mean
-        workers = [v for v in (c.clients_percent, c.servers_percent) if v is not None]
         rows.append([
             str(s.step + 1), s.cell.scenario, s.cell.pattern, s.cell.load.label(),
-            s.cell.driver, _f(rate), _f(c.broker_percent, "{:.1f}"),
-            _per_message(c.broker_percent, rate), _f(c.clients_percent, "{:.1f}"),
-            _f(c.servers_percent, "{:.1f}"),
-            _per_message(sum(workers) if workers else None, rate), trust_note(s.trust),
+            s.cell.driver, _f(rate),
+            *(cell for percent in (c.broker_percent, c.clients_percent, c.servers_percent)
+              for cell in (_f(percent, "{:.1f}"), _per_message(percent, rate))),
+            trust_note(s.trust),
         ])  # fmt: skip
     return head, rows
 
