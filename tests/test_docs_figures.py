@@ -1,5 +1,6 @@
 """Docs that cannot drift (issue 36, part 6): a figure a page says was measured is in
-docs/findings.md, and every link into findings.md lands on one of its sections.
+docs/findings.md (or, measured before runs were stored, in its lab notebook docs/history.md),
+and every link into either lands on one of its sections.
 
 A "measured figure" is a rate (``msg/s``), a ratio (``2.30x``) or a latency percentile
 (``p99 14.9 ms``) in a paragraph that says "measured": findings.md is where each is written
@@ -13,12 +14,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FINDINGS = ROOT / "docs" / "findings.md"
+HISTORY = ROOT / "docs" / "history.md"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FIGURE = re.compile(
     r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?:\s?msg/s| ?x\b)"  # a rate or a ratio
     r"|p\d\d\w* (?:of )?(\d[\d,]*(?:\.\d+)?) ?ms"  # a latency percentile
 )
 LINK = re.compile(r"\]\((?:docs/)?findings\.md#([^)\s]+)\)")
+HISTORY_LINK = re.compile(r"\]\((?:docs/)?history\.md#([^)\s]+)\)")
 
 
 def anchor(heading: str) -> str:
@@ -40,11 +43,11 @@ def quoted_figures(text: str) -> list[tuple[str, str]]:
 
 
 def test_every_measured_figure_a_page_quotes_is_in_findings() -> None:
-    findings = FINDINGS.read_text()
+    findings = FINDINGS.read_text() + HISTORY.read_text()
     missing = [
         f"{page.relative_to(ROOT)}: {figure} ({where}...)"
         for page in PAGES
-        if page != FINDINGS
+        if page not in (FINDINGS, HISTORY)
         for figure, where in quoted_figures(page.read_text())
         if figure not in findings
     ]
@@ -68,6 +71,13 @@ def test_every_link_into_findings_lands_on_a_section() -> None:
     ]
     broken += [f"findings.md: #{t}" for t in re.findall(r"\]\(#([^)\s]+)\)", FINDINGS.read_text())
                if t not in sections]  # fmt: skip
+    notebook = {anchor(line) for line in HISTORY.read_text().splitlines() if line[:1] == "#"}
+    broken += [
+        f"{page.relative_to(ROOT)}: history.md#{target}"
+        for page in PAGES
+        for target in HISTORY_LINK.findall(page.read_text())
+        if target not in notebook
+    ]
     assert broken == [], "links to no section of docs/findings.md:\n" + "\n".join(broken)
 
 
