@@ -129,6 +129,34 @@ def test_a_loss_is_the_events_only_when_sent_in_its_window_and_a_failure_only_it
     assert judge(account(clean), None).verdict == "no promise"
 
 
+def test_sends_refused_while_a_node_is_down_are_that_events_loss_as_well_as_told() -> None:
+    # failover's quorum step: pika (retry = 3) at 100 casts/s for 40 s; the queue's node is
+    # killed at 10 s and started at 25 s; meanwhile the broker nacks every publish and the
+    # driver gives up on each after its retries (1,500 sends, numbers 1,000 .. 2,499), and
+    # one send fails at 35 s, long after the node is back (number 3,500)
+    c = steady(1, 100, 40)
+    down = list(range(1000, 2500))
+    failed = (
+        Failure("nacked", "DriverError", bits(down)),
+        Failure("send_failed", "DriverError", bits([3500])),
+    )
+    c = type(c)(c.client, c.sent, c.marks, failed)
+    kill = Event("kill_node queues", "injected", 10 * S, 25 * S, detect_ns=100 * MS)
+    start = Event("start_node queues", "injected", 25 * S, 25 * S)
+    h = History(1, (c,), (got(c, [*down, 3500]),), 0, 41 * S, events=(kill, start),
+                slowest_ns=20 * MS)  # fmt: skip
+    a = account(h)
+    assert a.lost == 1501 and a.unexplained_lost == 0
+    # the failures are the causes the driver told; the kill is why 1,500 of them failed
+    assert {x.name: x.lost for x in a.causes} == {
+        "nacked: DriverError": 1500, "send_failed: DriverError": 1,
+    }  # fmt: skip
+    assert a.refused_during == (("kill_node queues", 1500),)
+    v = judge(a, NO_LOSS_3)
+    assert (v.verdict, v.failed) == ("broken", True)
+    assert "1,500 of the sends that failed sent during kill_node queues" in v.note
+
+
 def test_a_broker_that_keeps_messages_has_them_queued_and_unaccounted_never_lost() -> None:
     # defect 3: Redis Streams, its consumer killed at 0.5 s: the stream keeps the rest
     c = steady(1, 1000, 2)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from mqlab.console.cli import main
+from mqlab.results import paths
 
 from .helpers import ROOT, mqlab, write_profile
 from .hostile import LOOPBACK, QUICK, files_under, quick_run, refused, strict_json
@@ -159,8 +160,20 @@ def test_two_runs_never_share_a_results_file(tmp_path: Path) -> None:
     assert doc["status"] == "done" and len(doc["steps"]) == 1
 
 
-@pytest.mark.parametrize("name", ["../../escape", "/tmp/abs", "a/b/c", "..", ".hidden", "ü [x]"])
-def test_default_results_path_stays_in_results_with_a_safe_name(tmp_path: Path, name: str) -> None:
+HOSTILE_NAMES = ["../../escape", "/tmp/abs", "a/b/c", "..", ".hidden", "ü [x]"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_run_names_default_path_is_a_safe_name_inside_results(name: str) -> None:
+    path = paths.default_path(name)
+    assert path.parent == Path("results") and path.suffix == ".json"
+    assert not path.name.startswith(".") and "/" not in path.name and ".." not in path.name
+
+
+def test_default_results_path_stays_in_results_with_a_safe_name(tmp_path: Path) -> None:
+    """Two runs of a hostile name in the same second: two files, both in ./results (every
+    other name's path: the test above; one run each is what a user sees, seconds apiece)."""
+    name = HOSTILE_NAMES[0]
     work = tmp_path / "deep" / "work"
     work.mkdir(parents=True)
     profile = write_profile(work / "p.toml", f"[run]\nname = {json.dumps(name)}\n" +

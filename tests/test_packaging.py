@@ -76,8 +76,12 @@ def _copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheels")
     src = _copy(tmp_path_factory)
-    projects = [src / "mqlab", *(src / "mqlab" / "plugins" / p.name for p in PLUGINS)]
-    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, *projects, cwd=src)
+    pip = (sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out)
+    _run(*pip, src / "mqlab", cwd=src)  # as a user builds it: its build requirements fetched
+    # the plugins are plain setuptools projects: built with this environment's setuptools
+    # rather than eleven fresh build environments (a minute of the suite's time)
+    plugins = [src / "mqlab" / "plugins" / p.name for p in PLUGINS]
+    _run(*pip, "--no-build-isolation", *plugins, cwd=src)
     return out
 
 

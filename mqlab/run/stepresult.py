@@ -385,7 +385,13 @@ def _phases(
     )]  # fmt: skip
     faults = None
     if o.faults:
-        caused = {x.name: (x.lost, x.duplicated) for x in (o.account.causes if o.account else ())}
+        a = o.account
+        caused = {x.name: (x.lost, x.duplicated) for x in (a.causes if a else ())}
+        # an event's loss includes the sends refused in its window (a node killed: the
+        # broker nacked what it could not store): the promise broke during it
+        for event, n in a.refused_during if a else ():
+            lost, dup = caused.get(event, (0, 0))
+            caused[event] = (lost + n, dup)
         faults = tuple(verdict.per_event(
             cut, o.first_s, seconds, completions, series.errors, caused,
             int(errors.get("CallTimeout", 0)), o.promise,

@@ -5,7 +5,10 @@ checkers are of theirs. Each message a client sent is owed once to every deliver
 each such delivery ends in one bucket, decided in this order:
 
 1. it arrived once: ``delivered``; more than once: ``duplicated``;
-2. its send raised (the driver refused it): ``lost``, caused by that failure;
+2. its send raised (the driver refused it): ``lost``, caused by that failure; a refused
+   send that may have been sent in an injected event's window (a node killed) is also
+   counted as that event's (``refused_during``): the failure is how the driver told of the
+   loss, the event is why it happened;
 3. the broker keeps messages: up to a depth read no earlier than the servers' last
    delivery, ``still_queued``, the last sent first (the broker's own count, exact: before
    a proxy's, which is a bound; what it handed to consumers and they did not acknowledge
@@ -42,7 +45,10 @@ from mqlab.measure.account.history import (
     span,
 )
 
-__all__ = ["BUCKETS", "Account", "Cause", "account"]
+__all__ = ["BUCKETS", "FAILURES", "Account", "Cause", "account"]
+
+#: the kinds of a send the driver refused
+FAILURES = frozenset({"returned", "nacked", "send_failed"})
 
 DELIVERED, DUPLICATED, QUEUED, HELD, UNACCOUNTED, LOST = (
     "delivered", "duplicated", "still_queued", "held", "unaccounted", "lost",
@@ -88,6 +94,8 @@ class Account:
     unaccounted_why: tuple[tuple[str, int], ...]
     drain_end: str
     cells: Mapping[_Cell, Mapping[Slot, Bits]] = field(repr=False)
+    #: (event, how many refused sends may have been sent in its window), by the event's start
+    refused_during: tuple[tuple[str, int], ...] = ()
 
     def where(self, group: int, client: int, number: int) -> Slot | None:
         """The slot one delivery ended in (None: not owed)."""
@@ -117,6 +125,7 @@ class _Books:
         self.missing: dict[_Cell, Bits] = {}
         self.slots: dict[_Cell, dict[Slot, Bits]] = {}
         self.failures: dict[str, str] = {}  # a failure's name -> its kind
+        self.refused: dict[str, int] = {}  # an injected event -> refused sends in its window
 
     def put(self, cell: _Cell, slot: Slot, bits: Bits) -> None:
         if bits:
@@ -184,13 +193,19 @@ def account(h: History) -> Account:
                 if twice:
                     owner = _first(redelivering, g, c, ch, h.slowest_ns)
                     b.put(cell, (DUPLICATED, owner), twice)
-    # 2. sends the driver refused
+    # 2. sends the driver refused, each also dated to the injected event it may be due to
+    injected = [e for e in by_start if e.loses and not e.symptom and e.kind not in FAILURES]
     for c, client in b.clients.items():
         for f in client.failed:
             name = f"{f.kind}: {f.cause}" if f.cause else f.kind
             b.failures[name] = f.kind
             for g in range(h.groups):
-                b.put((g, c), (LOST, name), b.missing[(g, c)] & f.numbers)
+                refused = b.missing[(g, c)] & f.numbers
+                for ch in b.chunks[c] if refused else ():
+                    event = _first(injected, g, c, ch, h.slowest_ns)
+                    if event and (n := count(refused & span(ch.lo, ch.hi))):
+                        b.refused[event] = b.refused.get(event, 0) + n
+                b.put((g, c), (LOST, name), refused)
     # 3. what the broker's fresh depth says it still holds
     _queued(b, h, fresh=True)
     # 4. held by a link fault still in force, no more than its proxy proves
@@ -288,4 +303,9 @@ def _summed(b: _Books, h: History) -> Account:
         ),
         drain_end=h.drain_end,
         cells={cell: dict(slots) for cell, slots in b.slots.items()},
+        refused_during=tuple(
+            (e.name, b.refused[e.name])
+            for e in sorted(h.events, key=lambda e: e.start_ns)
+            if b.refused.get(e.name)
+        ),
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mqlab.measure.account.buckets import Account, Cause
+from mqlab.measure.account.buckets import FAILURES, Account, Cause
 
 __all__ = ["FAILED", "FAILURES", "NO_LOSS", "ONCE", "Promise", "Verdict", "judge", "told"]
 
@@ -93,6 +93,8 @@ def told(a: Account, phrase: Callable[[Cause], str] | None = None, during: str =
             head, paren, tail = words.partition(" (")
             words = f"{head} {times} times{paren}{tail}"
         parts.append(f"{_counts(lost, duplicated)} {words}")
+    for event, n in a.refused_during:  # the failures' counts above hold these
+        parts.append(f"{n:,} of the sends that failed sent {say(Cause(event, 'injected'))}")
     if parts:
         parts[-1] += during
     if a.unexplained_lost or a.unexplained_duplicated:
@@ -118,7 +120,3 @@ def _phrase(c: Cause) -> str:
 def _counts(lost: int, duplicated: int) -> str:
     what = [f"{lost:,} lost" if lost else "", f"{duplicated:,} duplicated" if duplicated else ""]
     return " and ".join(w for w in what if w)
-
-
-#: the kinds of a send the driver refused
-FAILURES = frozenset({"returned", "nacked", "send_failed"})
