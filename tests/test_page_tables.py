@@ -140,6 +140,10 @@ def test_the_codec_table_and_each_scenarios_best_rate_side_by_side(tmp_path: Pat
     assert off[:5] == ["kombu", "HA off", "174", "332", "-"]
     assert on[:5] == ["kombu", "HA on", "120", "340", "-"]
     assert off_ratio[2:] == ["1.00x", "1.00x", "-"] and on_ratio[2:] == ["0.69x", "1.02x", "-"]
+    # a row holds one step per pattern: a flag says which pattern's step it is
+    path = fx.write(tmp_path / "busy.json", fx.schema3_run(steps[:2], contended=True))
+    done = mqlab("show", str(path), "--markdown", "--table", "topologies")
+    assert "call: contended (others 87 %" in done.stdout and "cast: contended" in done.stdout
 
 
 def test_the_cpu_table_gives_the_brokers_and_the_workers_cpu_per_message(

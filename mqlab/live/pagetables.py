@@ -166,7 +166,8 @@ def topologies(steps: Sequence[StepRecord], env: Mapping[str, Any]) -> tuple[lis
                 scenario)]  # fmt: skip
         call = mine.get("call")
         cpu = "/".join(_f(n.cpu_percent) for n in (call.figures.cpu.nodes or ())) if call else "-"
-        notes = dict.fromkeys(t for s in mine.values() if (t := trust_note(s.trust)))
+        # one row holds a step per pattern: each note says whose it is
+        notes = dict.fromkeys(f"{p}: {t}" for p, s in mine.items() if (t := trust_note(s.trust)))
         rows.append([
             driver, scenario,
             *(_f(mine[p].figures.throughput.mean) if p in mine else "-" for p in PATTERNS),
