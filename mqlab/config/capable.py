@@ -1,8 +1,8 @@
 """What a profile's events ask of this host and broker, refused before anything starts.
 
 Node actions need a broker mqlab manages (a RabbitMQ cluster, a replicated Kafka, an
-Artemis primary and backup: mqlab starts, stops and kills their nodes by PID); ``loss``
-needs root, ``ip`` and ``nft`` (:mod:`mqlab.netns`: the workers run in a network
+Artemis, alone or a primary and backup: mqlab starts, stops and kills their nodes by PID);
+``loss`` needs root, ``ip`` and ``nft`` (:mod:`mqlab.netns`: the workers run in a network
 namespace whose link drops packets, which the fault proxy cannot imitate, seeing a byte
 stream, not packets); worker actions need
 server workers of their own. Each refusal is one line naming the field and what

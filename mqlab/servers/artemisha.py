@@ -11,6 +11,8 @@ second). The primary checks for an active backup when it starts again (``start_n
 node1`` after a kill), takes the journal back and the backup returns to waiting
 (``allow-failback``). The pair is ready once the primary serves and the backup says it
 is in sync. Artemis pairs nodes; more than two are not clustered here (the label says so).
+A single broker (``nodes = 1``, :mod:`mqlab.servers.artemis`) is node1 of its own: node
+events stop, kill and start it on its port and journal as they do the primary.
 A start cut short (a failure, Ctrl-C, SIGTERM) stops both JVMs; a failed one names its
 log, which the run keeps.
 """
@@ -68,7 +70,9 @@ class ReplicatedArtemis(artemis.Artemis):
 
     def start(self, state_dir: Path, nodes: int = 1) -> ServerHandle:
         if nodes == 1:
-            return super().start(state_dir, nodes)
+            handle = super().start(state_dir, nodes)
+            self.nodes[state_dir] = self._alone(handle)  # stop() ends a restarted JVM too
+            return handle
         problem = self.installed()
         if problem:
             raise BrokerError(problem)
@@ -103,6 +107,15 @@ class ReplicatedArtemis(artemis.Artemis):
             state_dir,
             facts,
         )
+
+    def _alone(self, handle: ServerHandle) -> ProcessNodes:
+        """The single broker as node1, so that node fault events act on it as on a pair's
+        primary: stopped or killed by PID, then its own command line again (its port, its
+        journal)."""
+        pid, where = handle.pids[0], handle.state_dir
+        node = ProcessNode(1, self._launched[pid].argv, where, where / "server.log")
+        node.proc = self._children[pid]
+        return ProcessNodes("Artemis", [node], self._spawn, self._node_ready, self._terminate)
 
     def _node_ready(self, node: ProcessNode, start: int) -> None:
         """Wait until the node does its part (see the module's doc); BrokerError if not."""

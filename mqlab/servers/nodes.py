@@ -1,5 +1,6 @@
 """The nodes of a replicated managed server that mqlab runs as its own child processes
-(Kafka's three brokers, Artemis' primary and backup), acted on by place for fault events.
+(Kafka's three brokers, Artemis' primary and backup, or a single Artemis as node1), acted
+on by place for fault events.
 
 ``nodeK`` is the K-th node the server started (Artemis: node1 the primary, node2 its
 backup). ``kill`` is SIGKILL by PID, ``stop`` SIGTERM (then SIGKILL), ``start`` runs the
