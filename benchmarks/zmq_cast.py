@@ -154,7 +154,7 @@ def _count_loop(tally: Tally, times: tuple[int, int, int], out: list[Window]) ->
 
 
 def consumer(spec: ReferenceSpec, pipe: Connection) -> None:
-    tally, out = Tally(), []
+    tally, out = Tally(), list[Window]()
     pipe_times: list[tuple[int, int, int]] = []
 
     def ready(peer: str) -> None:
@@ -167,7 +167,7 @@ def consumer(spec: ReferenceSpec, pipe: Connection) -> None:
 
 
 def publisher(spec: ReferenceSpec, pipe: Connection) -> None:
-    tally, out = Tally(), []
+    tally, out = Tally(), list[Window]()
     pipe.send("ready")
     counting = threading.Thread(target=_count_loop, args=(tally, pipe.recv(), out))
     counting.start()

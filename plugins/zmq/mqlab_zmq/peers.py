@@ -174,7 +174,7 @@ class CastPeer:
 
     async def _flush(self) -> None:
         """Send the backlog in order as room appears; fail a cast that waited too long."""
-        backlog, send = self.backlog, self.plain.send
+        backlog, send = self.backlog, self.send_now
         loop = asyncio.get_running_loop()
         try:
             while backlog:
