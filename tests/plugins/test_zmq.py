@@ -355,6 +355,25 @@ async def test_the_cores_casts_go_to_the_server_that_replaced_the_first(
     assert first == [b"lookup", b"known"] and second == [b"%d" % i for i in range(200)]
 
 
+async def test_servers_closed_and_replaced_in_one_event_loop_each_get_their_casts(
+    opts: dict[str, Any],
+) -> None:
+    # a server's cast loop waits on the event loop's own reader of its socket's descriptor;
+    # a closed server must take that reader away, or the next server, whose socket gets
+    # the same descriptor number, is watched through the closed one's
+    target = Target(EXCHANGE, _topic())
+    async with _transports({**opts, "lookup_cache": 0}, "client") as (client,):
+        for turn in range(3):
+            seen: list[bytes] = []
+            async with _transports(opts, f"server{turn}") as (server,):
+                await server.serve_rpc(target.to_server("s1"), seen.append)
+                bodies = [b"%d-%d" % (turn, i) for i in range(100)]
+                for body in bodies:
+                    await client.cast(target, body)
+                await _until(lambda got=seen: len(got) == 100)
+            assert seen == bodies
+
+
 async def test_cast_to_a_killed_server_fails_within_send_timeout(
     spawn: Any, opts: dict[str, Any]
 ) -> None:

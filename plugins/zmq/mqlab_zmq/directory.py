@@ -54,7 +54,8 @@ class Directory:
     receipts as out of order). No entry is used after its ``ttl``: a server that
     left is still noticed within ``ttl``. Empty answers are not cached, so a
     client finds a server the moment it registers. ``on_removed`` hears about
-    records that disappeared, so their sockets can be closed.
+    records that disappeared, so their sockets can be closed; ``on_change`` hears about
+    every change, so what was cached from an entry is dropped.
     """
 
     def __init__(
@@ -62,15 +63,16 @@ class Directory:
         matchmaker: Matchmaker,
         ttl: float,
         on_removed: Callable[[Iterable[Record]], None],
+        on_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.matchmaker = matchmaker
         self.ttl = ttl
         self._on_removed = on_removed
+        #: called at every change of the entries: what a client cached from one is
+        #: current until then
+        self._on_change = on_change
         self._entries: dict[Key, Entry] = {}
         self._inflight: dict[Key, asyncio.Task[Entry]] = {}
-        #: counts every change of the entries: what a client cached from one is current
-        #: while the generation it was taken at still is
-        self.generation = 0
 
     def fresh(self, key: Key) -> Entry | None:
         """The entry if it is within its ``ttl`` (refreshed ahead of it when due), else None."""
@@ -110,7 +112,7 @@ class Directory:
             self._inflight.pop(key, None)
         old = self._entries.get(key)
         entry = Entry.of(records, time.monotonic(), self.ttl)
-        self.generation += 1
+        self._on_change()
         if records:
             self._entries[key] = entry
         else:
@@ -124,7 +126,7 @@ class Directory:
 
     def forget(self, key: Key) -> None:
         self._entries.pop(key, None)
-        self.generation += 1
+        self._on_change()
 
     async def aclose(self) -> None:
         for task in list(self._inflight.values()):
@@ -133,4 +135,4 @@ class Directory:
             await asyncio.gather(*self._inflight.values(), return_exceptions=True)
         self._inflight.clear()
         self._entries.clear()
-        self.generation += 1
+        self._on_change()

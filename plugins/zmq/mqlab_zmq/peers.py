@@ -26,7 +26,7 @@ from mqlab_zmq.server import pump, raw
 from mqlab_zmq.wire import FAILED, OK, cast_header
 
 #: a plain int: pyzmq's flag enums cost an enum operation per send
-_NOWAIT = int(zmq.DONTWAIT)
+NOWAIT = int(zmq.DONTWAIT)
 
 
 def _send_error(record: Record, endpoint: str, exc: zmq.ZMQError) -> TransportError:
@@ -155,7 +155,7 @@ class CastPeer:
         # while nobody waits, or it would overtake them and reorder the stream
         if not self.backlog:
             try:
-                self.send_now(frame, _NOWAIT)
+                self.send_now(frame, NOWAIT)
                 return None
             except zmq.Again:
                 pass
@@ -174,7 +174,7 @@ class CastPeer:
 
     async def _flush(self) -> None:
         """Send the backlog in order as room appears; fail a cast that waited too long."""
-        backlog, send = self.backlog, self.plain.send
+        backlog, send = self.backlog, self.send_now
         loop = asyncio.get_running_loop()
         try:
             while backlog:
@@ -183,7 +183,7 @@ class CastPeer:
                     backlog.popleft()
                     continue
                 try:
-                    send(frame, _NOWAIT)
+                    send(frame, NOWAIT)
                 except zmq.Again:
                     left = None if self.timeout is None else since + self.timeout - loop.time()
                     if left is not None and left <= 0:

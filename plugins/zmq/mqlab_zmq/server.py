@@ -9,16 +9,14 @@ gone from the wire once it is read, whatever the handler then does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable
 
 import zmq
 import zmq.asyncio
 
 from mqlab.transport import Handler
+from mqlab_zmq.readable import Readable
 from mqlab_zmq.wire import FAILED, OK, STRANGER, cast_header
-
-_M = TypeVar("_M", bytes, list[bytes])
 
 #: messages handled back to back before giving the event loop a turn, so a
 #: flood on one socket does not starve the other loops of this process
@@ -36,25 +34,15 @@ def raw(sock: zmq.asyncio.Socket) -> zmq.Socket[bytes]:
 
 
 async def pump(sock: zmq.asyncio.Socket, each: Callable[[list[bytes]], None]) -> None:
-    """Hand every multipart message read from ``sock`` to ``each``, forever."""
-    await _pump(sock.recv_multipart, raw(sock).recv_multipart, each)
+    """Hand every multipart message read from ``sock`` to ``each``, forever.
 
-
-async def pump_frames(sock: zmq.asyncio.Socket, each: Callable[[bytes], None]) -> None:
-    """Hand every single-frame message read from ``sock`` to ``each``, forever."""
-    await _pump(sock.recv, raw(sock).recv, each)
-
-
-async def _pump(
-    wait: Callable[[], Awaitable[_M]], recv: Callable[[int], _M], each: Callable[[_M], None]
-) -> None:
-    """One awaited receive, then up to ``BATCH`` non-blocking ones for what is
-    already queued, then a turn for the event loop: the receive loop of every
-    socket here.
+    One awaited receive, then up to ``BATCH`` non-blocking ones for what is
+    already queued, then a turn for the event loop.
     """
+    wait, recv = sock.recv_multipart, raw(sock).recv_multipart
     again = zmq.Again
     nowait = int(zmq.DONTWAIT)
-    frames: _M | None = None
+    frames: list[bytes] | None = None
     while True:
         if frames is None:
             frames = await wait()
@@ -111,20 +99,42 @@ async def serve_calls(
 
 async def serve_casts(
     sock: zmq.asyncio.Socket,
+    ready: Readable,
     token: bytes,
     handler: Handler,
     on_error: Callable[[BaseException], None],
 ) -> None:
-    """Read ``cast_header(token) + body`` frames from a PULL, hand ``body`` to the handler."""
+    """Read ``cast_header(token) + body`` frames from a PULL, hand ``body`` to the handler.
+
+    :func:`pump`'s loop, written out: a cast is a handler call and a non-blocking
+    receive, with no call of ours between them (the busiest loop of a server); and
+    once all that had arrived is read, the wait for more is ``ready``'s, not pyzmq's
+    awaited receive (:mod:`mqlab_zmq.readable`).
+    """
     header = cast_header(token)
     start = len(header)
-
-    def each(frame: bytes) -> None:
-        if frame.startswith(header):  # no slice made to compare it
+    recv = raw(sock).recv
+    again = zmq.Again
+    nowait = int(zmq.DONTWAIT)
+    frame: bytes | None = None
+    while True:
+        if frame is None:
+            await ready.wait()
             try:
-                handler(frame[start:])
-            except Exception as exc:  # noqa: BLE001 - one bad message must not stop the server
-                on_error(exc)
-        # else: meant for a previous owner of this port, nobody to tell
-
-    await pump_frames(sock, each)
+                frame = recv(nowait)
+            except again:
+                continue
+        for _ in range(BATCH):
+            if frame.startswith(header):  # no slice made to compare it
+                try:
+                    handler(frame[start:])
+                except Exception as exc:  # noqa: BLE001 - one bad message must not stop the server
+                    on_error(exc)
+            # else: meant for a previous owner of this port, nobody to tell
+            try:
+                frame = recv(nowait)
+            except again:
+                frame = None
+                break
+        else:
+            await asyncio.sleep(0)

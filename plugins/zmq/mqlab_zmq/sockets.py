@@ -22,6 +22,8 @@ import zmq.asyncio
 from mqlab.errors import ConnectFailed, DriverError
 from mqlab_zmq.matchmaker import Record
 from mqlab_zmq.peers import CallPeer, CastPeer
+from mqlab_zmq.readable import Readable
+from mqlab_zmq.server import raw
 
 
 class Sockets:
@@ -37,6 +39,8 @@ class Sockets:
         self._context = context
         self._options = options
         self._sockets: set[zmq.asyncio.Socket] = set()
+        # the event loop's readers on sockets' descriptors, closed before their sockets
+        self._readers: dict[zmq.asyncio.Socket, Readable] = {}
         #: connected peers by server instance (looked up on every send)
         self.call_peers: dict[str, CallPeer] = {}
         self.cast_peers: dict[str, CastPeer] = {}
@@ -77,8 +81,17 @@ class Sockets:
             raise DriverError(f"bad zmq endpoint {endpoint!r} from the matchmaker: {exc}") from exc
         return sock
 
+    def readable(self, sock: zmq.asyncio.Socket) -> Readable:
+        """A wait for ``sock``'s messages on the event loop's reader of its descriptor
+        (for a socket nobody awaits through pyzmq's asyncio wrapper)."""
+        reader = self._readers[sock] = Readable(raw(sock))
+        return reader
+
     def close_socket(self, sock: zmq.asyncio.Socket, linger: int) -> None:
         self._sockets.discard(sock)
+        reader = self._readers.pop(sock, None)
+        if reader is not None:
+            reader.close()
         with contextlib.suppress(Exception):
             sock.close(linger=linger)
 
@@ -125,6 +138,9 @@ class Sockets:
 
     def close_all(self, linger: int) -> None:
         """Close every socket, letting each flush for at most ``linger`` ms."""
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
         for sock in self._sockets:
             with contextlib.suppress(Exception):
                 sock.close(linger=linger)

@@ -27,7 +27,7 @@ from mqlab.transport import Features, Handler, Option, Target, Transport, Transp
 from mqlab_zmq.directory import Directory, Entry
 from mqlab_zmq.matchmaker import Key, Matchmaker, Record, StaticMatchmaker
 from mqlab_zmq.options import OPTIONS, across_hosts, check_combinations
-from mqlab_zmq.peers import CastPeer
+from mqlab_zmq.peers import NOWAIT, CastPeer
 from mqlab_zmq.redis_matchmaker import RedisMatchmaker
 from mqlab_zmq.routing import Picker, notify_key, rpc_key
 from mqlab_zmq.server import serve_calls, serve_casts
@@ -35,6 +35,20 @@ from mqlab_zmq.sockets import Sockets, term
 from mqlab_zmq.wire import corr_bytes
 
 log = logging.getLogger(__name__)
+
+
+class _Route:
+    """Where a target's casts go while its lookup is current: its one server's peer,
+    with what a cast uses of it at hand."""
+
+    __slots__ = ("backlog", "header", "peer", "send", "target")
+
+    def __init__(self, target: Target, peer: CastPeer) -> None:
+        self.target = target
+        self.peer = peer
+        self.send = peer.send_now
+        self.header = peer.header
+        self.backlog = peer.backlog
 
 
 @dataclass
@@ -86,10 +100,14 @@ class ZmqTransport(Transport):
         self._corr = itertools.count(1)
         self._handler_errors = 0
         self._closed = False
-        # id(target) -> (target, the directory's generation, its entry, its one peer): a
-        # client casts to the same Target objects again and again; while the lookup they
-        # came from is current and not due for refresh, a cast goes straight to its peer
-        self._cast_routes: dict[int, tuple[Target, int, Entry, CastPeer]] = {}
+        # a client casts to the same Target objects again and again: while the lookup a
+        # target's one server came from is current and not due for refresh, its casts go
+        # straight to that server's peer (by id(target); the last one used in front)
+        self._routes: dict[int, _Route] = {}
+        self._route: _Route | None = None
+        # the lookups' refresh, kept by a timer rather than a clock read per cast
+        self._routes_due: asyncio.TimerHandle | None = None
+        self._routes_until = 0.0
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -137,7 +155,8 @@ class ZmqTransport(Transport):
             raise
         self._ctx = ctx
         self._mm = mm
-        self._dir = Directory(mm, float(self.options["lookup_cache"]), self._sockets.drop_peers)
+        ttl = float(self.options["lookup_cache"])
+        self._dir = Directory(mm, ttl, self._sockets.drop_peers, self._forget_routes)
 
     async def aclose(self) -> None:
         """Unregister, stop every loop, close sockets with ``linger``; never raises."""
@@ -150,7 +169,7 @@ class ZmqTransport(Transport):
             log.debug("zmq transport: error while closing", exc_info=True)
 
     async def _shutdown(self) -> None:
-        self._cast_routes.clear()  # a cast from here on is refused as closed (_require)
+        self._forget_routes()  # a cast from here on is refused as closed (_require)
         mm, directory, ctx = self._mm, self._dir, self._ctx
         if mm is not None:
             for served in self._served:
@@ -203,6 +222,7 @@ class ZmqTransport(Transport):
                 sockets.append(router)
             pull, cast_ep = self._sockets.bind(zmq.PULL)
             sockets.append(pull)
+            ready = self._sockets.readable(pull)
         except BaseException:
             for sock in sockets:
                 self._sockets.close_socket(sock, 0)
@@ -217,7 +237,7 @@ class ZmqTransport(Transport):
                 )
             )
         served.tasks.append(
-            self._tasks.start(serve_casts(sockets[-1], token, handler, errors), f"zmq casts {key}")
+            self._tasks.start(serve_casts(pull, ready, token, handler, errors), f"zmq casts {key}")
         )
         self._served.append(served)
         try:
@@ -286,13 +306,23 @@ class ZmqTransport(Transport):
         coroutine, unless its peer is at the high-water mark; anything else
         (a lookup to make, a fanout) is :meth:`cast`'s.
         """
-        known = self._cast_routes.get(id(target))
-        if known is not None and known[0] is target:
-            _, generation, entry, peer = known
-            current = self._dir is not None and generation == self._dir.generation
-            # time.monotonic, as Directory.fresh reads it: refreshed through it when due
-            if current and time.monotonic() < entry.refresh:
-                return peer.begin_send(body)
+        # one Python call per cast on the way a step's sender takes: the route kept
+        # for the target, then pyzmq's backend send
+        route = self._route
+        if route is None or route.target is not target:
+            route = self._routes.get(id(target))
+            if route is None or route.target is not target:
+                return self._begin_uncached(target, body)
+            self._route = route
+        if not route.backlog:  # nobody waits for room, whom this send would overtake
+            try:
+                route.send(route.header + body, NOWAIT)
+                return None
+            except zmq.ZMQError:
+                pass  # at the high-water mark, or worse: the peer queues it, or says why
+        return route.peer.begin_send(body)
+
+    def _begin_uncached(self, target: Target, body: bytes) -> Awaitable[None] | None:
         directory = self._require()[1]
         key = rpc_key(target)
         fresh = directory.fresh(key)
@@ -301,8 +331,28 @@ class ZmqTransport(Transport):
         peer = self._cast_peer(key, fresh, target)
         if len(fresh.by_server.get(target.server, ()) if target.server else fresh.records) == 1:
             # one server to pick from: the same peer every time, until the entry changes
-            self._cast_routes[id(target)] = (target, directory.generation, fresh, peer)
+            self._keep_route(target, peer, fresh.refresh)
         return peer.begin_send(body)
+
+    def _keep_route(self, target: Target, peer: CastPeer, refresh: float) -> None:
+        """Send ``target``'s casts to ``peer`` until the directory changes (it says so)
+        or its entry is due for refresh (``refresh``, on ``time.monotonic``'s clock, as
+        the directory reads it): then the next cast looks it up again.
+        """
+        self._routes[id(target)] = self._route = _Route(target, peer)
+        if self._routes_due is None or refresh < self._routes_until:
+            if self._routes_due is not None:
+                self._routes_due.cancel()
+            self._routes_until = refresh
+            delay = max(0.0, refresh - time.monotonic())
+            self._routes_due = asyncio.get_running_loop().call_later(delay, self._forget_routes)
+
+    def _forget_routes(self) -> None:
+        self._routes.clear()
+        self._route = None
+        if self._routes_due is not None:
+            self._routes_due.cancel()
+            self._routes_due = None
 
     def _cast_peer(self, key: Key, entry: Entry, target: Target) -> CastPeer:
         """The PUSH to the server this cast goes to (round robin, or ``target.server``)."""
