@@ -116,6 +116,14 @@ REFUSED = {
         "scenario[0].event[0].node",
         "node3: the managed broker has 2 node(s)",
     ),
+    "a node fault on a single managed Kafka": (
+        MANAGED.replace("nodes = 3", "nodes = 1")
+        + '[drivers.kafka]\nplugin = "kafka"\n'
+        + CAST
+        + '[[scenario.event]]\nat = "5s"\naction = "kill_node"\nnode = "node1"\n',
+        "scenario[0].event[0].action",
+        "kill_node: a single managed Kafka cannot be stopped and started as a node",
+    ),
     "a RabbitMQ action on Kafka": (
         MANAGED
         + '[drivers.kafka]\nplugin = "kafka"\n'

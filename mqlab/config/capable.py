@@ -107,6 +107,14 @@ def _check_node_event(
             path, f"{where}.action", f"{what} is RabbitMQ's (its management API); "
             f"{', '.join(others)} has it not: name a node, or limit the scenario with drivers",
         )  # fmt: skip
+    if "kafka" in kinds and nodes == 1:
+        # a single managed Kafka runs as one plain process, not as a node mqlab can stop and
+        # start again on its data (a replicated one does): refused here, not mid-step
+        raise ProfileError(
+            path, f"{where}.action", f"{ev.action}: a single managed Kafka cannot be stopped "
+            "and started as a node; set [broker] nodes = 3 (a replicated Kafka), or limit the "
+            "scenario with drivers",
+        )  # fmt: skip
     # Artemis pairs a primary (node1) with a backup (node2), whatever nodes says above 2
     has = min(nodes, 2) if kinds == {"artemis"} else nodes
     if node_index(ev.node) > has:
