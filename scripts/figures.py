@@ -13,7 +13,8 @@ that prints it, run from the repository's root::
     <!-- /figures -->
 
 Only ``mqlab show RUN --markdown`` (``--top`` or ``--table TABLE`` too: the tables in a
-profile's own shape, :mod:`mqlab.live.pagetables`) and ``mqlab compare A B --markdown`` run,
+profile's own shape, :mod:`mqlab.live.pagetables`; ``--table spread`` over several runs,
+named by a glob as a shell expands it) and ``mqlab compare A B --markdown`` run,
 and every file they read is a stored run under ``docs/runs/``: a page cannot quote a figure
 its run does not hold, and a re-measured run changes every table that quotes it.
 """
@@ -52,7 +53,10 @@ def pages() -> Iterator[Path]:
 
 def checked(command: str) -> list[str]:
     """The command's arguments after ``mqlab``, or BlockError naming what is wrong."""
-    argv = shlex.split(command)
+    argv = []
+    for a in shlex.split(command):  # a glob expands as a shell would, in name order
+        found = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(a)) if "*" in a else [a]
+        argv += found or [a]
     if argv[:1] != ["mqlab"] or len(argv) < 2 or argv[1] not in _COMMANDS:
         raise BlockError(f"{command!r}: only `mqlab show` and `mqlab compare` build tables")
     if "--markdown" not in argv:
@@ -60,7 +64,8 @@ def checked(command: str) -> list[str]:
     # an option's value is not a run: `--table rolling`
     valued = {i + 1 for i, a in enumerate(argv) if a in _VALUED}
     runs = [a for i, a in enumerate(argv) if i >= 2 and i not in valued and not a.startswith("-")]
-    if len(runs) != _COMMANDS[argv[1]] or not all(
+    spread = argv[1] == "show" and "spread" in argv  # `--table spread` reads several runs
+    if not (len(runs) >= 1 if spread else len(runs) == _COMMANDS[argv[1]]) or not all(
         r.startswith(RUNS) and r.endswith(".json.gz") for r in runs
     ):
         raise BlockError(f"{command!r}: read stored runs only ({RUNS}*.json.gz)")

@@ -11,7 +11,7 @@ from typing import Any
 
 from mqlab.record.cpu import Cpu
 from mqlab.record.events import Event, FaultFigure, Phase, Update
-from mqlab.record.sections import Background, Ceiling
+from mqlab.record.sections import Background, Ceiling, HostLoad
 from mqlab.record.step import StepRecord
 from mqlab.record.values import Latency, Throughput
 from tests import results_fixtures as fx
@@ -181,3 +181,67 @@ def test_the_ceiling_table_says_which_steps_ran_on_a_contended_machine(tmp_path:
         done = mqlab("show", str(path), "--markdown")
         assert done.returncode == 0, done.stderr
         assert ("step 1 (aiormq): contended (others 87 %" in done.stdout) is said, done.stdout
+
+
+def _runs(tmp_path: Path, *runs: tuple[str, list[StepRecord], bool]) -> list[str]:
+    paths = []
+    for i, (name, steps, contended) in enumerate(runs):
+        run = fx.schema3_run(steps, contended=contended, name=name)
+        paths.append(str(fx.write(tmp_path / f"{i}-{name}.json", run)))
+    return paths
+
+
+def test_the_spread_table_lines_up_each_repeat_across_runs_in_run_order(tmp_path: Path) -> None:
+    """Issue 31's question, from stored runs: do repeats of the same step agree, per mode?"""
+    ceiling = Ceiling(size=200, library="pika 1.4.4", mode="auto-ack", rate=8000.0,
+                      percent=100.0, error=None, perftest=None)  # fmt: skip
+
+    def pika(rate: float, loop: float) -> StepRecord:
+        c = dataclasses.replace(ceiling, rate=loop, percent=rate / loop * 100)
+        load = HostLoad(cpus=2, load_avg_1m=(1.5,), other_percent=rate / 1000)
+        return dataclasses.replace(_step("pika", "cast", rate), ceiling=c, host_load=load)
+
+    paths = _runs(
+        tmp_path,
+        ("unpinned", [pika(9000.0, 9000.0)], False),
+        ("pinned", [pika(6000.0, 12000.0)], True),
+        ("pinned", [pika(8000.0, 8000.0)], False),
+        ("unpinned", [pika(11000.0, 5500.0)], False),
+    )
+    done = mqlab("show", *paths, "--markdown", "--table", "spread")
+    assert done.returncode == 0, done.stderr
+    rows = {
+        (c[1], c[2]): c
+        for c in (
+            [x.strip() for x in line.strip().strip("|").split("|")]
+            for line in done.stdout.splitlines()
+            if line.startswith("| ")
+        )
+    }
+    # each mode's repeats in the order they ran, then mean, max - min and CV (pstdev / mean)
+    assert rows["msg/s", "unpinned"][3:8] == ["9,000 / 11,000", "10,000", "2,000", "10 %", ""]
+    assert rows["msg/s", "pinned"][3:8] == ["6,000 / 8,000", "7,000", "2,000", "14 %",
+                                            "contended 1 of 2"]  # fmt: skip
+    assert rows["% of loop", "unpinned"][3] == "100 / 200"
+    assert rows["loop msg/s", "pinned"][3] == "12,000 / 8,000"
+    assert rows["msg/s", "unpinned"][0] == "pika cast c=10"
+    # the machine's state in each window beside the figures
+    assert rows["others' CPU %", "pinned"][3:5] == ["6.0 / 8.0", "7.0"]
+    assert done.stdout.count("Measured with") == 1  # one environment, said once
+
+
+def test_several_runs_are_read_only_by_the_spread_table(tmp_path: Path) -> None:
+    paths = _runs(tmp_path, ("a", [_step("kombu")], False), ("b", [_step("kombu")], False))
+    done = mqlab("show", *paths, "--markdown")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        "mqlab: 2 results files: only --table spread reads more than one; give one file"
+    )
+
+
+def test_the_figures_script_expands_a_glob_of_stored_runs_in_name_order() -> None:
+    argv = _script().checked("mqlab show docs/runs/pinning/ceiling-*.json.gz --table spread "
+                             "--markdown")  # fmt: skip
+    runs = [a for a in argv if a.endswith(".json.gz")]
+    assert len(runs) >= 2 and runs == sorted(runs)
+    assert all(r.startswith("docs/runs/pinning/ceiling-") for r in runs)

@@ -116,13 +116,31 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise CliError(f"--verbose adds terminal tables, not with {given}: leave one out",
                        EXIT_BAD_INPUT)  # fmt: skip
 
+    if len(args.results) > 1 and args.table != "spread":
+        raise CliError(f"{len(args.results)} results files: only --table spread reads more "
+                       "than one; give one file", EXIT_BAD_INPUT)  # fmt: skip
     try:
         # a results file is user input too: checked field by field (mqlab.results.read), and
         # its text is shown, never interpreted
-        run = load_run(args.results)
+        runs = [load_run(path) for path in args.results]
     except ResultsError as exc:
         raise CliError(str(exc), EXIT_BAD_INPUT) from None
-    return _show(args, run)
+    return _show_spread(args, runs) if args.table == "spread" else _show(args, runs[0])
+
+
+def _show_spread(args: argparse.Namespace, runs: list[Run]) -> int:
+    """``show RUN [RUN ...] --table spread``: each figure across the runs' repeats."""
+    from mqlab.live import comparison, markdown, seedtables, spread
+
+    rows = spread.rows([(r.name, r.steps) for r in runs])
+    if args.markdown:
+        names = ", ".join(dict.fromkeys(markdown.text(r.name) for r in runs))
+        print(f"{names}: {spread.TITLE}\n\n{seedtables.markdown(spread.HEAD, rows)}")
+    else:
+        _console().print(seedtables.table(spread.TITLE, spread.HEAD, rows))
+    for env in dict.fromkeys(comparison.environment_line(dict(r.environment)) for r in runs):
+        print(f"Measured with {markdown.text(env)}." if args.markdown else f"measured with {env}")
+    return 0
 
 
 def _show(args: argparse.Namespace, run: Run) -> int:
@@ -328,7 +346,12 @@ def build_parser() -> helptext.Parser:
         "results file, with the environment it was measured in.",
         example="mqlab show results/quickstart.json --markdown",
     )
-    p.add_argument("results", metavar="RESULTS", help="a results file (JSON) mqlab run wrote")
+    p.add_argument(
+        "results",
+        metavar="RESULTS",
+        nargs="+",
+        help="a results file (JSON) mqlab run wrote; several with --table spread",
+    )
     p.add_argument("--markdown", action="store_true", help="print Markdown tables, to publish")
     shape = p.add_mutually_exclusive_group()
     shape.add_argument(
@@ -339,11 +362,11 @@ def build_parser() -> helptext.Parser:
     )
     shape.add_argument(
         "--table",
-        choices=sorted(pagetables.TABLES),
+        choices=sorted([*pagetables.TABLES, "spread"]),
         metavar="TABLE",
         help="only one table in a profile's own shape, as docs/findings.md has it: "
-        + ", ".join(sorted(pagetables.TABLES))
-        + " (default: the comparison)",
+        + ", ".join(sorted([*pagetables.TABLES, "spread"]))
+        + " (spread: each figure across the repeats of several runs; default: the comparison)",
     )
     p.add_argument(
         "-v",
