@@ -197,7 +197,8 @@ def test_the_spread_table_lines_up_each_repeat_across_runs_in_run_order(tmp_path
                       percent=100.0, error=None, perftest=None)  # fmt: skip
 
     def pika(rate: float, loop: float) -> StepRecord:
-        c = dataclasses.replace(ceiling, rate=loop, percent=rate / loop * 100)
+        share = 10.0 if rate > loop else -5.0  # mqlab's share of the CPU: may be negative
+        c = dataclasses.replace(ceiling, rate=loop, percent=rate / loop * 100, mqlab_share=share)
         load = HostLoad(cpus=2, load_avg_1m=(1.5,), other_percent=rate / 1000)
         return dataclasses.replace(_step("pika", "cast", rate), ceiling=c, host_load=load)
 
@@ -225,6 +226,8 @@ def test_the_spread_table_lines_up_each_repeat_across_runs_in_run_order(tmp_path
     assert rows["% of loop", "unpinned"][3] == "100 / 200"
     assert rows["loop msg/s", "pinned"][3] == "12,000 / 8,000"
     assert rows["msg/s", "unpinned"][0] == "pika cast c=10"
+    # a share that may be negative has no coefficient of variation
+    assert rows["mqlab share %", "unpinned"][3:7] == ["-5.0 / 10.0", "2.5", "15.0", "-"]
     # the machine's state in each window beside the figures
     assert rows["others' CPU %", "pinned"][3:5] == ["6.0 / 8.0", "7.0"]
     assert done.stdout.count("Measured with") == 1  # one environment, said once

@@ -6,6 +6,7 @@ given, each file's own repeats in its order), then their mean, max - min and coe
 variation (population standard deviation over the mean), as pyperf gives the spread of values
 over processes. One file alone gives the spread of its own repeats (``repeat = N``).
 
+A ceiling step adds its library's loop, PerfTest and mqlab's own share of each message's CPU.
 Beside the step's figures it lines up the machine's state in each window (other processes'
 CPU and the 1-minute load average) and the per-second rate's own spread, so a reader sees
 whether repeats disagree because the step does or because the machine did; each group's
@@ -34,6 +35,7 @@ FIGURES: tuple[tuple[str, Value], ...] = (
         "PerfTest msg/s",
         lambda s: s.ceiling.perftest.rate if s.ceiling and s.ceiling.perftest else None,
     ),
+    ("mqlab share %", lambda s: s.ceiling.mqlab_share if s.ceiling else None),
     ("lost", lambda s: s.figures.lost),
     ("errors", lambda s: s.figures.error_count),
     ("per-second CV %", lambda s: s.trust.cv_percent if s.trust else None),
@@ -80,7 +82,7 @@ def rows(runs: Sequence[tuple[str, Sequence[StepRecord]]]) -> list[list[str]]:
                     continue
                 mean = statistics.fmean(known)
                 cv = "-"
-                if len(known) > 1 and mean:
+                if len(known) > 1 and mean > 0 and min(known) >= 0:  # a ratio of sizes only
                     cv = f"{statistics.pstdev(known) / mean * 100:.0f} %"
                 first, whole = figure == "msg/s", figure in COUNTS
                 out.append([
