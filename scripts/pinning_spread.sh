@@ -3,7 +3,8 @@
 # at-most-once backlog case, unpinned and pinned, in alternating repeats (ABBA order,
 # so a drift in the machine's load falls on both alike), each step after the machine is quiet
 # (--wait-quiet: other processes under 10 % of it). Writes one results file per run
-# into results/pinning/<UTC time>/ and prints the table (scripts/pinning_table.py).
+# into results/pinning/<UTC time>/ and prints each figure's spread across the repeats
+# (`mqlab show ... --table spread`; the shell's glob keeps run order up to 9 pairs).
 #   bash scripts/pinning_spread.sh [PAIRS]      (default 4 pairs: 8 ceiling + 8 backlog runs)
 # It runs the mqlab of the tree it lives in (PYTHONPATH), so that a copy of a commit keeps
 # measuring that commit while the work tree changes; MQLAB_PYTHON: the interpreter (a venv's).
@@ -26,4 +27,5 @@ for ((i = 1; i <= pairs; i++)); do
   if ((i % 2)); then one unpinned "$i"; one pinned "$i"; else one pinned "$i"; one unpinned "$i"; fi
   echo "pair $i done $(date -u +%H:%M:%S)"
 done
-"$py" scripts/pinning_table.py "$out"
+mq show "$out"/ceiling-*.json --table spread --markdown
+mq show "$out"/backlog-*.json --table spread --markdown
