@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -67,6 +68,7 @@ class Link(abc.ABC, Generic[C]):
         self.conn: C | None = None
         self.generation = 0
         self.up = False
+        self.up_since = 0.0  # time.monotonic() when the current connection came up
         self.closing = False
         self.down_reason = "not connected"
         self.tasks = Tasks(transport)
@@ -145,6 +147,7 @@ class Link(abc.ABC, Generic[C]):
         keep the link up until :meth:`aclose`."""
         self.index, self.conn = await self._connect(0, self.budget)
         self.generation, self.up = 1, True
+        self.up_since = time.monotonic()
         self.tasks.start(self._supervise(), f"{self.name} reconnector")
 
     async def _connect(self, first: int, budget: float | None = None) -> tuple[int, C]:
@@ -196,7 +199,7 @@ class Link(abc.ABC, Generic[C]):
                 await self._shut(conn)
                 continue
             self._lost.clear()  # the replaced connections' closes are stale now
-            self.up = True
+            self.up, self.up_since = True, time.monotonic()
             await self._announce()
             self.transport.notice("reconnected", f"reconnected to {self.url}", self.name)
             return

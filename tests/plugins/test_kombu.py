@@ -8,11 +8,19 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import mqlab_kombu.publisher
 import pytest
 from mqlab_kombu import KombuTransport
 
 from mqlab import registry
-from mqlab.errors import CallTimeout, ConnectFailed, ConnectionLost, DriverError, TransportError
+from mqlab.errors import (
+    CallTimeout,
+    ConnectFailed,
+    ConnectionLost,
+    DriverError,
+    TransportError,
+    Undeliverable,
+)
 from mqlab.transport import Target, TransportConfig
 
 from .kit import Mgmt, eventually, kill_connections
@@ -239,6 +247,43 @@ async def test_retry_republishes_every_cast_across_a_connection_loss(
     assert len(sent) == 600
     await eventually(lambda: set(received) >= set(sent), timeout=10)
     # duplicates are allowed (a republished cast whose confirm was lost), never losses
+
+
+async def _reconnected(mgmt: Mgmt, client: KombuTransport, worker: str) -> None:
+    """Close ``worker``'s two connections and wait until ``client`` says both are back."""
+    back: list[str] = []
+    client.on_notice = lambda kind, cause, conn: (
+        back.append(kind) if kind == "reconnected" else None
+    )
+    assert await kill_connections(mgmt, worker) == 2
+    await eventually(lambda: len(back) == 2, timeout=15)
+
+
+async def test_after_a_reconnect_a_cast_waits_for_its_queue_to_be_declared_again(
+    make: Make, mgmt: Mgmt, tag: str
+) -> None:
+    # a restarted broker has lost the non-durable queue until its consumer declares it
+    # again; oslo's publish (no mandatory flag) drops a cast sent in that gap unheard
+    client, target = await make(f"{tag}-c"), Target(tag, f"{tag}-late")
+    await asyncio.wait_for(client.cast(target, b"dropped"), 5)  # nobody yet: as oslo does
+    await _reconnected(mgmt, client, f"{tag}-c")
+    sending = asyncio.create_task(client.cast(target, b"held"))
+    await asyncio.sleep(1.5)
+    assert not sending.done(), "a cast nobody can take yet returned: dropped unheard"
+    received, on_cast = recorder(reply=False)
+    await (await make(f"{tag}-s")).serve_rpc(Target(tag, f"{tag}-late", server="s1"), on_cast)
+    await asyncio.wait_for(sending, 10)
+    await eventually(lambda: received == [b"held"], timeout=10)
+
+
+async def test_after_a_reconnect_a_cast_still_unroutable_is_told_undeliverable(
+    make: Make, mgmt: Mgmt, tag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mqlab_kombu.publisher, "SETTLE_S", 5.0)
+    client = await make(f"{tag}-c")
+    await _reconnected(mgmt, client, f"{tag}-c")
+    with pytest.raises(Undeliverable, match="nobody listens"):
+        await asyncio.wait_for(client.cast(Target(tag, f"{tag}-nobody"), b"x"), 10)
 
 
 async def test_without_retry_a_cast_in_flight_fails_with_connection_lost(

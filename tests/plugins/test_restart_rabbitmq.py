@@ -34,7 +34,7 @@ UNROUTED = (
     "exchange before the server's consumer has declared its non-durable queue again, and is "
     "dropped unheard (published without mandatory), though retry promises no loss"
 )
-FOUND = {("kombu", "default"): "kombu plugin", ("oslo", "default"): "oslo plugin (oslo.messaging)"}
+FOUND = {("oslo", "default"): "oslo plugin (oslo.messaging)"}
 
 Node = tuple[BrokerHandle, NodeControl]
 

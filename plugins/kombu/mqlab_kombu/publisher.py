@@ -10,6 +10,14 @@ never (the first failure raises :class:`ConnectionLost`), ``N`` at most N
 times. A publish whose confirm did not arrive before its connection died is
 republished: the broker may have taken it, so duplicates are possible and
 mqlab counts them. Nothing is hidden: a publish that is given up raises.
+
+Where this differs from oslo: for :data:`SETTLE_S` seconds after its connection came back,
+a publish to an exchange that ``retry`` promises to keep (confirms on, ``retry`` not 0) goes
+out mandatory, and one the broker returns as unroutable is published again after a pause.
+A restarted RabbitMQ has lost every non-durable queue until its consumer declares it again;
+oslo publishes without the flag, so a cast resent in that gap is dropped unheard, breaking
+the promise (the kit's restart check finds it in oslo.messaging). One still returned when
+the window ends raises :class:`Undeliverable`: told, never silent.
 """
 
 from __future__ import annotations
@@ -19,13 +27,15 @@ import contextlib
 import functools
 import itertools
 import math
+import time
 from dataclasses import dataclass, field
 
 import aio_pika
 import aiormq.exceptions as amqp_exc
 from aio_pika.abc import AbstractChannel, AbstractExchange
+from aiormq.abc import DeliveredMessage
 
-from mqlab.errors import ConnectionLost, DriverError
+from mqlab.errors import ConnectionLost, DriverError, Undeliverable
 from mqlab.sdk import amqp
 from mqlab.sdk.amqp import Declared, ExchangeDecl
 from mqlab_kombu.errors import describe, is_transient
@@ -37,6 +47,11 @@ _WAIT_STEP = 2.0
 _WAIT_MAX = 30.0
 #: channel re-opens per publish that cost no attempt (nothing had been sent)
 _FREE_REOPENS = 3
+#: seconds after a reconnect in which publishes go mandatory and a returned one is held:
+#: oslo's longest reconnect pause, time for every consumer to declare its queue again
+SETTLE_S = 30.0
+#: pause before a returned message is published again
+_RETURN_PAUSE = 0.1
 
 
 class _NotConnected(ConnectionError):
@@ -107,12 +122,14 @@ class Publisher:
         """Publish ``message``; ``decl`` None means the default exchange (replies).
 
         Returns once the broker confirmed it (or once written, without confirms).
-        Raises :class:`ConnectionLost` when the retries are spent and
+        Raises :class:`ConnectionLost` when the retries are spent, :class:`Undeliverable`
+        when a message held after a reconnect is still unroutable as the window ends, and
         :class:`DriverError` when the broker refuses the message or the exchange.
         """
         attempt = 0
         redeclared = False
         reopened = 0
+        returned = False  # once returned, a message goes mandatory until it is routed
         where = f"exchange {decl.name!r}" if decl is not None else f"reply queue {routing_key!r}"
         while True:
             slot = self._next_slot()
@@ -120,8 +137,20 @@ class Publisher:
             try:
                 exchange = await self._exchange(slot, decl)
                 generation = slot.generation
-                await exchange.publish(message, routing_key, mandatory=False)
-                return
+                held = decl is not None and (returned or self._settling())
+                result: object = await exchange.publish(message, routing_key, mandatory=held)
+                if not isinstance(result, DeliveredMessage):
+                    return
+                # returned: no queue bound (yet); nothing was lost, so no attempt is spent
+                returned = True
+                if not self._settling():
+                    raise Undeliverable(
+                        f"nobody listens on {where} (routing key {routing_key!r}): the broker "
+                        f"returned the message for {SETTLE_S:g} s after the connection came "
+                        "back; start a server for it"
+                    )
+                await asyncio.sleep(_RETURN_PAUSE)
+                continue
             except amqp_exc.ChannelNotFoundEntity as exc:
                 # an auto-delete exchange went away with its last binding; the broker
                 # refused this publish, so declaring again and resending cannot duplicate
@@ -131,6 +160,8 @@ class Publisher:
                 for other in self._slots:
                     other.exchanges.pop(decl.name, None)
                 continue
+            except Undeliverable:
+                raise
             except amqp_exc.DeliveryError as exc:
                 raise DriverError(
                     f"the broker refused a message for {where} ({describe(exc)})"
@@ -163,6 +194,17 @@ class Publisher:
                 ) from failure
             attempt += 1
             await self._recover(generation, attempt, where)
+
+    def _settling(self) -> bool:
+        """Whether a publish now goes out mandatory: retry keeps it, and the connection
+        replaced a lost one less than :data:`SETTLE_S` seconds ago."""
+        link = self._link
+        return (
+            self._confirm
+            and self._max_retries > 0
+            and link.generation > 1
+            and time.monotonic() - link.up_since < SETTLE_S
+        )
 
     async def _recover(self, generation: int, attempt: int, where: str) -> None:
         if self._link.alive(generation):

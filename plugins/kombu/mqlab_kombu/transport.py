@@ -235,7 +235,9 @@ class KombuTransport(Transport):
         """Publish with ``reply_to``/``correlation_id``; :class:`CallTimeout` after ``timeout``.
 
         Without a server the request is dropped by the exchange (kombu sets no
-        mandatory flag), so a call to nobody ends in :class:`CallTimeout` too.
+        mandatory flag), so a call to nobody ends in :class:`CallTimeout` too; only in
+        the first seconds after a reconnect is it held, then :class:`Undeliverable`
+        (:mod:`mqlab_kombu.publisher`).
         """
         publisher, _ = self._parts()
         msg_id = amqp.new_id()
