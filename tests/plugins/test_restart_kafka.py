@@ -45,20 +45,6 @@ def restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Subject]:
         server.stop(handle)
 
 
-@pytest.mark.parametrize(
-    "delivery_mode",
-    [
-        "default",
-        pytest.param(
-            "at-most-once",
-            marks=pytest.mark.xfail(
-                reason="found by this check, left to the kafka plugin: at most once (acks 0, "
-                "commit before) it loses casts sent while the broker stops and tells nothing "
-                "(no failed send, no report); not strict, as a restart may catch no cast in flight",
-                strict=False,
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("delivery_mode", ["default", "at-most-once"])
 def test_the_server_restarts_under_load(restartable: Subject, delivery_mode: str) -> None:
     ConformanceSuite().test_the_server_restarts_under_load(restartable, delivery_mode)

@@ -5,7 +5,8 @@
   broker acknowledges it as ``acks`` asks; with ``acks = 0`` the broker never
   answers, and a send returns once the producer holds the record in its batch
   (as oslo's kafka driver returns once librdkafka queued it), a batch that then
-  fails to be written reported (``report()``);
+  fails to be written reported (``report()``), and so is the producer's connection
+  breaking (records written on it just before may be gone, with no failed send);
 - the servers of a topic are one consumer group of its topic; a targeted call
   or cast has the named server's own topic; a fanout cast a topic where each
   server has a group of its own; each pool of listeners is a group of the
@@ -36,6 +37,7 @@ from typing import Any, ClassVar
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.conn import CloseReason
 from aiokafka.errors import (
     KafkaConnectionError,
     KafkaError,
@@ -47,7 +49,7 @@ from aiokafka.protocol.admin import DeleteGroupsRequest
 
 from mqlab.errors import ConnectionLost, DriverError, ErrorRule, TransportError, map_errors
 from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
-from mqlab.sdk.lifecycle import Tasks
+from mqlab.sdk.lifecycle import Tasks, connection_lost
 from mqlab.sdk.pending import PendingCalls
 from mqlab.sdk.urls import host_port
 from mqlab.transport import Features, Handler, Option, Target, Transport, TransportConfig
@@ -69,6 +71,10 @@ RULES: list[ErrorRule] = [
     ),
     (KafkaError, lambda e: DriverError(f"kafka: {type(e).__name__}: {e}")),
 ]
+
+
+#: how a connection closes when its broker went away (not idle, not our own close)
+_BROKEN = (CloseReason.CONNECTION_BROKEN, CloseReason.CONNECTION_TIMEOUT)
 
 
 def bootstrap(url: str) -> str:
@@ -168,6 +174,8 @@ class KafkaTransport(Transport):
             compression_type=None if compression == "none" else compression,
             max_request_size=MAX_REQUEST,
         )
+        if not self._answered:
+            self._tell_broken(producer)
         admin = AIOKafkaAdminClient(bootstrap_servers=where, client_id=self._client_id)
         try:
             async with asyncio.timeout(timeout):
@@ -180,6 +188,25 @@ class KafkaTransport(Transport):
                 await admin.close()
             raise
         return producer, admin, where
+
+    def _tell_broken(self, producer: AIOKafkaProducer) -> None:
+        """With ``acks = 0`` no broker answers a record, so a record written just before its
+        broker stopped is lost without a failed send: the producer's connection breaking is
+        the only sign of it, and it is reported (aiokafka only refreshes its metadata then;
+        it has no public hook, so its client's close callback is wrapped)."""
+        client = producer.client
+        closed = client._on_connection_closed
+
+        def on_closed(conn: Any, reason: CloseReason) -> None:
+            closed(conn, reason)
+            if self.producer is producer and reason in _BROKEN:
+                why = f"{reason.name.lower().replace('_', ' ')}; records sent with acks = 0 "
+                connection_lost(
+                    self, f"kafka://{conn.host}:{conn.port}", why + "may be lost",
+                    "producer connection", connection=self._client_id,
+                )  # fmt: skip
+
+        client._on_connection_closed = on_closed
 
     def _producer(self) -> AIOKafkaProducer:
         if self.producer is None:
