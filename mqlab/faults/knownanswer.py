@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any, ClassVar
 
-from mqlab.identify import identifier
+from mqlab.measure.identify import identifier
 from mqlab.transport import Handler, Option, OptionConflict, Target, Transport
 
 __all__ = ["OPTIONS", "chosen", "wrapped"]

@@ -36,8 +36,8 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mqlab.identify import identifier
 from mqlab.measure.account import Depth
+from mqlab.measure.identify import identifier
 from mqlab.sdk.urls import host_port
 
 __all__ = ["ArtemisDepth", "KafkaDepth", "NatsDepth", "RedisDepth"]
