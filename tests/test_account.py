@@ -193,6 +193,32 @@ def test_a_broker_that_keeps_messages_has_them_queued_and_unaccounted_never_lost
     assert account(step(keeps=False)).lost == 1500
 
 
+def test_a_message_the_broker_names_is_the_one_still_queued_not_the_last_one_missing() -> None:
+    # issue 43: a Redis server killed at 2 s after reading 201 and before acknowledging it;
+    # 640, sent later, was dropped silently. The group's pending entry names 201
+    c = steady(1, 100, 7)
+    kill = Event("kill_server server1", "injected", 2 * S, int(2.5 * S))
+
+    def step(*depths: Depth) -> History:
+        return History(
+            1, (c,), (got(c, [201, 640]),), 0, 8 * S, events=(kill,), keeps=True,
+            depths=depths, quiet_ns=S, slowest_ns=20 * MS,
+        )  # fmt: skip
+
+    named = account(step(Depth("g", 1, named=frozenset({(1, 201)}))))
+    assert named.where(0, 1, 201) == ("still_queued", "g")
+    assert named.where(0, 1, 640) == ("lost", "")
+    assert (named.still_queued, named.lost, named.unexplained_lost) == (1, 1, 1)
+    # named among a larger count: the rest of the count goes to the last sent, as before
+    more = account(step(Depth("g", 2, named=frozenset({(1, 201)}))))
+    assert (more.where(0, 1, 201), more.where(0, 1, 640)) == (("still_queued", "g"),) * 2
+    # a named entry already delivered (its ack lost) takes its place in the count: nothing
+    # else is called queued for it
+    delivered = account(step(Depth("g", 2, named=frozenset({(1, 201), (1, 5)}))))
+    assert delivered.where(0, 1, 5) == ("delivered", "")
+    assert (delivered.still_queued, delivered.where(0, 1, 640)) == (1, ("lost", ""))
+
+
 def test_a_link_fault_held_at_the_end_on_a_broker_without_depth_is_counted_not_a_crash() -> None:
     # defect 4: a cut in force at the end, on a broker whose depth cannot be read
     c = steady(1, 100, 2)

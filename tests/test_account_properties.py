@@ -76,6 +76,8 @@ def histories(draw: st.DrawFn) -> History:
             draw(st.none() | st.integers(0, 100)),
             some(draw, list(range(groups))),
             draw(st.integers(0, 2000)),
+            # the broker may name numbers sent or not, delivered or not, of any client
+            named=frozenset(draw(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 130))))),
         )
         for i in range(draw(st.integers(0, 2)))
     )

@@ -367,7 +367,7 @@ def step_history(
     depths = tuple(
         Depth(
             d.queue, d.messages, queue_groups(d.queue) if d.queue else None,
-            d.age_ns + max(0, end - drained.read_ns), d.why, d.handed,
+            d.age_ns + max(0, end - drained.read_ns), d.why, d.handed, d.named,
         )
         for d in drained.depths
     )  # fmt: skip

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from typing import Any, ClassVar
 
-from mqlab.codec import Codec
+from mqlab.measure.identify import identifier
 from mqlab.transport import Handler, Option, OptionConflict, Target, Transport
 
 __all__ = ["OPTIONS", "chosen", "wrapped"]
@@ -57,28 +57,6 @@ def chosen(text: str) -> frozenset[int]:
     return frozenset(out)
 
 
-#: every codec setting a step may run, tried in turn on the first delivery
-_CODECS = [Codec(s, e) for s in ("msgpack", "json") for e in (False, True)]
-
-
-def _numbering() -> Callable[[bytes], int | None]:
-    """A delivery's message number, under whichever codec setting the step runs."""
-    found: list[Codec] = []
-
-    def number(body: bytes) -> int | None:
-        for codec in found or _CODECS:
-            try:
-                _, seq, _ = codec.decode(body)
-            except Exception:  # noqa: BLE001 - not this setting: the next one
-                continue
-            if not found:
-                found.append(codec)
-            return int(seq)
-        return None
-
-    return number
-
-
 @cache
 def wrapped(plugin: str) -> type[Transport]:
     """The transport class of ``plugin`` (a registered plugin's name), wrapped."""
@@ -102,10 +80,10 @@ def wrapped(plugin: str) -> type[Transport]:
             opts = self.config.options
             drop, twice = chosen(opts["silent_drop"]), chosen(opts["silent_duplicate"])
             late, delay_s = chosen(opts["silent_delay"]), opts["silent_delay_ms"] / 1000.0
-            number = _numbering()
+            identity = identifier()
 
             def handle(body: bytes) -> bytes | None:
-                seq = number(body)
+                seq = who[1] if (who := identity(body)) else None
                 if seq in drop:
                     return None
                 if seq in twice:

@@ -7,9 +7,13 @@ asked), or a single one with ``messages`` None and why it could not tell:
 
 - **Redis Streams**: each consumer group of each of the step's streams holds its *lag*
   (entries added to the stream that the group has not read yet) plus its *pending*
-  entries (read by a consumer, not acknowledged), from ``XINFO GROUPS``; a group whose
-  lag Redis cannot tell (entries deleted from the middle of its stream) is unknown; a
-  list of the step (a Redis list queue) holds its length (``LLEN``);
+  entries (read by a consumer, not acknowledged), from ``XINFO GROUPS``, less the pending
+  entries trimmed from the stream (they hold nothing), and names them by message
+  (``Depth.named``): each pending entry (``XPENDING``) and each entry after the group's
+  last delivered one (``XRANGE``) whose fields hold an mqlab body, up to :data:`NAMED_MOST`
+  entries and :data:`NAMED_BYTES` (the rest it only counts); a group whose lag Redis
+  cannot tell (entries deleted from the middle of its stream) is unknown; a list of the
+  step (a Redis list queue) holds its length (``LLEN``);
 - **Kafka**: each of the step's consumer groups holds, per partition of its topic, the
   end offset less its committed offset (the partition's start when it committed none),
   from the admin API and a group-less consumer;
@@ -33,12 +37,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mqlab.measure.account import Depth
+from mqlab.measure.identify import identifier
 from mqlab.sdk.urls import host_port
 
 __all__ = ["ArtemisDepth", "KafkaDepth", "NatsDepth", "RedisDepth"]
 
 #: the longest one read may take: a broker that does not answer by then is "unknown"
 TIMEOUT_S = 5.0
+#: the most entries, and bytes of them, one Redis group has named per read: the drain
+#: reads the depth a few times a step, and a deep backlog needs only its count
+NAMED_MOST, NAMED_BYTES = 10_000, 32 << 20
+#: entries asked for in one round trip while naming
+_BATCH = 500
 
 
 def _unknown(kind: str, why: str) -> tuple[Depth, ...]:
@@ -71,25 +81,80 @@ class RedisDepth:
 
     async def _read(self, marker: str) -> tuple[Depth, ...]:
         pattern = "*" + re.sub(r"([*?\[\]\\])", r"\\\1", marker) + "*"
-        out = []
+        out, identity = [], _identity()
         async for raw in self._conn.scan_iter(match=pattern, _type="LIST", count=1000):
-            key = raw.decode() if isinstance(raw, bytes) else str(raw)
+            key = _text(raw)
             out.append(Depth(f"{key} list", int(await self._conn.llen(key))))
         async for raw in self._conn.scan_iter(match=pattern, _type="STREAM", count=1000):
-            key = raw.decode() if isinstance(raw, bytes) else str(raw)
+            key = _text(raw)
             for g in await self._conn.xinfo_groups(key):
-                name = g["name"].decode() if isinstance(g["name"], bytes) else str(g["name"])
-                lag = g.get("lag")
+                name, lag = _text(g["name"]), g.get("lag")
                 queue = f"{key} group {name}"
                 if lag is None:
                     why = f"Redis cannot tell the lag of {queue} (entries deleted from its stream)"
                     out.append(Depth(queue, None, why=why))
-                else:
-                    out.append(Depth(queue, int(lag) + int(g["pending"])))
+                    continue
+                pending, after = int(g["pending"]), _text(g["last-delivered-id"])
+                entries, gone = await self._held(key, name, pending, after, int(lag))
+                named = frozenset(filter(None, map(identity, entries)))
+                out.append(Depth(queue, int(lag) + pending - gone, named=named))
         return tuple(out)
+
+    async def _held(
+        self, key: str, group: str, pending: int, after: str, lag: int
+    ) -> tuple[list[dict[bytes, bytes]], int]:
+        """The fields of the entries ``group`` holds, its pending ones first, then those
+        after its last delivered one (``after``), within the bounds; and how many pending
+        entries are gone from the stream."""
+        entries: list[dict[bytes, bytes]] = []
+        size, gone = 0, 0
+
+        def keep(found: list[Any]) -> bool:  # [(id, fields)]
+            nonlocal size
+            for _, fields in found:
+                entries.append(fields)
+                size += sum(len(v) for v in fields.values())
+            return len(entries) < NAMED_MOST and size < NAMED_BYTES
+
+        ids = []
+        if pending:
+            most = min(pending, NAMED_MOST)
+            ids = [
+                p["message_id"] for p in await self._conn.xpending_range(key, group, "-", "+", most)
+            ]
+        for lo in range(0, len(ids), _BATCH):
+            pipe = self._conn.pipeline(transaction=False)
+            for i in ids[lo : lo + _BATCH]:
+                pipe.xrange(key, i, i)
+            each = await pipe.execute()
+            gone += sum(1 for f in each if not f)
+            if not keep([e for f in each for e in f]):
+                return entries, gone
+        xrange: Any = self._conn.xrange  # redis-py's answer types allow None; it never is
+        while lag > 0:
+            found = await xrange(key, f"({after}", "+", count=min(lag, _BATCH))
+            if not found or not keep(found):
+                break
+            lag, after = lag - len(found), _text(found[-1][0])
+        return entries, gone
 
     async def aclose(self) -> None:
         await self._conn.aclose()
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def _identity() -> Callable[[dict[bytes, bytes]], tuple[int, int] | None]:
+    """A stream entry's message: the first of its fields that reads as an mqlab body (the
+    field is the plugin's choice)."""
+    identity = identifier()
+
+    def of(fields: dict[bytes, bytes]) -> tuple[int, int] | None:
+        return next(filter(None, map(identity, fields.values())), None)
+
+    return of
 
 
 class KafkaDepth:

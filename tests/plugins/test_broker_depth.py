@@ -10,8 +10,10 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from mqlab import registry
+from mqlab.codec import Codec
 from mqlab.measure.account import Depth
 from mqlab.servers.depth import ArtemisDepth, KafkaDepth, NatsDepth, RedisDepth
 from mqlab.servers.handle import ServerHandle
@@ -98,6 +100,62 @@ def test_redis_unreachable_or_unable_to_tell_is_an_unknown_depth_with_why(
         assert d.messages is None and "lag" in d.why
 
     asyncio.run(check())
+
+
+def test_redis_names_the_entry_a_dead_server_read_and_never_acked_by_its_number(
+    redis_server: ServerHandle,
+) -> None:
+    # issue 43: the account must call still queued the message Redis holds, not the last
+    # one missing; the bodies are written by a codec setting the reader is not told
+    import redis.asyncio as aioredis
+
+    body = Codec("json", envelope=True).encoder(1)
+
+    async def check() -> None:
+        marker, target, _ = _step()
+        key = f"mqlab:rpc:x:t_{marker}"
+        conn = aioredis.from_url(redis_server.urls[0])
+        reader = RedisDepth(redis_server.urls[0])
+        transport = registry.get("redis-streams").build
+
+        async def shared() -> list[Depth]:  # the servers' stream; its own holds none
+            return [d for d in await reader.depth(marker) if d.queue == f"{key} group servers"]
+
+        try:
+            async with (
+                transport(redis_server.urls, {}, "s0") as dying,
+                transport(redis_server.urls, {}, "c1") as client,
+            ):
+                await dying.serve_rpc(target, _crash)  # reads 201, dies before XACK
+                await client.cast(target, body(201, 0, 100))
+                await _until_pending(conn, key, 1)
+                for n in (202, 203):  # nobody reads these: they wait in the stream
+                    await client.cast(target, body(n, 0, 100))
+                await client.cast(target, b"not an mqlab body")
+                (d,) = await shared()
+                assert d.messages == 4, d  # counted, whether it names them or not
+                assert d.named == {(1, 201), (1, 202), (1, 203)}, d
+                # 201 trimmed from the stream while pending: Redis still lists it
+                # pending, but it holds nothing
+                second = (await conn.xrange(key, count=2))[1][0]
+                await conn.xtrim(key, minid=second, approximate=False)
+                (d,) = await shared()
+                assert (d.messages, d.named) == (3, {(1, 202), (1, 203)}), d
+        finally:
+            await reader.aclose()
+            await conn.delete(key)
+            await conn.aclose()
+
+    asyncio.run(check())
+
+
+async def _until_pending(conn: Any, key: str, want: int) -> None:
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        groups = await conn.xinfo_groups(key) if await conn.exists(key) else []
+        if sum(g["pending"] for g in groups) >= want:
+            return
+        await asyncio.sleep(0.1)
 
 
 def test_kafka_holds_what_each_group_has_not_committed(kafka_server: ServerHandle) -> None:

@@ -118,13 +118,4 @@ def test_each_known_answer_is_found_exactly_alone_and_with_each_kind_of_event(
     for f in found:  # the closing note's table: per plugin and case, expected and found
         print(f"known answer {plugin} | {f.case} | expected: {f.expected} | found: {f.found}")
     wrong = [f for f in found if not f.ok]
-    limit = [f.case for f in wrong] == ["kill_server"] and "still_queued" in wrong[0].found
-    if plugin == "redis-streams" and limit:
-        # a known limit, said in the closing note of issue 41: Redis keeps the entry the
-        # killed server had read and not acknowledged, for another consumer to claim
-        # (rightly still queued), but a depth is a count, and the account gives it to the
-        # last missing number sent: a chosen drop after the kill (640) is named still queued
-        # instead of the entry the server held (201). Naming pending entries by number
-        # (XPENDING) is the fix; it is not in yet
-        pytest.xfail(f"a Redis pending entry's count given to the last drop: {wrong[0]}")
     assert not wrong, wrong

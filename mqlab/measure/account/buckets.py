@@ -10,8 +10,9 @@ each such delivery ends in one bucket, decided in this order:
    counted as that event's (``refused_during``): the failure is how the driver told of the
    loss, the event is why it happened;
 3. the broker keeps messages: up to a depth read no earlier than the servers' last
-   delivery, ``still_queued``, the last sent first (the broker's own count, exact: before
-   a proxy's, which is a bound; what it handed to consumers and they did not acknowledge
+   delivery, ``still_queued``: the messages it names (``Depth.named``), then as many as
+   the rest of its count, the last sent first (the broker's own count, exact: before a
+   proxy's, which is a bound; what it handed to consumers and they did not acknowledge
    counts only on a drain cut short: see ``_settled``);
 4. a link fault still in force at the end held it: ``held`` by that fault, only as many as
    its proxy proves it holds, the last sent first, and only messages sent in its window;
@@ -161,6 +162,20 @@ class _Books:
             placed += count(pick)
         return placed
 
+    def name(self, slot: Slot, named: frozenset[tuple[int, int]], groups: frozenset[int]) -> None:
+        """Place each of ``named`` ((client, number)) unplaced in a cell of ``groups``: in the
+        first that misses it (the broker holds it once, for one of them)."""
+        wanted: dict[int, Bits] = {}
+        for c, n in named:
+            if 0 <= n < self.sent.get(c, 0):  # a number never sent is not owed
+                wanted[c] = wanted.get(c, 0) | 1 << n
+        for c, bits in wanted.items():
+            for g in sorted(groups):
+                if bits and (g, c) in self.missing:
+                    pick = self.missing[(g, c)] & bits
+                    self.put((g, c), slot, pick)
+                    bits &= ~pick
+
 
 def _first(events: list[Event], g: int, c: int, ch: Chunk, slowest: int) -> str:
     """The first of ``events`` whose window this chunk's sends may lie in; "" for none."""
@@ -249,14 +264,18 @@ def _queued(b: _Books, h: History, fresh: bool) -> None:
             continue
         if d.messages is None:
             b.take((UNACCOUNTED, d.why or f"the depth of {d.queue} is unknown"), None, groups)
-        elif d.age_ns > h.quiet_ns:
+            continue
+        slot: Slot = (QUEUED, d.queue)
+        if d.age_ns > h.quiet_ns:
             why = (
                 f"the depth of {d.queue} was read {d.age_ns / _NS:.1f} s before the drain "
                 "ended, and messages left it since"
             )
-            b.take((UNACCOUNTED, why), d.messages, groups)
-        else:
-            b.take((QUEUED, d.queue), d.messages, groups)
+            slot = (UNACCOUNTED, why)
+        # a named message already placed (delivered: its acknowledgement was lost) is still
+        # one of the count: the rest of the count is what the broker did not name
+        b.name(slot, d.named, groups)
+        b.take(slot, max(0, d.messages - len(d.named)), groups)
     rest = frozenset(range(h.groups)) - covered
     if fresh:
         return

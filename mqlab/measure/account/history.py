@@ -180,7 +180,9 @@ class Depth:
     the history ended, read ``age_ns`` before its end; ``messages`` None: not known, ``why``.
     ``handed``: messages the broker handed to a consumer, not acknowledged yet (RabbitMQ's
     unacknowledged count): with a link fault in force at the end they may as well be in
-    its proxy or delivered with their acknowledgement held, so they are not counted then."""
+    its proxy or delivered with their acknowledgement held, so they are not counted then.
+    ``named``: which of those messages the broker showed, as (client, number), each once
+    (Redis names its streams' entries); the rest of ``messages`` it only counted."""
 
     queue: str
     messages: int | None
@@ -188,6 +190,7 @@ class Depth:
     age_ns: int = 0
     why: str = ""
     handed: bool = False
+    named: frozenset[tuple[int, int]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
