@@ -233,6 +233,17 @@ def test_the_spread_table_lines_up_each_repeat_across_runs_in_run_order(tmp_path
     assert done.stdout.count("Measured with") == 1  # one environment, said once
 
 
+def test_the_spread_table_names_the_scenario_when_two_share_a_driver_pattern_and_load(
+    tmp_path: Path,
+) -> None:
+    steps = [_step("pika", "cast", 900.0, scenario="durable"),
+             _step("pika", "cast", 500.0, scenario="transient")]  # fmt: skip
+    done = mqlab("show", *_runs(tmp_path, ("r", steps, False)), "--markdown", "--table", "spread")
+    assert done.returncode == 0, done.stderr
+    firsts = [c.split("|")[1].strip() for c in done.stdout.splitlines() if "| msg/s" in c]
+    assert firsts == ["pika cast c=10 (durable)", "pika cast c=10 (transient)"]
+
+
 def test_several_runs_are_read_only_by_the_spread_table(tmp_path: Path) -> None:
     paths = _runs(tmp_path, ("a", [_step("kombu")], False), ("b", [_step("kombu")], False))
     done = mqlab("show", *paths, "--markdown")

@@ -362,10 +362,10 @@ def build_parser() -> helptext.Parser:
     )
     shape.add_argument(
         "--table",
-        choices=sorted([*pagetables.TABLES, "spread"]),
+        choices=(tables := sorted([*pagetables.TABLES, "spread"])),
         metavar="TABLE",
         help="only one table in a profile's own shape, as docs/findings.md has it: "
-        + ", ".join(sorted([*pagetables.TABLES, "spread"]))
+        + ", ".join(tables)
         + " (spread: each figure across the repeats of several runs; default: the comparison)",
     )
     p.add_argument(

@@ -16,6 +16,7 @@ first row ends with how many of its repeats were flagged contended or unstable.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from mqlab.record.step import StepRecord
@@ -72,8 +73,11 @@ def rows(runs: Sequence[tuple[str, Sequence[StepRecord]]]) -> list[list[str]]:
             c = s.cell
             step = f"{c.driver} {c.pattern} {c.load.label()}"
             groups.setdefault((step, c.scenario), {}).setdefault(name, []).append(s)
+    shared = Counter(step for step, _ in groups)  # one label over two scenarios: name them
     out = []
-    for (step, _), by_run in groups.items():
+    for (step, scenario), by_run in groups.items():
+        if shared[step] > 1:
+            step = f"{step} ({scenario})"
         for figure, value in FIGURES:
             for name, steps in by_run.items():
                 vals = [value(s) for s in steps]
