@@ -166,11 +166,13 @@ set +e
 # beside the parallel pass: they run after it, alone. Arguments go to pytest (one pass).
 workers=${MQLAB_TEST_WORKERS:-4}
 pytest=(.venv/bin/python -m pytest -p no:cacheprovider --durations=15)
+# files handed out in tests/conftest.py's order (the slowest first), not by number of tests
+spread=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 if [[ $# -gt 0 ]]; then
-  "${pytest[@]}" -n "$workers" --dist loadfile "$@"
+  "${pytest[@]}" "${spread[@]}" "$@"
   rc=$?
 else
-  "${pytest[@]}" -n "$workers" --dist loadfile -m "not serial"
+  "${pytest[@]}" "${spread[@]}" -m "not serial"
   rc=$?
   say "pytest: the tests that run alone"
   "${pytest[@]}" -m serial
