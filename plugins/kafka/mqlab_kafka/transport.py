@@ -73,6 +73,12 @@ RULES: list[ErrorRule] = [
 ]
 
 
+class _Reset(KafkaConnectionError):  # type: ignore[misc]  # aiokafka is untyped
+    """A connection reset under a write that expected no answer: told, never resent."""
+
+    retriable = False
+
+
 #: how a connection closes when its broker went away (not idle, not our own close)
 _BROKEN = (CloseReason.CONNECTION_BROKEN, CloseReason.CONNECTION_TIMEOUT)
 
@@ -193,7 +199,8 @@ class KafkaTransport(Transport):
         """With ``acks = 0`` no broker answers a record, so a record written just before its
         broker stopped is lost without a failed send: the producer's connection breaking is
         the only sign of it, and it is reported (aiokafka only refreshes its metadata then;
-        it has no public hook, so its client's close callback is wrapped)."""
+        it has no public hook, so its client's close callback is wrapped). Its client's send
+        is wrapped too, for a reset aiokafka does not map (below)."""
         client = producer.client
         closed = client._on_connection_closed
 
@@ -207,6 +214,19 @@ class KafkaTransport(Transport):
                 )  # fmt: skip
 
         client._on_connection_closed = on_closed
+        send = client.send
+
+        async def send_mapped(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await send(*args, **kwargs)
+            except OSError as exc:
+                # a request with no answer (acks = 0) awaits the socket's drain, and aiokafka
+                # maps no reset there: its sender task died of the OSError and every later
+                # send failed. Not retriable: at most once, a batch that may have left is
+                # not sent again; it fails, and _written tells of it
+                raise _Reset(f"connection reset while writing: {exc}") from exc
+
+        client.send = send_mapped
 
     def _producer(self) -> AIOKafkaProducer:
         if self.producer is None:
@@ -323,13 +343,15 @@ class KafkaTransport(Transport):
         """A batch sent with ``acks = 0``: one that failed to be written is told."""
         if delivered.cancelled() or (exc := delivered.exception()) is None:
             return
-        try:
-            with map_errors(RULES):
-                raise exc
-        except TransportError as told:
-            self.report(told)
-        except Exception as other:  # noqa: BLE001 - a callback must not raise
-            self.report(DriverError(f"a batch sent with acks = 0 failed: {other!r}"))
+        # mapped, not raised: every record of a failed batch holds the same exception, and
+        # each raise would lengthen its traceback (thousands of records: a traceback that
+        # no report can print)
+        told = exc if isinstance(exc, TransportError) else None
+        for kind, make in RULES if told is None else ():
+            if isinstance(exc, kind):
+                told = make(exc)
+                break
+        self.report(told or DriverError(f"a batch sent with acks = 0 failed: {exc!r}"))
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:
         await self._ensure_replies()
