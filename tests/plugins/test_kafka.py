@@ -129,3 +129,50 @@ def test_notifications_sent_before_any_listener_wait_for_the_first_pool(
         return heard
 
     assert sorted(asyncio.run(check())) == [b"n%d" % i for i in range(5)]
+
+
+async def _a_commit_refused(server: ServerHandle, commit: str) -> tuple[list[str], list[bytes]]:
+    """The broker refuses one commit of a server's reader (as while it restarts or its group
+    rebalances): what the server reported, and what it handled after."""
+    from aiokafka.errors import KafkaConnectionError
+
+    target = Target(f"commit-{uuid.uuid4().hex[:8]}", "topic")
+    got: list[bytes] = []
+    told: list[str] = []
+    kafka = registry.get("kafka")
+    options = {"partitions": 1, "commit": commit, **({"acks": 0} if commit == "before" else {})}
+    async with kafka.build(server.urls, options, "server") as srv:
+        srv.on_report = lambda error: told.append(str(error))
+        await srv.serve_rpc(target, got.append)
+        async with kafka.build(server.urls, options, "client") as client:
+            await client.cast(target, b"warm")
+            deadline = time.monotonic() + 20
+            while b"warm" not in got and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            for reader in srv._readers:  # type: ignore[attr-defined]
+                commit_now = reader.consumer.commit
+
+                async def refused_once(reader: Any = reader, commit_now: Any = commit_now) -> None:
+                    reader.consumer.commit = commit_now
+                    raise KafkaConnectionError("the coordinator went away")
+
+                reader.consumer.commit = refused_once
+            await client.cast(target, b"refused")
+            await asyncio.sleep(1.0)
+            await client.cast(target, b"after")
+            while b"after" not in got and time.monotonic() < deadline + 20:
+                await asyncio.sleep(0.05)
+    return told, got
+
+
+@pytest.mark.parametrize("commit", ["before", "after"])
+def test_a_commit_the_broker_refuses_is_told_and_the_reader_goes_on(
+    kafka_server: ServerHandle, commit: str
+) -> None:
+    # a commit fails while the broker restarts: the reader stopped for good, and its group
+    # read nothing more (the kit's restart check at most once, once under load)
+    told, got = asyncio.run(_a_commit_refused(kafka_server, commit))
+    assert b"after" in got, f"nothing cast after a refused commit was handled ({told[:3]})"
+    assert any(f"the commit {commit} handling" in t for t in told), told
+    # at most once a batch whose commit was refused is not handled: never twice
+    assert (b"refused" in got) is (commit == "after")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from mqlab.errors import ConnectionLost
+from mqlab.errors import ConnectionLost, TransportError
 from mqlab.transport import Handler
 from mqlab_kafka import topics
 
@@ -93,12 +94,14 @@ class GroupReader:
         handler: Handler,
         reading: Reading,
         producer: AIOKafkaProducer,
+        report: Callable[[TransportError], None],
     ) -> None:
         self.topic = topic
         self.group = group
         self.handler = handler
         self.reading = reading
         self.producer = producer
+        self.report = report
         self.consumer = consumer(bootstrap, client_id, group, reading.batch)
         self._task: asyncio.Task[None] | None = None
 
@@ -129,8 +132,10 @@ class GroupReader:
             LOG.error("kafka: reader of %s (group %s) stopped: %r", self.topic, self.group, exc)
 
     async def _handle(self, batches: dict[Any, list[Any]]) -> None:
-        if not self.reading.commit_after:
-            await self.consumer.commit()  # at-most-once: the batch is ours before we handle it
+        if not self.reading.commit_after and not await self._committed(batches, "before"):
+            # at most once: handled now, the batch could come again after a rebalance; left,
+            # it is lost (told) or, after a rebalance, fetched again and committed
+            return
         delivered = []
         for records in batches.values():
             for record in records:
@@ -148,7 +153,23 @@ class GroupReader:
         if delivered:
             await asyncio.gather(*delivered)
         if self.reading.commit_after:
+            await self._committed(batches, "after")  # not taken: the batch may come again
+
+    async def _committed(self, batches: dict[Any, list[Any]], when: str) -> bool:
+        """Commit what was fetched; False (told) when the broker did not take it. A commit
+        fails while the broker restarts or the group rebalances: the reader goes on (it
+        stopped for good before, and the group read nothing more)."""
+        try:
             await self.consumer.commit()
+        except KafkaError as exc:
+            n = sum(len(records) for records in batches.values())
+            fate = "not handled" if when == "before" else "handled, and may come again"
+            self.report(ConnectionLost(
+                f"kafka: the commit {when} handling {n} record(s) of {self.topic} failed "
+                f"({type(exc).__name__}: {exc}): {fate}"
+            ))  # fmt: skip
+            return False
+        return True
 
     async def stop(self, admin: AIOKafkaAdminClient) -> bool:
         """Stop reading and leave the group (its members share the partitions again).

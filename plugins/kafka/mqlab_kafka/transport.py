@@ -303,8 +303,9 @@ class KafkaTransport(Transport):
     async def _read(self, topic: str, group: str, handler: Handler) -> None:
         await self._topic(topic)
         reader = GroupReader(
-            self._bootstrap, self._client_id, topic, group, handler, self.reading, self._producer()
-        )
+            self._bootstrap, self._client_id, topic, group, handler, self.reading,
+            self._producer(), self.report,
+        )  # fmt: skip
         self._readers.append(reader)
         with map_errors(RULES):
             await reader.start()
