@@ -329,3 +329,27 @@ def test_a_node_killed_not_the_connection_lost_with_it_is_blamed() -> None:
     h = History(1, (c,), (got(c, lost),), 0, 7 * S, events=(kill, *(e for e, _ in said)))
     a = account(h)
     assert [(x.name, x.lost) for x in a.causes] == [("kill_node node1", 60)]
+
+
+def test_a_node_killed_with_a_backlog_loses_all_of_it_not_only_what_its_window_reaches() -> None:
+    # kombu (retry = 3), 100 casts/s; a slow consumer let a backlog grow from 0.5 s until the
+    # node holding its non-durable queue was killed at 4 s: 350 .. 399 were in the queue,
+    # sent long before the kill's window (its start less the slowest delivery seen, 20 ms);
+    # 10 .. 19, dropped early with deliveries after them, stay unexplained
+    c = steady(1, 100, 6)
+    queued, early = list(range(50, 400)), list(range(10, 20))
+    kill = Event("kill_node node1", "injected", 4 * S, 5 * S, empties=True)
+    h = History(1, (c,), (got(c, early + queued),), 0, 7 * S, events=(kill,), slowest_ns=20 * MS)
+    a = account(h)
+    assert [(x.name, x.lost) for x in a.causes] == [("kill_node node1", 350)]
+    assert [n for n in range(600) if a.where(0, 1, n) == ("lost", "")] == early
+    only = account(History(1, (c,), (got(c, queued),), 0, 7 * S, events=(kill,),
+                           slowest_ns=20 * MS))  # fmt: skip
+    assert (only.unexplained_lost, judge(only, NO_LOSS_3).verdict) == (0, "broken")
+    # an event that empties nothing (a link cut) reaches only its window (the 100 ms of
+    # sends it meets): the rest is unexplained
+    cut = Event("cut node1", "link", 4 * S, 5 * S)
+    b = account(History(1, (c,), (got(c, early + queued),), 0, 7 * S, events=(cut,),
+                        slowest_ns=20 * MS))  # fmt: skip
+    assert [(x.name, x.lost) for x in b.causes] == [("cut node1", 10)]
+    assert b.unexplained_lost == 10 + 340

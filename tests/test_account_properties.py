@@ -63,7 +63,7 @@ def histories(draw: st.DrawFn) -> History:
         events.append(Event(
             f"e{i}", "injected", start, end, draw(st.integers(0, 500)),
             some(draw, [c.client for c in cs]), some(draw, list(range(groups))),
-            draw(st.booleans()), draw(st.booleans()),
+            draw(st.booleans()), draw(st.booleans()), empties=draw(st.booleans()),
         ))  # fmt: skip
     holds = tuple(
         Hold(e.name, draw(st.integers(0, 60)))
@@ -142,9 +142,17 @@ def test_no_loss_or_duplicate_is_blamed_on_an_event_outside_its_window(h: Histor
             e = events[name]
             assert e.loses if bucket == "lost" else e.duplicates
             assert e.concerns(g, c)
+            start = e.window(h.slowest_ns)[0]
             for ch in chunks:
-                if b & span(ch.lo, ch.hi):
-                    assert ch.meets(*e.window(h.slowest_ns)), (name, ch)
+                outside = b & span(ch.lo, ch.hi)
+                if not outside or ch.meets(*e.window(h.slowest_ns)):
+                    continue
+                # only a loss to an event that empties queues, of its backlog: sent before
+                # its window, and after the last message before the window that arrived
+                assert bucket == "lost" and e.empties and ch.by_ns < start, (name, ch)
+                first = next((k.lo for k in chunks if k.by_ns >= start), chunks[-1].hi)
+                arrived = next((r.arrived for r in h.receipts if (r.group, r.client) == (g, c)), 0)
+                assert outside & ~span((arrived & span(0, first)).bit_length(), first) == 0
 
 
 def span_top(h: History, client: int) -> int:

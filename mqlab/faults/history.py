@@ -81,6 +81,9 @@ HOLDS_ONLY = frozenset({
     "delay", "bandwidth", "memory_alarm", "restore", "start_node", "stopped", "serving",
     "closed-old",
 })  # fmt: skip
+#: injected actions that empty the queues on their node: what waited there, however long,
+#: went with it (``Event.empties``)
+EMPTIES = frozenset({"kill_node", "stop_node", "restart_node"})
 #: an event in force until one of these, on the same node or server, undoes it
 ENDED_BY: Mapping[str, frozenset[str]] = {
     "cut": frozenset({"restore"}),
@@ -189,6 +192,7 @@ def injected(
                 label, ev.kind or "injected", start, end,
                 detect_ns=round(d * _NS) if d is not None else DETECT_NS,
                 clients=clients, groups=groups, loses=not holds, duplicates=not holds,
+                empties=ev.action in EMPTIES,
             ),
             Place("injected", ev.t_s, cause=ev.detail),
         ))  # fmt: skip

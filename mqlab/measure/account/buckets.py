@@ -25,8 +25,10 @@ each such delivery ends in one bucket, decided in this order:
    its group and client, and whose window its send may lie in (see ``Event.window``), a
    driver's own report (``Event.symptom``: a connection lost) only where no injected event's
    window reaches (a node killed is the cause of the connections lost with it); outside
-   every window it is unexplained. Duplicated messages are attributed the same way, to
-   events that can deliver twice.
+   every window, it is the loss of an event that empties queues (``Event.empties``: a node
+   stopped, killed or restarted) when it was sent after the last message before that
+   event's window that arrived (the backlog the node held), else unexplained. Duplicated
+   messages are attributed by windows alone, to events that can deliver twice.
 """
 
 from __future__ import annotations
@@ -193,16 +195,17 @@ def account(h: History) -> Account:
     receipts = {(r.group, r.client): r for r in h.receipts}
     # 1. what arrived; duplicated messages dated like losses
     redelivering = [e for e in by_start if e.duplicates]
+    arrived: dict[_Cell, Bits] = {}
     for g in range(h.groups):
         for c, chunks in b.chunks.items():
             cell = (g, c)
             every = span(0, b.sent[c])
             r = receipts.get(cell)
-            arrived = r.arrived & every if r else 0
-            repeated = r.repeated & arrived if r else 0
+            arrived[cell] = r.arrived & every if r else 0
+            repeated = r.repeated & arrived[cell] if r else 0
             b.missing[cell] = every
             b.slots[cell] = {}
-            b.put(cell, (DELIVERED, ""), arrived & ~repeated)
+            b.put(cell, (DELIVERED, ""), arrived[cell] & ~repeated)
             for ch in chunks:
                 twice = repeated & span(ch.lo, ch.hi)
                 if twice:
@@ -236,14 +239,37 @@ def account(h: History) -> Account:
         b.take((UNACCOUNTED, why), None, lost.groups, None, (start, lost.lost_at_ns))
     # ... and what an old or unknown depth may hold
     _queued(b, h, fresh=False)
-    # 6. the rest is lost, to the first event whose window it may have been sent in
+    # 6. the rest is lost, to the first event whose window it may have been sent in; what
+    # no window reaches, to an event that emptied the queue it waited in (the backlog right
+    # before its window), else unexplained
     losing = [e for e in by_start if e.loses]
+    emptying = [e for e in losing if e.empties]
     for (g, c), missing in list(b.missing.items()):
+        unexplained = 0
         for ch in b.chunks[c]:
             bits = missing & span(ch.lo, ch.hi)
-            if bits:
-                b.put((g, c), (LOST, _first(losing, g, c, ch, h.slowest_ns)), bits)
+            if bits and (event := _first(losing, g, c, ch, h.slowest_ns)):
+                b.put((g, c), (LOST, event), bits)
+            else:
+                unexplained |= bits
+        for e in emptying:
+            if e.concerns(g, c) and unexplained:
+                backlog = unexplained & _backlog(b, e, g, c, arrived[(g, c)], h.slowest_ns)
+                b.put((g, c), (LOST, e.name), backlog)
+                unexplained &= ~backlog
+        b.put((g, c), (LOST, ""), unexplained)
     return _summed(b, h)
+
+
+def _backlog(b: _Books, e: Event, g: int, c: int, arrived: Bits, slowest: int) -> Bits:
+    """The messages of cell (g, c) that were sent before ``e``'s window and after the last
+    one sent before it that arrived: in a queue (first in, first out) they waited behind it,
+    and were still there when ``e`` emptied it (or were lost before, which no count tells
+    apart)."""
+    start = e.window(slowest)[0]
+    first = next((ch.lo for ch in b.chunks[c] if ch.by_ns >= start), b.sent[c])
+    after = (arrived & span(0, first)).bit_length()  # the last arrived, plus one
+    return span(after, first)
 
 
 def _settled(d: Depth, h: History) -> bool:

@@ -140,6 +140,9 @@ class Event:
     lose or deliver twice a message in flight (a delay or a memory alarm only holds).
     ``symptom``: a driver's own report (a connection lost, a consumer cancelled), which an
     injected event in force may have caused: blamed only where no other event's window reaches.
+    ``empties``: it empties the queues it reaches (a node stopped, killed or restarted): what
+    they held may have been sent long before its window, so a run of missing messages that
+    ends where its window starts, with none delivered in between, is its loss too.
     """
 
     name: str
@@ -152,6 +155,7 @@ class Event:
     loses: bool = True
     duplicates: bool = True
     symptom: bool = False
+    empties: bool = False
 
     def concerns(self, group: int, client: int) -> bool:
         return (self.clients is None or client in self.clients) and (
