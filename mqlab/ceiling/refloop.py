@@ -10,8 +10,9 @@ The ceiling is what the consumer received per second inside the window: the
 same definition as a cast step's throughput (deliveries at the server).
 
 Process protocol (JSON lines): the controller writes the spec to the
-process's stdin; the consumer answers ``{"ready": peer}``; the controller then
-writes ``{"t0": .., "t1": ..}`` (monotonic seconds) to both; each process ends
+process's stdin; the consumer answers ``{"ready": peer}`` once it consumes, the publisher
+(started then, with that peer) ``{"ready": ""}`` once its library is loaded; the controller
+then writes ``{"t0": .., "t1": ..}`` (monotonic seconds) to both; each process ends
 with ``{"n0": .., "n1": .., "c0": .., "c1": ..}`` (counts and CPU-seconds at the
 window's start and end) or ``{"error": "one line"}`` on stdout.
 """
@@ -112,12 +113,14 @@ async def _measure(
     try:
         consumer = await _spawn(procs, "consume", plugin, spec, placement)
         ready = await _line(consumer, READY_LIMIT, "the consumer did not start")
-        t0 = time.monotonic() + warmup
-        window = {"t0": t0, "t1": t0 + duration}
-        _write(consumer, window)
         publisher = await _spawn(procs, "publish", plugin, ReferenceSpec(**{
             **asdict(spec), "peer": str(ready.get("ready", ""))
         }), placement)  # fmt: skip
+        # the window opens once the publisher has its library loaded: on a loaded machine
+        # importing one (oslo.messaging) took longer than the warm-up and the whole window
+        await _line(publisher, READY_LIMIT, "the publisher did not start")
+        t0 = time.monotonic() + warmup
+        _write(consumer, {"t0": t0, "t1": t0 + duration})
         _write(publisher, {"t0": t0, "t1": t0 + duration + publisher_after})
         budget = warmup + duration + publisher_after + STOP_LIMIT
         got, sent = await asyncio.gather(
@@ -289,6 +292,7 @@ def main(role: str) -> int:
 
             loop.consume(tally, ready)
         else:
+            _emit({"ready": ""})  # its library loaded: the controller opens the window
             sampler.start()
             loop.publish(tally)
     except Exception as exc:  # noqa: BLE001 - one line for the controller, whatever the library raised
