@@ -33,46 +33,6 @@ _STARTED: list[BrokerHandle] = []
 _SHARED_DEFAULTS = ("notifications", "openstack")
 
 
-#: the suite's slowest files, worker seconds each in a parallel pass on the 2-vCPU VM
-#: (2026-11-28, beside other work): queued first. With pytest-xdist's ``--dist loadfile`` a
-#: file is one unit of work, and a long file handed out last leaves one worker running while
-#: the others wait. xdist hands files out by their number of tests unless told
-#: ``--no-loadscope-reorder`` (scripts/setup.sh says it): without it test_packaging (3 tests,
-#: 330 s) started 890 s into a 1,294 s pass
-SLOWEST_FIRST = (
-    "tests/test_packaging.py",  # 330 s
-    "tests/plugins/test_conformance.py",  # 278 s
-    "tests/plugins/test_restart_rabbitmq.py",  # 222 s
-    "tests/plugins/test_rolling.py",  # 167 s
-    "tests/test_hosts_faults.py",  # 149 s
-    "tests/plugins/test_runs.py",  # 134 s
-    "tests/test_broker.py",  # 132 s
-    "tests/plugins/test_rolling_crossfamily.py",  # 132 s
-    "tests/plugins/test_conformance_beyond.py",  # 120 s
-    "tests/test_hostile_results.py",  # 101 s
-    "tests/test_run.py",  # 96 s
-    "tests/test_hosts.py",  # 91 s
-    "tests/test_hostile_hosts.py",  # 87 s
-    "tests/test_old_results.py",  # 86 s
-    "tests/test_replicated.py",  # 86 s
-    "tests/test_hostsup.py",  # 84 s
-    "tests/test_hostile_output.py",  # 84 s
-    "tests/test_cluster_runs.py",  # 81 s
-    "tests/plugins/test_kafka_run.py",  # 80 s
-    "tests/plugins/test_oslo_kafka.py",  # 79 s
-    "tests/test_hostile_files.py",  # 79 s
-    "tests/test_step_identity.py",  # 79 s
-    "tests/test_hostile_managed.py",  # 78 s
-    "tests/test_ceiling.py",  # 75 s
-    "tests/test_replicated_kafka.py",  # 73 s
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _fresh_default_exchanges() -> Iterator[None]:
     """Each test file leaves the session broker's default exchanges as it found them: absent."""
