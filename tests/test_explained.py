@@ -145,6 +145,24 @@ def test_the_note_names_the_timeout_the_flow_control_and_the_promise() -> None:
     )
 
 
+def test_an_injected_event_gets_its_verdict_when_nobody_saw_it_act() -> None:
+    # a memory alarm the broker's API never showed and the driver never reported, nothing
+    # lost: the user injected an event, so the step still says what was promised and kept
+    c = steady(1, 100, 10)
+    alarm = Window("memory_alarm", "memory_alarm", int(1 * S), int(7 * S), clients=frozenset({1}))
+    about = {"memory_alarm": Place("memory_alarm", 1.0, cause="memory alarm on")}
+    a = account(History(1, (c,), (got(c, []),), 0, 11 * S, events=(alarm,)))
+    options: dict[str, object] = {"retry": 3}
+    out = explain(a, about, promise(options, False), no_promise(options, "kombu"),
+                  _figures(0), (), None, options, "kombu", 1)  # fmt: skip
+    assert out.verdict is not None and out.verdict.verdict == "kept"
+    assert out.verdict.note.endswith("retry = 3 promises no loss: kept")
+    # and a step with nothing injected and nothing seen has nothing to explain
+    quiet = explain(a, {}, promise(options, False), no_promise(options, "kombu"),
+                    _figures(0), (), None, options, "kombu", 1)  # fmt: skip
+    assert quiet.verdict is None
+
+
 def window(c: object, a: float, b: float) -> list[int]:
     """The numbers a 100/s client sent from ``a`` s to ``b`` s, every other one."""
     return list(range(round(a * 100) + 1, round(b * 100) - 1, 2))

@@ -184,8 +184,10 @@ def explain(
     )
     spell = flow.longest_spell if flow is not None else None
     troubled = a.lost or a.duplicated or a.held or a.unaccounted or a.still_queued
-    if not (troubled or spontaneous or spell):
-        return Explained(attribution)  # nothing happened: nothing to explain
+    if not (troubled or spontaneous or spell or about):
+        # nothing happened: nothing to explain. An injected event always gets its verdict,
+        # also when neither the driver nor the broker's API saw its effect
+        return Explained(attribution)
     coincide = any(_coincides(flow, spontaneous, r.t_s) for r in rows if r.lost)
     during = flow_words(flow, spontaneous) if (coincide or not rows) else ""
     v = judge(a, kept, no_promise, phrase(about, plugin, options), during)

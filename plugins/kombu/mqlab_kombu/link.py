@@ -10,6 +10,8 @@ its connection, and it restores its own consumers in a fixed order
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aio_pika
 from aio_pika.abc import AbstractConnection
@@ -59,7 +61,33 @@ class Link(link.Link[AbstractConnection]):
                 raise
             raise TimeoutError from None
         conn.close_callbacks.add(self._on_close)
+        self._hear_blocking(conn)
         return conn
+
+    def _hear_blocking(self, conn: AbstractConnection) -> None:
+        """Tell the core when the broker blocks and unblocks this connection (a memory or disk
+        alarm): the management API shows a short alarm on one tick or none, the frame exactly.
+        aiormq handles both frames itself and offers no callback, so its two handlers are
+        wrapped on this one connection; an aiormq without them is left as it is."""
+        amqp = conn.transport.connection if conn.transport is not None else None
+        for kind, attr in (("blocked", "_Connection__handle_connection_blocked"),
+                           ("unblocked", "_Connection__handle_connection_unblocked")):  # fmt: skip
+            handle = getattr(amqp, attr, None)
+            if handle is not None:
+                setattr(amqp, attr, self._telling(kind, handle))
+
+    def _telling(
+        self, kind: str, handle: Callable[[Any], Awaitable[None]]
+    ) -> Callable[[Any], Awaitable[None]]:
+        async def told(frame: Any) -> None:
+            if kind == "blocked":
+                why = getattr(frame, "reason", "") or "no reason given"
+                self.transport.notice(kind, f"the broker blocked the connection ({why})", self.name)
+            else:
+                self.transport.notice(kind, "the broker unblocked the connection", self.name)
+            await handle(frame)
+
+        return told
 
     def explain(self, url: str, exc: BaseException, timeout: float) -> str:
         return describe_connect_error(url, exc, timeout)
