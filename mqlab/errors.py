@@ -119,7 +119,19 @@ def map_errors(rules: Sequence[ErrorRule]) -> Iterator[None]:
     except TransportError:
         raise
     except Exception as exc:
-        for kind, make in rules:
-            if isinstance(exc, kind):
-                raise make(exc) from exc
-        raise
+        told = mapped(exc, rules)
+        if told is None:
+            raise
+        raise told from exc
+
+
+def mapped(exc: BaseException, rules: Sequence[ErrorRule]) -> TransportError | None:
+    """``exc`` as :func:`map_errors` would raise it, for an error that is reported rather than
+    raised (a callback's): mqlab's own as it is, the first matching rule's, None when no rule
+    names it."""
+    if isinstance(exc, TransportError):
+        return exc
+    for kind, make in rules:
+        if isinstance(exc, kind):
+            return make(exc)
+    return None

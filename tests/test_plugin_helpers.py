@@ -13,6 +13,7 @@ from mqlab.errors import (
     DriverError,
     Undeliverable,
     map_errors,
+    mapped,
 )
 from mqlab.sdk.connect import NO_URL, connect_first
 from mqlab.sdk.pending import PendingCalls
@@ -133,3 +134,16 @@ def test_error_table_maps_most_specific_first_chained_and_reraises_the_rest() ->
         raise KeyError("unmapped")
     with pytest.raises(ConnectionLost), map_errors([(Exception, lambda e: DriverError("no"))]):
         raise ConnectionLost("ours pass through")
+
+
+def test_an_error_reported_from_a_callback_is_mapped_by_the_same_table() -> None:
+    rules = [
+        (_LibReturned, lambda e: Undeliverable(f"returned: {e}")),
+        (_LibError, lambda e: DriverError(f"library: {e}")),
+    ]
+    told = mapped(_LibReturned("r"), rules)
+    assert isinstance(told, Undeliverable) and str(told) == "returned: r"
+    assert isinstance(mapped(_LibError("x"), rules), DriverError)
+    ours = ConnectionLost("ours")
+    assert mapped(ours, [(Exception, lambda e: DriverError("no"))]) is ours
+    assert mapped(KeyError("unmapped"), rules) is None  # the caller says what it was

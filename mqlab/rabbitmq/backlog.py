@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,6 +29,8 @@ from typing import Protocol
 import aiormq
 from aiormq.exceptions import AMQPError, ChannelNotFoundEntity
 
+#: how long a broker that answered before is asked again when it does not answer now
+RETRY_S = 10.0
 #: how the depth is read, as the results state it
 SOURCE = (
     "ready: passive queue.declare (fresh); unacknowledged: management API "
@@ -61,6 +64,9 @@ class RabbitQueueDepth:
         self.amqp_port = amqp_port
         self.available = True
         self._checked = False
+        # a broker mqlab started or was told the API of is expected to answer; one whose
+        # API was guessed only once it has
+        self._answers = amqp_port == 0
 
     def _api(self, path: str) -> object:
         req = urllib.request.Request(f"{self.api_url}{path}")
@@ -90,9 +96,10 @@ class RabbitQueueDepth:
         )
         try:
             if not self._checked:
-                self._checked = True
                 if not self._same_node():
+                    self.available = False  # a neighbour's API: never this broker's depth
                     return None
+                self._checked = True
             queues = self._api(f"/api/queues?{query}")
         except (OSError, urllib.error.URLError, ValueError):
             return None
@@ -149,8 +156,19 @@ class RabbitQueueDepth:
         if not self.available:
             return None
         found = await self._depth(marker)
+        if found is None and self._answers:
+            # a broker that answers but not now is most likely a node coming back from a
+            # fault event (its management plugin starts seconds after its AMQP port): ask
+            # again for a while rather than call the step's depth unknown
+            deadline = time.monotonic() + RETRY_S
+            while found is None and self.available and time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
+                found = await self._depth(marker)
         if found is None:
-            self.available = False  # not there: do not slow every drain tick down
+            if not self._answers:
+                self.available = False  # never there: do not slow every drain tick down
+            return None
+        self._answers = True
         return found
 
     async def depth(self, marker: str) -> int | None:

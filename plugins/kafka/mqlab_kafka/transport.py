@@ -47,7 +47,7 @@ from aiokafka.errors import (
 )
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
-from mqlab.errors import ConnectionLost, DriverError, ErrorRule, TransportError, map_errors
+from mqlab.errors import ConnectionLost, DriverError, ErrorRule, map_errors, mapped
 from mqlab.sdk.connect import CONNECT_TIMEOUT, connect_first, explain
 from mqlab.sdk.lifecycle import Tasks, connection_lost
 from mqlab.sdk.pending import PendingCalls
@@ -181,7 +181,7 @@ class KafkaTransport(Transport):
             max_request_size=MAX_REQUEST,
         )
         if not self._answered:
-            self._tell_broken(producer)
+            self._hear_breaks(producer)
         admin = AIOKafkaAdminClient(bootstrap_servers=where, client_id=self._client_id)
         try:
             async with asyncio.timeout(timeout):
@@ -195,7 +195,7 @@ class KafkaTransport(Transport):
             raise
         return producer, admin, where
 
-    def _tell_broken(self, producer: AIOKafkaProducer) -> None:
+    def _hear_breaks(self, producer: AIOKafkaProducer) -> None:
         """With ``acks = 0`` no broker answers a record, so a record written just before its
         broker stopped is lost without a failed send: the producer's connection breaking is
         the only sign of it, and it is reported (aiokafka only refreshes its metadata then;
@@ -347,11 +347,7 @@ class KafkaTransport(Transport):
         # mapped, not raised: every record of a failed batch holds the same exception, and
         # each raise would lengthen its traceback (thousands of records: a traceback that
         # no report can print)
-        told = exc if isinstance(exc, TransportError) else None
-        for kind, make in RULES if told is None else ():
-            if isinstance(exc, kind):
-                told = make(exc)
-                break
+        told = mapped(exc, RULES)
         self.report(told or DriverError(f"a batch sent with acks = 0 failed: {exc!r}"))
 
     async def call(self, target: Target, body: bytes, timeout: float) -> bytes:

@@ -139,18 +139,6 @@ class Publisher:
                 generation = slot.generation
                 held = decl is not None and (returned or self._settling())
                 result: object = await exchange.publish(message, routing_key, mandatory=held)
-                if not isinstance(result, DeliveredMessage):
-                    return
-                # returned: no queue bound (yet); nothing was lost, so no attempt is spent
-                returned = True
-                if not self._settling():
-                    raise Undeliverable(
-                        f"nobody listens on {where} (routing key {routing_key!r}): the broker "
-                        f"returned the message for {SETTLE_S:g} s after the connection came "
-                        "back; start a server for it"
-                    )
-                await asyncio.sleep(_RETURN_PAUSE)
-                continue
             except amqp_exc.ChannelNotFoundEntity as exc:
                 # an auto-delete exchange went away with its last binding; the broker
                 # refused this publish, so declaring again and resending cannot duplicate
@@ -160,8 +148,6 @@ class Publisher:
                 for other in self._slots:
                     other.exchanges.pop(decl.name, None)
                 continue
-            except Undeliverable:
-                raise
             except amqp_exc.DeliveryError as exc:
                 raise DriverError(
                     f"the broker refused a message for {where} ({describe(exc)})"
@@ -183,6 +169,19 @@ class Publisher:
                 if not is_transient(exc):
                     raise DriverError(f"publish to {where} failed: {describe(exc)}") from exc
                 failure = exc
+            else:
+                if not isinstance(result, DeliveredMessage):
+                    return
+                # returned: no queue bound (yet); nothing was lost, so no attempt is spent
+                returned = True
+                if not self._settling():
+                    raise Undeliverable(
+                        f"nobody listens on {where} (routing key {routing_key!r}): the broker "
+                        f"returned the message for {SETTLE_S:g} s after the connection came "
+                        "back; start a server for it"
+                    )
+                await asyncio.sleep(_RETURN_PAUSE)
+                continue
             if attempt >= self._max_retries:
                 spent = (
                     "not republished"
