@@ -3,8 +3,8 @@ kernel, judged against documented thresholds; ``mqlab system``; the quiet gate.
 
 Busy loops stand in for "another job on the machine": one process per CPU spinning, started
 outside this test's process tree (as another user's job would be) and killed by PID. The
-assertion that a quiet machine is not contended runs alone (``serial``): beside the
-parallel pass, the machine is not quiet.
+assertion that a quiet machine is not contended runs alone (``alone``): beside the
+parallel pass, or beside the ``serial`` tests, the machine is not quiet.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_busy_loops_on_every_core_make_the_machine_contended() -> None:
     assert any(str(pid) in named for pid in pids), sample.heavy
 
 
-@pytest.mark.serial
+@pytest.mark.alone
 def test_a_quiet_machine_is_not_contended() -> None:
     sample = measure_others(2.0)
     assert sample is not None
@@ -206,7 +206,7 @@ def test_a_step_beside_busy_loops_is_flagged_contended_wherever_its_figures_are_
     assert samples["mqlab_step_other_processes_percent"] >= OTHERS_LIMIT
 
 
-@pytest.mark.serial
+@pytest.mark.alone
 def test_a_step_on_a_quiet_machine_is_not_contended(tmp_path: Path) -> None:
     out = tmp_path / "q.json"
     done = mqlab("run", str(write_profile(tmp_path / "p.toml", JUDGED)), "-o", str(out))
@@ -223,7 +223,7 @@ WITH_BACKGROUND = JUDGED.replace(
 )
 
 
-@pytest.mark.serial
+@pytest.mark.alone
 def test_a_steps_own_background_load_is_not_other_processes(tmp_path: Path) -> None:
     """A stress probe's background load is the step's own work: on a quiet machine it must
     not make the step `contended` by "other processes" (it did: the stress-probe profile's

@@ -20,7 +20,8 @@ import pytest
 from tests.helpers import mqlab, results, write_profile
 
 # rabbitmqctl, which raises the alarm or stops the node, took 8 s to start beside the
-# parallel suite and the event came after the window: these run alone (scripts/setup.sh)
+# parallel suite and the event came after the window: these run after it, two at a time
+# (scripts/setup.sh)
 pytestmark = [pytest.mark.broker, pytest.mark.serial]
 
 PROFILE = """
