@@ -6,7 +6,7 @@ that dies reports why through :meth:`~mqlab.transport.Transport.report` instead 
 (the messages it would have read are then counted, not silently lost), and ``aclose()``
 cancels and awaits every one within the contract's close limit. :func:`connection_lost` is the
 one phrase for a lost connection, with the URL masked and its password scrubbed from the
-library's reason.
+library's reason; :func:`blocking` the one phrase for a connection the broker blocked.
 """
 
 from __future__ import annotations
@@ -72,6 +72,15 @@ async def close_all(
         with contextlib.suppress(Exception):
             async with asyncio.timeout(max(deadline - loop.time(), 0.05)):
                 await step()
+
+
+def blocking(blocked: bool, reason: object = None) -> str:
+    """The cause of a ``blocked`` or ``unblocked`` notice (AMQP ``connection.blocked`` /
+    ``unblocked``: the broker stops or resumes reading a publishing connection), one wording
+    for every plugin: ``reason`` is the broker's, e.g. "low on memory"."""
+    if not blocked:
+        return "the broker unblocked the connection"
+    return f"the broker blocked the connection ({reason or 'no reason given'})"
 
 
 def connection_lost(

@@ -19,6 +19,7 @@ from aio_pika.exceptions import CONNECTION_EXCEPTIONS
 
 from mqlab.sdk import link
 from mqlab.sdk.backoff import Backoff
+from mqlab.sdk.lifecycle import blocking
 from mqlab.sdk.urls import hide_secret
 from mqlab.transport import Transport
 from mqlab_kombu.errors import InvalidUrl, check_url, describe_connect_error
@@ -80,11 +81,8 @@ class Link(link.Link[AbstractConnection]):
         self, kind: str, handle: Callable[[Any], Awaitable[None]]
     ) -> Callable[[Any], Awaitable[None]]:
         async def told(frame: Any) -> None:
-            if kind == "blocked":
-                why = getattr(frame, "reason", "") or "no reason given"
-                self.transport.notice(kind, f"the broker blocked the connection ({why})", self.name)
-            else:
-                self.transport.notice(kind, "the broker unblocked the connection", self.name)
+            why = blocking(kind == "blocked", getattr(frame, "reason", ""))
+            self.transport.notice(kind, why, self.name)
             await handle(frame)
 
         return told

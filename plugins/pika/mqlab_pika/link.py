@@ -34,6 +34,7 @@ from mqlab.errors import ConnectionLost, DriverError
 from mqlab.sdk import amqp, link
 from mqlab.sdk.amqp import ExchangeDecl
 from mqlab.sdk.backoff import Backoff
+from mqlab.sdk.lifecycle import blocking
 from mqlab.sdk.urls import hide_secret, mask
 from mqlab.transport import Transport
 from mqlab_pika import bridge, urls
@@ -172,11 +173,10 @@ class Link(link.Link[AsyncioConnection]):
             self.on_event(kind, cause)
 
     def _on_blocked(self, _conn: AsyncioConnection, frame: Method) -> None:
-        reason = getattr(frame.method, "reason", "") or "no reason given"
-        self._event("blocked", f"the broker blocked the connection ({reason})")
+        self._event("blocked", blocking(True, getattr(frame.method, "reason", "")))
 
     def _on_unblocked(self, _conn: AsyncioConnection, _frame: Method) -> None:
-        self._event("unblocked", "the broker unblocked the connection")
+        self._event("unblocked", blocking(False))
 
     def _on_conn_closed(self, conn: AsyncioConnection, reason: BaseException) -> None:
         if conn is not self.conn:
