@@ -140,7 +140,9 @@ class GroupReader:
         for records in batches.values():
             for record in records:
                 reply = self.handler(record.value)
-                headers = dict(record.headers or ())
+                if not record.headers:  # a cast or a notification: nothing to answer
+                    continue
+                headers = dict(record.headers)
                 reply_to = headers.get(topics.REPLY_TO)
                 if reply_to is not None:
                     delivered.append(

@@ -301,7 +301,9 @@ class NatsTransport(Transport):
         return msg.data
 
     async def cast(self, target: Target, body: bytes) -> None:
-        nc = self._client()
+        nc = self.nc
+        if nc is None:  # closed by aclose(); one nats-py closed raises ConnectionClosedError
+            raise ConnectionLost("the NATS connection is closed")
         subject = self._rpc_subject(target)
         # the library's errors mapped as map_errors maps them, its context entered only
         # when one is raised: on the hot path a try costs nothing, a context manager does
