@@ -111,7 +111,8 @@ class Ceilings:
         if cls is not None:
             out.update(library=_version_of(cls.library), mode=cls.describe(options))
             out["confirms"] = cls.confirms(options)
-            spec = ReferenceSpec(urls, f"mqlab-ceiling-{uuid.uuid4().hex[:10]}", size, options)
+            name = f"mqlab-ceiling-{uuid.uuid4().hex[:10]}"
+            spec = ReferenceSpec(urls, name, size, options, concurrency=step.concurrency or 0)
             try:
                 got = await refloop.measure(driver.plugin, spec, run[0], run[1], self.placement)
                 out.update(rate=round(got.received_per_s, 1), error=None)

@@ -58,6 +58,10 @@ class ReferenceSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: what the consumer passed to ``ready`` (e.g. the address it bound); publisher only
     peer: str = ""
+    #: the step's senders, the most casts it could have in flight at once (0: unknown, an
+    #: open-loop step): a loop that keeps several sends in flight keeps at most this many,
+    #: so it is not measured in a setting the plugin's step could not have
+    concurrency: int = 0
 
     @property
     def body(self) -> bytes:
@@ -72,6 +76,12 @@ class ReferenceLoop(abc.ABC):
 
     def __init__(self, spec: ReferenceSpec) -> None:
         self.spec = spec
+
+    def in_flight(self, window: int) -> int:
+        """Sends to keep in flight: ``window``, or the step's senders when fewer (a plugin
+        whose casts each wait for an answer has no more in flight than its step's senders)."""
+        concurrency = self.spec.concurrency
+        return min(window, concurrency) if concurrency > 0 else window
 
     @classmethod
     def auto_ack(cls, options: Mapping[str, Any]) -> bool:

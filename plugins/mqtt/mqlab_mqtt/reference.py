@@ -45,12 +45,13 @@ class MqttReference(AsyncReferenceLoop):
         qos = cls._qos(options)
         if qos == 0:
             return "QoS 0, no acks"
+        # no more in flight than the step's senders either (ReferenceLoop.in_flight)
         if qos == 2:  # the label is made before the loop connects: the cap is not known yet
             return (
-                f"QoS 2, up to {cls._window(options)} in flight, "
+                f"QoS 2, up to {cls._window(options)} in flight or the step's senders, "
                 "capped at the server's Receive Maximum"
             )
-        return f"QoS {qos}, {cls._window(options)} in flight"
+        return f"QoS {qos}, {cls._window(options)} in flight or the step's senders if fewer"
 
     def _client(self, role: str) -> aiomqtt.Client:
         # as the plugin connects: MQTT 5, TCP_NODELAY, its window; a clean session, so the
@@ -91,5 +92,7 @@ class MqttReference(AsyncReferenceLoop):
                     await publish(topic, body, qos=qos)
                     tally.n += 1
 
-            casters = [cast() for _ in range(limit())]
+            # each of the plugin's casts is awaited by one of the step's senders: no more
+            # publishes in flight than those
+            casters = [cast() for _ in range(self.in_flight(limit()))]
             await run_until_stopped(tally, *casters)

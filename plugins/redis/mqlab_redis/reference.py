@@ -3,9 +3,10 @@
 The thinnest use of redis-py's asyncio client for what the plugin's cast does,
 with the plugin's options. Publisher: one ``XADD ... NOMKSTREAM`` (trimmed to
 ``maxlen`` when set) awaited per message, as the plugin's cast awaits it, from
-``connections`` senders at once on a pool of as many connections: the plugin
-keeps up to that many casts in flight, and a single awaited XADD at a time waits out
-a round trip per message (the plugin ran at 177 % of such a loop). Nothing is
+``connections`` senders at once on a pool of as many connections, or as many as the
+step had senders when fewer: the plugin keeps up to that many casts in flight, and a
+single awaited XADD at a time waits out a round trip per message (the plugin ran at
+177 % of such a loop). Nothing is
 pipelined: the plugin does not pipeline XADDs. Consumer: one consumer of a
 group reading ``batch`` entries per ``XREADGROUP`` and acking the batch in one
 ``XACK`` (``ack = "after"``: two round trips per batch, as the plugin's reader
@@ -74,7 +75,10 @@ class RedisStreamsReference(AsyncReferenceLoop):
             await conn.aclose()
 
     async def apublish(self, tally: Tally) -> None:
-        senders = int(self.spec.options["connections"])
+        # the plugin's casts hold a connection each until answered, so its step had no more
+        # XADDs in flight than senders: 25 at c=25 with 32 connections, where 32 senders
+        # here made the loop another setting (more in flight per round trip)
+        senders = self.in_flight(int(self.spec.options["connections"]))
         pool = aioredis.ConnectionPool.from_url(self.spec.urls[0], max_connections=senders)
         conn = aioredis.Redis(connection_pool=pool)
         xadd, key = conn.xadd, self.spec.name
