@@ -302,7 +302,8 @@ class NatsTransport(Transport):
 
     async def cast(self, target: Target, body: bytes) -> None:
         nc = self.nc
-        if nc is None:  # closed by aclose(); one nats-py closed raises ConnectionClosedError
+        if nc is None:  # aclose() ran; a connection nats-py closed raises its own error
+            # (ConnectionClosedError, mapped below): no is_closed check per cast here
             raise ConnectionLost("the NATS connection is closed")
         subject = self._rpc_subject(target)
         # the library's errors mapped as map_errors maps them, its context entered only

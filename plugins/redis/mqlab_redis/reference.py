@@ -6,11 +6,10 @@ with the plugin's options. Publisher: one ``XADD ... NOMKSTREAM`` (trimmed to
 ``connections`` senders at once on a pool of as many connections, or as many as the
 step had senders when fewer: the plugin keeps up to that many casts in flight, and a
 single awaited XADD at a time waits out a round trip per message (the plugin ran at
-177 % of such a loop). Nothing is
-pipelined: the plugin does not pipeline XADDs. Consumer: one consumer of a
-group reading ``batch`` entries per ``XREADGROUP`` and acking the batch in one
-``XACK`` (``ack = "after"``: two round trips per batch, as the plugin's reader
-pays), or reading with ``NOACK`` (``ack = "on_read"``: one). Redis has no
+177 % of such a loop). Nothing is pipelined: the plugin does not pipeline XADDs.
+Consumer: one consumer of a group reading ``batch`` entries per ``XREADGROUP`` and
+acking the batch in one ``XACK`` (``ack = "after"``: two round trips per batch, as the
+plugin's reader pays), or reading with ``NOACK`` (``ack = "on_read"``: one). Redis has no
 publisher confirms to turn off: the plugin's cast, like this loop, waits for
 the XADD's reply.
 
