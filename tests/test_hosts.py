@@ -335,7 +335,9 @@ def _kill_mid_step(cluster: Cluster, tmp_path: Path, host: str) -> tuple[dict[st
     )  # fmt: skip
     try:
         # the clients start only once the servers serve: a client worker on w2 means the
-        # step is about to go; 3 s later it is inside its window (1 s warm-up)
+        # step is about to go; 5 s later it is inside its window (1 s warm-up), and the
+        # servers have shipped their ledgers' state (once a second) inside it: 3 s later
+        # the kill came 1.0 s into the window once, after the last shipment before it
         w2 = psutil.Process(cluster.procs["w2"].pid)
         deadline = time.monotonic() + 90
         clients: list[psutil.Process] = []
@@ -343,7 +345,7 @@ def _kill_mid_step(cluster: Cluster, tmp_path: Path, host: str) -> tuple[dict[st
             clients = _mqlab_workers(w2)
             time.sleep(0.2)
         assert clients, "the clients' worker never started on w2"
-        time.sleep(3)
+        time.sleep(5)
         killed_at = time.monotonic()
         stop_tree(cluster.procs[host])
         _, err = run.communicate(timeout=90)  # no hang: the run ends on its own
