@@ -33,14 +33,13 @@ async def _topics(handle: ServerHandle, create: str | None = None) -> list[str]:
     try:
         if create:
             await admin.create_topics([NewTopic(create, 1, 1)])
-        listed = [t for t in await admin.list_topics() if not t.startswith("__")]
         # the controller takes a topic before the broker's metadata lists it: under load
-        # the first listing once came back empty
-        for _ in range(50 if create else 0):
-            if create in listed:
+        # the first listing once came back empty, so a created topic is waited for (10 s)
+        for _ in range(50):
+            listed = [t for t in await admin.list_topics() if not t.startswith("__")]
+            if create is None or create in listed:
                 break
             await asyncio.sleep(0.2)
-            listed = [t for t in await admin.list_topics() if not t.startswith("__")]
         return listed
     finally:
         await admin.close()
