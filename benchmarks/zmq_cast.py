@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import multiprocessing
 import os
@@ -136,7 +137,13 @@ def client(registry_dir: str, senders: int, size: int, profile: bool, pipe: Conn
                     load.closed_loop(senders, times[0], times[2] + 100_000_000)
                 )
                 took = await _window(times, lambda: load.seq, rec, profile)
-                await sending
+                # a sender waiting for room at the high-water mark waits for ever once the
+                # server has stopped reading (it does at its window's end): stop them
+                load.stop.set()
+                await asyncio.wait({sending}, timeout=1)
+                sending.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sending
             rec.ledger.close()
             return took
 
