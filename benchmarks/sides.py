@@ -162,6 +162,25 @@ def publish(kind: type[ReferenceLoop], spec: ReferenceSpec, pipe: Connection) ->
     pipe.send(out[0])
 
 
+#: seconds a process may take to get ready, and past its window's end to report
+LIMIT = 60.0
+
+
+def _hear(conn: Connection, proc: Any, limit: float, others: list[Any]) -> Any:
+    """What ``proc`` says next on ``conn``; a process that died or hangs ends the benchmark
+    with one line (its own error is above, on its stderr), the other processes stopped."""
+    try:
+        if conn.poll(limit):
+            return conn.recv()
+        why = f"said nothing for {limit:g} s"
+    except EOFError:
+        proc.join(5)
+        why = f"ended (exit code {proc.exitcode})"
+    for each in (proc, *others):
+        each.terminate()
+    raise SystemExit(f"benchmark: the {proc.name} process {why}; its error, if any, is above")
+
+
 def pair(
     first: Callable[..., None],
     first_args: tuple[Any, ...],
@@ -175,18 +194,22 @@ def pair(
     ctx = multiprocessing.get_context("spawn")
     a, a_child = ctx.Pipe()
     b, b_child = ctx.Pipe()
-    pa = ctx.Process(target=first, args=(*first_args, a_child))
+    pa = ctx.Process(target=first, args=(*first_args, a_child), name=first.__name__)
     pa.start()
-    said = a.recv()
-    pb = ctx.Process(target=second, args=(*second_args(said), b_child))
+    a_child.close()  # the child's end is the child's: its exit is then an EOF here
+    said = _hear(a, pa, LIMIT, [])
+    pb = ctx.Process(target=second, args=(*second_args(said), b_child), name=second.__name__)
     pb.start()
-    b.recv()
+    b_child.close()
+    _hear(b, pb, LIMIT, [pa])
     begin = clock.now() + 200_000_000
     start = begin + int(warmup * 1e9)
     times = (begin, start, start + int(seconds * 1e9))
     a.send(times)
     b.send(times)
-    first_took, second_took = a.recv(), b.recv()
+    limit = warmup + seconds + LIMIT
+    first_took = _hear(a, pa, limit, [pb])
+    second_took = _hear(b, pb, limit, [pa])
     pa.join(10)
     pb.join(10)
     return first_took, second_took, said

@@ -7,6 +7,7 @@ every process it measures, a CPU figure over messages it actually sent or receiv
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +49,17 @@ def test_zmq_cast_measures_the_plugin_and_the_bare_loop() -> None:
     sides = _measured(stdout)
     assert [s for s, _, _ in sides] == ["client", "server", "publisher", "consumer"]
     assert all(n > 0 and cpu > 0 for _, cpu, n in sides), stdout
+
+
+def test_a_benchmark_whose_server_is_down_ends_with_one_line_not_a_hang() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "nats_cast.py"), "--seconds", "1",
+         "--url", f"nats://127.0.0.1:{port}"],
+        capture_output=True, text=True, timeout=90, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("benchmark: the server process ended"), out.stderr[-2000:]
