@@ -64,8 +64,8 @@ def _options() -> dict[str, Any]:
 
 def server(url: str, pipe: Connection) -> None:
     async def run() -> sides.Window:
-        async with NatsTransport(TransportConfig((url,), _options(), "server")) as transport:
-            return await sides.serve(transport, TARGET, pipe)
+        config = TransportConfig((url,), _options(), "server")
+        return await sides.serve(NatsTransport(config), TARGET, pipe)
 
     pipe.send(uvloop.run(run()))
 

@@ -86,14 +86,16 @@ async def window(
 async def serve(
     transport: Transport, target: Target, pipe: Connection, profile: bool = False
 ) -> Window:
-    """Serve ``target`` with the core's handler on a started transport; say "ready" on
-    ``pipe``, take the window's times from it, and measure the window."""
+    """Start ``transport`` and serve ``target`` with the core's handler; say "ready" on
+    ``pipe``, take the window's times from it, and measure the window. The ledger closes
+    after the transport: a message still arriving after the window finds it open."""
     with tempfile.TemporaryDirectory() as ledgers:
         rec = recorder(ledgers, "server", clock.now())
-        await transport.serve_rpc(target, server_handler(codec(), rec, 0, reply=False))
-        pipe.send("ready")
-        times = await asyncio.to_thread(pipe.recv)
-        took = await window(times, lambda: rec.ledger.unique, rec, profile)
+        async with transport:
+            await transport.serve_rpc(target, server_handler(codec(), rec, 0, reply=False))
+            pipe.send("ready")
+            times = await asyncio.to_thread(pipe.recv)
+            took = await window(times, lambda: rec.ledger.unique, rec, profile)
         rec.ledger.close()
     return took
 

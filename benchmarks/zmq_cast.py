@@ -52,8 +52,9 @@ def _transport(registry_dir: str, worker: str) -> ZmqTransport:
 
 def server(registry_dir: str, profile: bool, pipe: Connection) -> None:
     async def run() -> sides.Window:
-        async with _transport(registry_dir, "server") as transport:
-            return await sides.serve(transport, TARGET.to_server("s1"), pipe, profile)
+        return await sides.serve(
+            _transport(registry_dir, "server"), TARGET.to_server("s1"), pipe, profile
+        )
 
     pipe.send(uvloop.run(run()))
 
