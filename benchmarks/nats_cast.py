@@ -49,7 +49,6 @@ from mqlab.sdk.reference import ReferenceSpec, Tally, run_until_stopped, until_s
 from mqlab.servers.daemons import NatsServer
 from mqlab.transport import Handler, Target, TransportConfig
 from mqlab.worker import clock
-from mqlab.worker.recorder import Recorder
 from mqlab.worker.workload import server_handler
 
 TARGET = Target("mqlab-bench", "nats-cast")
@@ -72,8 +71,8 @@ def server(url: str, pipe: Connection) -> None:
 
 def client(url: str, senders: int, size: int, pipe: Connection) -> None:
     async def run() -> sides.Window:
-        async with NatsTransport(TransportConfig((url,), _options(), "client")) as transport:
-            return await sides.cast(transport, TARGET, senders, size, pipe)
+        config = TransportConfig((url,), _options(), "client")
+        return await sides.cast(NatsTransport(config), TARGET, senders, size, pipe)
 
     pipe.send(uvloop.run(run()))
 
@@ -105,17 +104,11 @@ class _WithReceipt(NatsReference):
             )
             await nc.flush()
             ready("")
-            folding = asyncio.get_running_loop().create_task(self._fold(rec))
+            folding = asyncio.get_running_loop().create_task(sides.fold(rec))
             await until_stopped(tally)
             folding.cancel()
             await nc.close()
             rec.ledger.close()
-
-    @staticmethod
-    async def _fold(rec: Recorder) -> None:
-        while True:  # as a worker's snapshots do
-            await asyncio.sleep(1)
-            rec.figures()
 
     async def apublish(self, tally: Tally) -> None:
         nc = await nats.connect(servers=[self.spec.urls[0]], pending_size=PENDING_SIZE)

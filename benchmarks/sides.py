@@ -55,6 +55,13 @@ async def sleep_until(t: int) -> None:
         await asyncio.sleep(delay)
 
 
+async def fold(rec: Recorder) -> None:
+    """Fold ``rec`` once a second, as a worker's snapshots do, until cancelled."""
+    while True:
+        await asyncio.sleep(1)
+        rec.figures()
+
+
 async def window(
     times: Times, count: Callable[[], int], rec: Recorder, profile: bool = False
 ) -> Window:
@@ -62,13 +69,7 @@ async def window(
     a worker's snapshots do; with ``profile``, the window under cProfile (to stderr)."""
     _, start, end = times
     prof = cProfile.Profile() if profile else None
-
-    async def fold() -> None:
-        while True:
-            await asyncio.sleep(1)
-            rec.figures()
-
-    folding = asyncio.get_running_loop().create_task(fold())
+    folding = asyncio.get_running_loop().create_task(fold(rec))
     await sleep_until(start)
     cpu, n = time.process_time(), count()
     if prof is not None:
@@ -108,25 +109,26 @@ async def cast(
     pipe: Connection,
     profile: bool = False,
 ) -> Window:
-    """The core's closed-loop senders casting to ``target`` on a started transport; say
+    """Start ``transport`` and cast to ``target`` from the core's closed-loop senders; say
     "ready" on ``pipe``, take the window's times from it, and measure the window."""
-    pipe.send("ready")
-    times = await asyncio.to_thread(pipe.recv)
     with tempfile.TemporaryDirectory() as ledgers:
-        rec = recorder(ledgers, "client", times[0])
-        sizes = SizeSampler(parse_size(size))
-        load = ClientLoad(transport, "cast", [target], codec(), sizes, rec, CLIENT, 10)
-        sending = asyncio.get_running_loop().create_task(
-            load.closed_loop(senders, times[0], times[2] + 100_000_000)
-        )
-        took = await window(times, lambda: load.seq, rec, profile)
-        # a sender waiting for room (zmq's high-water mark) waits for ever once the server
-        # has stopped reading (it does at its window's end): stop them
-        load.stop.set()
-        await asyncio.wait({sending}, timeout=1)
-        sending.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sending
+        async with transport:
+            pipe.send("ready")
+            times = await asyncio.to_thread(pipe.recv)
+            rec = recorder(ledgers, "client", times[0])
+            sizes = SizeSampler(parse_size(size))
+            load = ClientLoad(transport, "cast", [target], codec(), sizes, rec, CLIENT, 10)
+            sending = asyncio.get_running_loop().create_task(
+                load.closed_loop(senders, times[0], times[2] + 100_000_000)
+            )
+            took = await window(times, lambda: load.seq, rec, profile)
+            # a sender waiting for room (zmq's high-water mark) waits for ever once the
+            # server has stopped reading (it does at its window's end): stop them
+            load.stop.set()
+            await asyncio.wait({sending}, timeout=1)
+            sending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sending
         rec.ledger.close()
     return took
 

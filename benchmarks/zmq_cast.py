@@ -61,8 +61,9 @@ def server(registry_dir: str, profile: bool, pipe: Connection) -> None:
 
 def client(registry_dir: str, senders: int, size: int, profile: bool, pipe: Connection) -> None:
     async def run() -> sides.Window:
-        async with _transport(registry_dir, "client") as transport:
-            return await sides.cast(transport, TARGET, senders, size, pipe, profile)
+        return await sides.cast(
+            _transport(registry_dir, "client"), TARGET, senders, size, pipe, profile
+        )
 
     pipe.send(uvloop.run(run()))
 
