@@ -28,7 +28,7 @@ from mqlab.sdk.reference import ReferenceLoop, ReferenceSpec, Tally
 from mqlab.transport import Target, Transport
 from mqlab.worker import clock
 from mqlab.worker.recorder import Recorder
-from mqlab.worker.workload import ClientLoad, server_handler
+from mqlab.worker.workload import ClientLoad, _sleep_until, server_handler
 
 #: (CPU seconds, messages) over the window
 Window = tuple[float, int]
@@ -49,12 +49,6 @@ def recorder(ledgers: str, worker: str, t0: int) -> Recorder:
     return rec
 
 
-async def sleep_until(t: int) -> None:
-    delay = (t - clock.now()) / 1e9
-    if delay > 0:
-        await asyncio.sleep(delay)
-
-
 async def fold(rec: Recorder) -> None:
     """Fold ``rec`` once a second, as a worker's snapshots do, until cancelled."""
     while True:
@@ -70,11 +64,11 @@ async def window(
     _, start, end = times
     prof = cProfile.Profile() if profile else None
     folding = asyncio.get_running_loop().create_task(fold(rec))
-    await sleep_until(start)
+    await _sleep_until(start)
     cpu, n = time.process_time(), count()
     if prof is not None:
         prof.enable()
-    await sleep_until(end)
+    await _sleep_until(end)
     if prof is not None:
         prof.disable()
     cpu, n = time.process_time() - cpu, count() - n
@@ -133,7 +127,7 @@ async def cast(
     return took
 
 
-def count_loop(tally: Tally, times: Times, out: list[Window]) -> None:
+def _count_loop(tally: Tally, times: Times, out: list[Window]) -> None:
     """A reference loop's window, from a thread beside it; stops the loop at its end."""
     _, start, end = times
     time.sleep(max(0.0, (start - clock.now()) / 1e9))
@@ -226,7 +220,7 @@ def line(label: str, took: Window, seconds: float) -> str:
 
 
 def in_thread(tally: Tally, times: Times, out: list[Window]) -> threading.Thread:
-    """:func:`count_loop` started in its own thread."""
-    counting = threading.Thread(target=count_loop, args=(tally, times, out))
+    """:func:`_count_loop` started in its own thread."""
+    counting = threading.Thread(target=_count_loop, args=(tally, times, out))
     counting.start()
     return counting
