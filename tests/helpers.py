@@ -21,6 +21,26 @@ CALLER = "MQLAB_TEST_CALLER"
 #: the flags that say how busy the machine was, and the line that opens its busy facts
 TRUST_FLAGS = ("contended", "unstable")
 MACHINE_FACTS = "mqlab: this machine may move the figures"
+#: a cast scenario's rate and events (TOML) that kill a managed node with a backlog in its
+#: queue, whatever the machine's load: from the start a 250 ms link holds a consumer whose
+#: driver sets ``prefetch = 4`` (4 deliveries unacked at most) under 8/s against the 100/s
+#: sent, so the queue fills; the kill at 4 s empties it, and the link is whole again before
+#: the node starts at 5 s
+NODE_KILLED_WITH_A_BACKLOG = """rate = 100
+[[scenario.event]]
+at = "0s"
+action = "delay"
+ms = 250
+[[scenario.event]]
+at = "4s"
+action = "kill_node"
+[[scenario.event]]
+at = "4.5s"
+action = "restore"
+[[scenario.event]]
+at = "5s"
+action = "start_node"
+"""
 
 
 def mqlab(

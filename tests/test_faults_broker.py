@@ -15,7 +15,7 @@ import pytest
 from mqlab import rabbitmq
 from mqlab.rabbitmq.faults import NodeControl
 from mqlab.rabbitmq.mgmt import Management
-from tests.helpers import mqlab, results, write_profile
+from tests.helpers import NODE_KILLED_WITH_A_BACKLOG, mqlab, results, write_profile
 from tests.test_broker import _accepts, _beams_under
 
 # rabbitmqctl, which raises the alarm or stops the node, took 8 s to start beside the
@@ -102,7 +102,8 @@ def test_memory_alarm_blocks_publishers_and_clears(node: NodeControl) -> None:
     assert _wait(lambda: api.nodes()[0].get("mem_alarm") is False)
 
 
-PROFILE = """
+PROFILE = (
+    """
 [run]
 duration = "9s"
 warmup = "1s"
@@ -127,29 +128,16 @@ action = "kill_server"
 [[scenario.event]]
 at = "5s"
 action = "restart_server"
-# the node dies with a backlog in its non-durable queue, whatever the machine's load: a slow
-# link holds the consumer far under the 100/s sent, so the queue fills from the start. Most
+# the node dies with a backlog in its non-durable queue, whatever the machine's load. Most
 # of it was sent long before the kill's window (its start less the slowest delivery): the
 # kill empties the queue, so the whole backlog is its loss (the accountant's rule for an
 # event that empties queues), not unexplained
 [[scenario]]
 name = "node-down"
 pattern = "cast"
-rate = 100
-[[scenario.event]]
-at = "0s"
-action = "delay"
-ms = 250
-[[scenario.event]]
-at = "4s"
-action = "kill_node"
-[[scenario.event]]
-at = "4.5s"
-action = "restore"
-[[scenario.event]]
-at = "5s"
-action = "start_node"
 """
+    + NODE_KILLED_WITH_A_BACKLOG
+)
 #: the node-down step's warm-up and rate, as PROFILE states them: message n left at n / RATE
 #: seconds from the warm-up's start
 WARMUP_S, RATE = 1.0, 100

@@ -27,13 +27,14 @@ from typing import Any
 import psutil
 import pytest
 
-from .helpers import besides_the_machine, mqlab, results, write_profile
+from .helpers import NODE_KILLED_WITH_A_BACKLOG, besides_the_machine, mqlab, results, write_profile
 from .sshbed import Bed, down_afterwards, ssh_bed
 
 #: each host's monotonic clock, seconds from this one's (w2 behind, within the uptime)
 OFFSETS = {"rabbit": 1000, "w1": 2000, "w2": -min(500, int(time.monotonic() * 0.5))}
 
-PROFILE = """
+PROFILE = (
+    """
 [run]
 name = "across-hosts"
 duration = "9s"
@@ -48,32 +49,25 @@ managed = true
 plugin = "kombu"
 retry = 3
 
+# kombu as above, its consumer slowed by a slow link to the backlog's pace
+[drivers.kombu-backlog]
+plugin = "kombu"
+retry = 3
+prefetch = 4
+
 [drivers.pika]
 plugin = "pika"
 retry = 0
 
 # the node dies with a backlog in its non-durable queue, whatever the machine's load (as in
-# test_faults_broker's node-down): a slow link on both load hosts holds the consumer far under
-# the 100/s sent, so the queue fills from the start and the kill empties it
+# test_faults_broker's node-down; the slow link on both load hosts)
 [[scenario]]
 name = "node-kill"
-drivers = ["kombu"]
+drivers = ["kombu-backlog"]
 pattern = "cast"
-rate = 100
-[[scenario.event]]
-at = "0s"
-action = "delay"
-ms = 250
-[[scenario.event]]
-at = "4s"
-action = "kill_node"
-[[scenario.event]]
-at = "4.5s"
-action = "restore"
-[[scenario.event]]
-at = "5s"
-action = "start_node"
-
+"""
+    + NODE_KILLED_WITH_A_BACKLOG
+    + """
 [[scenario]]
 name = "cut"
 drivers = ["kombu"]
@@ -114,6 +108,7 @@ clients = [1]
 [placement.rabbit]
 broker = [1]
 """
+)
 
 
 @dataclass
