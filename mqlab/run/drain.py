@@ -5,8 +5,9 @@ a snapshot newer than the drain's start, so a busy server that answers late is
 never read as idle), or the step's own broker still holds the step's messages and that
 figure is still changing. The drain ends when every expected delivery arrived
 (``complete``), when neither holds (``idle``: the servers quiet and the broker's depth
-zero, unknown, or the same as at its previous reading: a queue nobody consumes any more
-will not drain by waiting), when the servers are quiet while a link fault of the step is
+zero, unknown, or standing still for :data:`DRAIN_STILL`: a queue nobody consumes any more
+will not drain by waiting, while one whose consumers reconnect or rebalance after a fault
+drains once they read again), when the servers are quiet while a link fault of the step is
 still in force (``held``: a cut never restored, a 60 s delay, a 1 kbit/s limit; what it
 holds would not come in time), at ``[run] drain`` (``limit``) or on a Ctrl-C (``user``).
 
@@ -60,6 +61,12 @@ class Drained:
 
 #: a drain is over when every server's own clock shows no receipt for this long
 DRAIN_IDLE = 1.0
+#: ... and the broker's depth of the step's queues has not moved for this long: a consumer
+#: reconnecting, or a consumer group rebalancing after a broker node died (a Kafka group's
+#: members rejoin within their 6 s session), takes seconds before it reads again
+DRAIN_STILL = 5.0
+#: while the depth stands still, it is read this often
+_READ_STILL_S = 1.0
 _NS = 1_000_000_000
 #: while clients finish what they have in flight, the link faults are asked this often
 _ASK_LINK_S = 0.5
@@ -119,6 +126,7 @@ async def drain(
     depths: tuple[Depth, ...] | None = None
     read_ns = 0
     before: int | None = None  # the previous reading's total
+    still_since = next_read = 0.0  # when it last moved; when to read it again
     hold: LinkHold | None = None
 
     async def read() -> int | None:
@@ -145,7 +153,7 @@ async def drain(
             break
         fresh = all(w.gone or w.last.at >= began_ns for w in servers)
         quiet = all(w.gone or w.last.at - w.last.last_rx >= DRAIN_IDLE * _NS for w in servers)
-        if fresh and quiet:
+        if fresh and quiet and time.monotonic() >= next_read:
             hold = await link_hold() if link_hold is not None else None
             # quiet for DRAIN_IDLE: what a link faulted only briefly (a 200 ms delay) holds
             # would have come by now; what a cut, a long delay or a tight limit holds would
@@ -155,11 +163,14 @@ async def drain(
                 break
             hold = None
             now = await read() if queue_depth is not None else None
-            # nothing held, not known, or no longer moving: the servers take nothing more
-            if not now or now == before:
+            at = time.monotonic()
+            if now and now != before:  # the first reading, or moving: watch it
+                before, still_since = now, at
+            # nothing held, not known, or standing still: the servers take nothing more
+            if not now or at - still_since >= DRAIN_STILL:
                 end = "idle"
                 break
-            before = now
+            next_read = at + _READ_STILL_S
         tick()
     if end != "complete" and queue_depth is not None and depths is None:
         await read()
