@@ -49,7 +49,8 @@ managed = true
 plugin = "kombu"
 retry = 3
 
-# kombu as above, its consumer slowed by a slow link to the backlog's pace
+# kombu as above with 4 deliveries unacked at most: behind the node-kill step's slow link its
+# consumer takes under 8/s, so the queue holds a backlog when the node dies
 [drivers.kombu-backlog]
 plugin = "kombu"
 retry = 3
